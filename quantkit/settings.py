@@ -1,0 +1,260 @@
+"""Typed settings: dataclass schemas registered in Hydra's ConfigStore, validated once.
+
+``conf/config.yaml`` lists ``base_config`` (the schema below) first, so Hydra type-checks
+every override while composing. :func:`build` turns the composed DictConfig into plain
+frozen-ish dataclasses and checks ranges that types cannot express; every problem becomes
+one :class:`~quantkit.errors.ConfigError` line naming the key, the value and the fix.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from quantkit.errors import ConfigError
+
+CALIBRATOR_NAMES = ("minmax", "percentile", "entropy", "mse")
+
+
+@dataclass
+class HeadConfig:
+    """Classification head fitted with scikit-learn on the train split (zoo models)."""
+
+    C: float = 1.0
+    max_iter: int = 2000
+
+
+@dataclass
+class ModelConfig:
+    kind: str = MISSING  # zoo | onnx | hub
+    name: str = MISSING
+    path: Optional[str] = None  # kind=onnx: the ONNX file
+    hub_id: Optional[str] = None  # kind=hub: a Hugging Face model id or local directory
+    output: Optional[str] = None  # the logits output; default: the model's first output
+    opset: int = 17
+    pooling: str = "mean"  # kind=hub: mean | cls
+    trust_remote_code: bool = False
+    head: HeadConfig = field(default_factory=HeadConfig)
+
+
+@dataclass
+class CalibSplitConfig:
+    num_samples: int = 256
+
+
+@dataclass
+class EvalSplitConfig:
+    limit: Optional[int] = None  # first N eval examples (after the seeded split)
+
+
+@dataclass
+class DataConfig:
+    name: str = MISSING
+    source: str = "embedded"  # embedded | local | hub
+    path: Optional[str] = None  # local: csv/json/parquet file(s); hub: dataset id
+    format: Optional[str] = None  # local: csv | json | parquet (default: from the suffix)
+    hub_config: Optional[str] = None
+    train_split: str = "train"  # hub datasets that come pre-split
+    eval_split: Optional[str] = None  # hub: a named split for eval; None = split train
+    text_column: str = "text"
+    label_column: str = "label"
+    group_column: Optional[str] = None  # split by this column: no group in both splits
+    label_names: list[str] = field(default_factory=list)  # class id -> name
+    label_map: dict[str, int] = field(default_factory=dict)  # raw label value -> class id
+    drop_values: list[str] = field(default_factory=list)  # labels whose rows are dropped
+    eval_fraction: float = 0.2
+    tokenizer: Optional[str] = None  # name or path; default: the model's own
+    max_length: int = 128
+    batch_size: int = 32
+    calib: CalibSplitConfig = field(default_factory=CalibSplitConfig)
+    eval: EvalSplitConfig = field(default_factory=EvalSplitConfig)
+
+
+@dataclass
+class CalibratorConfig:
+    methods: list[str] = field(default_factory=lambda: list(CALIBRATOR_NAMES))
+    percentile: float = 99.99
+    num_bins: int = 2048
+    num_quant_bins: int = 128
+    bootstrap: int = 0  # > 0: recompute ranges on this many bootstrap resamples
+
+
+@dataclass
+class SearchConfig:
+    enabled: bool = True
+    max_full_evals: int = 14
+    max_minutes: float = 8.0
+    subset: int = 512  # eval examples used to score per-layer sensitivity
+    prune: bool = True
+
+
+@dataclass
+class PrecisionConfig:
+    op_types: list[str] = field(default_factory=lambda: ["MatMul", "Gemm", "Conv", "ConvTranspose"])
+    include_nodes: list[str] = field(default_factory=list)  # regexes; empty = all in scope
+    exclude_nodes: list[str] = field(default_factory=list)
+    force: dict[str, str] = field(default_factory=dict)  # node/op regex -> int8|fp16|fp32
+    remainder: str = "fp16"  # precision of everything not INT8: fp16 | fp32
+    search: SearchConfig = field(default_factory=SearchConfig)
+
+
+@dataclass
+class BackendConfig:
+    name: str = "ort"
+    providers: list[str] = field(default_factory=lambda: ["CPUExecutionProvider"])
+    disabled_optimizers: list[str] = field(default_factory=lambda: ["WeightBiasQuantization"])
+    intra_op_threads: int = 0
+    batch_size: int = 64
+
+
+@dataclass
+class VerdictConfig:
+    metric: str = "accuracy"  # accuracy | macro_f1
+    margin: float = 0.01
+    margin_kind: str = "relative"  # relative | absolute
+    alpha: float = 0.05
+    n_boot: int = 2000
+    min_slice_n: int = 30
+
+
+@dataclass
+class ReportConfig:
+    formats: list[str] = field(default_factory=lambda: ["json", "md", "html"])
+    reviewer: str = ""
+
+
+@dataclass
+class Settings:
+    experiment_name: str = "default"
+    seed: int = 0
+    cache_dir: Optional[str] = None  # default: $QUANTKIT_CACHE or ~/.cache/quantkit
+    progress: bool = True
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    calibrator: CalibratorConfig = field(default_factory=CalibratorConfig)
+    precision: PrecisionConfig = field(default_factory=PrecisionConfig)
+    backend: BackendConfig = field(default_factory=BackendConfig)
+    verdict: VerdictConfig = field(default_factory=VerdictConfig)
+    report: ReportConfig = field(default_factory=ReportConfig)
+
+
+def register() -> None:
+    """Register the schema as ``base_config`` (idempotent)."""
+    from hydra.core.config_store import ConfigStore
+
+    ConfigStore.instance().store(name="base_config", node=Settings)
+
+
+def _choice(key: str, value: Any, allowed: tuple[str, ...] | list[str]) -> None:
+    if value not in allowed:
+        raise ConfigError(f"config key {key} must be one of {list(allowed)}", value=value,
+                          fix=f"set {key}={allowed[0]} (or another listed value)")
+
+
+def _positive(key: str, value: float | int | None, *, allow_none: bool = False,
+              allow_zero: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if value is None or value < 0 or (value == 0 and not allow_zero):
+        raise ConfigError(f"config key {key} must be {'>= 0' if allow_zero else '> 0'}",
+                          value=value, fix=f"set {key} to a positive number")
+
+
+def validate(s: Settings) -> Settings:
+    """Range checks that types cannot express. Raises ConfigError (one line)."""
+    _choice("model.kind", s.model.kind, ("zoo", "onnx", "hub"))
+    if s.model.kind == "onnx" and not s.model.path:
+        raise ConfigError("model=onnx needs a file", where="model.path", value=s.model.path,
+                          fix="add model.path=/path/to/model.onnx")
+    if s.model.kind == "hub" and not s.model.hub_id:
+        raise ConfigError("model.kind=hub needs a model id", where="model.hub_id",
+                          value=s.model.hub_id, fix="add model.hub_id=<org/name or local dir>")
+    _choice("model.pooling", s.model.pooling, ("mean", "cls"))
+    _choice("data.source", s.data.source, ("embedded", "local", "hub"))
+    if s.data.source in ("local", "hub") and not s.data.path:
+        raise ConfigError(f"data.source={s.data.source} needs a path", where="data.path",
+                          value=s.data.path,
+                          fix="add data.path=<file.csv|json|parquet> (local) or <dataset id> (hub)")
+    if s.data.format is not None:
+        _choice("data.format", s.data.format, ("csv", "json", "parquet"))
+    if not 0.0 < s.data.eval_fraction < 1.0:
+        raise ConfigError("config key data.eval_fraction must be in (0, 1)",
+                          value=s.data.eval_fraction, fix="e.g. data.eval_fraction=0.2")
+    _positive("data.max_length", s.data.max_length)
+    _positive("data.batch_size", s.data.batch_size)
+    _positive("data.calib.num_samples", s.data.calib.num_samples)
+    _positive("data.eval.limit", s.data.eval.limit, allow_none=True)
+    if not s.calibrator.methods:
+        raise ConfigError("config key calibrator.methods is empty", value=[],
+                          fix=f"list at least one of {list(CALIBRATOR_NAMES)}")
+    for i, m in enumerate(s.calibrator.methods):
+        _choice(f"calibrator.methods[{i}]", m, CALIBRATOR_NAMES)
+    if not 0.0 < s.calibrator.percentile <= 100.0:
+        raise ConfigError("config key calibrator.percentile must be in (0, 100]",
+                          value=s.calibrator.percentile, fix="e.g. calibrator.percentile=99.99")
+    _positive("calibrator.num_bins", s.calibrator.num_bins)
+    if s.calibrator.num_bins < 2 * s.calibrator.num_quant_bins:
+        raise ConfigError("config key calibrator.num_bins must be >= 2 x num_quant_bins",
+                          value=s.calibrator.num_bins, fix="e.g. calibrator.num_bins=2048")
+    _positive("calibrator.bootstrap", s.calibrator.bootstrap, allow_zero=True)
+    _choice("precision.remainder", s.precision.remainder, ("fp16", "fp32"))
+    for pattern, prec in s.precision.force.items():
+        _choice(f"precision.force[{pattern}]", prec, ("int8", "fp16", "fp32"))
+    _positive("precision.search.max_full_evals", s.precision.search.max_full_evals, allow_zero=True)
+    _positive("precision.search.max_minutes", s.precision.search.max_minutes, allow_zero=True)
+    _choice("backend.name", s.backend.name, ("ort", "trt"))
+    _positive("backend.batch_size", s.backend.batch_size)
+    _choice("verdict.metric", s.verdict.metric, ("accuracy", "macro_f1"))
+    _choice("verdict.margin_kind", s.verdict.margin_kind, ("relative", "absolute"))
+    if s.verdict.margin_kind == "relative" and not 0.0 < s.verdict.margin < 1.0:
+        raise ConfigError("config key verdict.margin (relative) must be in (0, 1)",
+                          value=s.verdict.margin, fix="e.g. verdict.margin=0.01 for 99% of FP32")
+    if s.verdict.margin_kind == "absolute" and s.verdict.margin < 0:
+        raise ConfigError("config key verdict.margin (absolute) must be >= 0",
+                          value=s.verdict.margin, fix="e.g. verdict.margin=0.005")
+    if not 0.0 < s.verdict.alpha < 1.0:
+        raise ConfigError("config key verdict.alpha must be in (0, 1)", value=s.verdict.alpha,
+                          fix="e.g. verdict.alpha=0.05")
+    _positive("verdict.n_boot", s.verdict.n_boot)
+    for i, f in enumerate(s.report.formats):
+        _choice(f"report.formats[{i}]", f, ("json", "md", "html"))
+    return s
+
+
+def build(cfg: DictConfig | dict) -> Settings:
+    """Composed config -> validated :class:`Settings`. One ConfigError line on any problem."""
+    try:
+        schema = OmegaConf.structured(Settings)
+        merged = OmegaConf.merge(schema, cfg if isinstance(cfg, DictConfig) else OmegaConf.create(cfg))
+        obj = OmegaConf.to_object(merged)
+    except OmegaConfBaseException as exc:
+        raise ConfigError(omegaconf_message(exc),
+                          fix="see `python -m quantkit --cfg job` for the valid keys") from exc
+    assert isinstance(obj, Settings)
+    return validate(obj)
+
+
+def omegaconf_message(exc: BaseException) -> str:
+    """One line from an OmegaConf error: the key, then what was wrong."""
+    key = getattr(exc, "full_key", None)
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if "could not be converted to" in first or "Value '" in first:
+        first = first.replace(" of type 'str'", "")
+    return f"config key {key}: {first}" if key else first
+
+
+def instantiate(node: Any, **kwargs: Any) -> Any:
+    """Instantiate ``node._target_``; only ``quantkit.*`` targets are allowed."""
+    target = node.get("_target_") if hasattr(node, "get") else None
+    if not isinstance(target, str) or not target.startswith("quantkit."):
+        raise ConfigError("only quantkit.* targets may be instantiated", where="_target_",
+                          value=target, fix="point _target_ at a quantkit class or function")
+    module_name, _, attr = target.rpartition(".")
+    obj = getattr(importlib.import_module(module_name), attr)
+    params = {k: v for k, v in dict(node).items() if k != "_target_"}
+    params.update(kwargs)
+    return obj(**params)
