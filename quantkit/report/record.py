@@ -1,0 +1,87 @@
+"""RunRecord: everything a run measured, JSON-serializable. Reports render it; they compute nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import sys
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from quantkit.models.base import write_json_atomic
+
+PACKAGES = ("quantkit", "onnx", "onnxruntime", "onnx-graphsurgeon", "polygraphy", "numpy", "scipy",
+            "scikit-learn", "datasets", "tokenizers", "hydra-core", "omegaconf", "torch",
+            "transformers", "tensorrt")
+
+
+def package_versions() -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for p in PACKAGES:
+        try:
+            out[p] = metadata.version(p)
+        except metadata.PackageNotFoundError:
+            out[p] = None
+    return out
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def host_info() -> dict[str, Any]:
+    return {"hostname": socket.gethostname(), "platform": platform.platform(),
+            "python": sys.version.split()[0], "cpu": cpu_name(), "cpu_count": os.cpu_count(),
+            "gpu": None}
+
+
+@dataclass
+class RunRecord:
+    experiment: str
+    run_dir: str
+    command: str
+    config: dict[str, Any]
+    seed: int
+    started: str = ""
+    finished: str = ""
+    host: dict[str, Any] = field(default_factory=host_info)
+    packages: dict[str, str | None] = field(default_factory=package_versions)
+    model: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
+    stages: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> seconds, cached
+    calibration: dict[str, Any] = field(default_factory=dict)
+    candidates: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> evidence
+    search: dict[str, Any] = field(default_factory=dict)
+    recommended: str | None = None
+    artifacts: dict[str, str] = field(default_factory=dict)  # relative path -> sha256
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return json.loads(json.dumps(asdict(self), default=_jsonable))
+
+    def write(self, path: str | os.PathLike) -> None:
+        write_json_atomic(self.to_dict(), path)
+
+
+def _jsonable(o: Any) -> Any:
+    import numpy as np
+
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if hasattr(o, "to_dict"):
+        return o.to_dict()
+    if isinstance(o, Path):
+        return str(o)
+    return str(o)
