@@ -6,6 +6,7 @@ or a Hydra / OmegaConf composition error (a typo in a group, key or value).
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 
@@ -20,8 +21,13 @@ register()
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> None:
     from quantkit.app import run, summary_lines
+    from quantkit.errors import QuantkitError
 
-    record = run(cfg)
+    try:
+        record = run(cfg)
+    except QuantkitError as exc:  # one line, and no Hydra "Error executing job" banner
+        sys.stderr.write(f"quantkit: error: {exc}\n")
+        sys.exit(exc.exit_code)
     for line in summary_lines(record):
         print(line)
 

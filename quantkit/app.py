@@ -68,6 +68,10 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
                        config=OmegaConf.to_container(cfg, resolve=True),
                        started=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     stage = _Stages(record)
+    if settings.model.kind == "onnx":  # fail fast, before any data work
+        from quantkit.models.base import inspect_onnx
+
+        inspect_onnx(settings.model.path, output=settings.model.output)
 
     from quantkit.data import load_splits
     from quantkit.models import prepare_model

@@ -30,6 +30,7 @@ decides at this effect.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -74,7 +75,7 @@ _TIE = 1e-12
 
 def decide(delta_interval: Interval, margin_abs: float) -> str:
     """PASS if ``low > -margin_abs``; FAIL if ``high < -margin_abs``; else INCONCLUSIVE."""
-    if not (isinstance(margin_abs, (int, float)) and math.isfinite(margin_abs)
+    if not (isinstance(margin_abs, numbers.Real) and math.isfinite(margin_abs)
             and margin_abs >= 0):
         raise ConfigError("the absolute margin must be a finite number >= 0",
                           where="verdict.margin", value=margin_abs,

@@ -47,6 +47,7 @@ __all__ = [
     "metric_value",
     "paired_bootstrap_delta",
     "percentile_interval",
+    "z_two_sided",
 ]
 
 Metric = str | Callable[[np.ndarray, np.ndarray], float]

@@ -1,0 +1,386 @@
+"""The Plan: one precision (int8 | fp16 | fp32) and one human reason per ONNX node.
+
+One Plan drives both Q/DQ insertion (``quantkit.qdq.insert``) and FP16 casting
+(``quantkit.qdq.casts``). :func:`build_plan` applies TRT_RULES.md: weighted ops whose
+activation inputs were calibrated run INT8 (rules 4, 9, 10); everything else runs in the
+remainder precision (FP16 by default), except nodes kept in FP32 (e.g. FP16 overflow).
+
+Decision order for each node, first match wins:
+
+1. ``force``: a regex that matches the whole node name or the whole op type
+   (``re.fullmatch``) sets the precision ("forced by config"). Forcing INT8 needs a finite
+   amax for every activation input, else ConfigError.
+2. Automatic INT8: op type in ``op_types``, node not in ``exclude_nodes``, in
+   ``include_nodes`` when that is given, every activation input has a finite amax and is not
+   ``excluded``, and (``skip_small``) not a GEMV / small GEMM / few-channel Conv.
+3. ``fp32_nodes_reasons``: FP32 with the given reason. It only overrides the remainder:
+   INT8 nodes keep INT8, because their outputs stay FP32 (see ``quantkit.qdq.casts``).
+4. The remainder precision, with the reason the node is not INT8.
+
+Size rule (TRT rule 10, thresholds from NVIDIA ModelOpt's INT8 exclusions):
+- MatMul / Gemm: GEMV-like when M or N is statically 1 (or an operand is 1-D); a small GEMM
+  when K or N is statically < 16 (Tensor Core INT8 kernels need K, N >= 16).
+- Conv / ConvTranspose with input or output channels (per group) < 16 stays out unless
+  (group 1, either channel count a multiple of 8, the other >= 16 or the node reads a graph
+  input, square kernel) or (grouped, output channels a multiple of 8, kernel >= 3).
+Unknown (symbolic) dimensions never make a node small.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+
+import onnx
+
+from quantkit.errors import ConfigError
+from quantkit.qdq.graph import (TensorInfo, attr, constant_tensors, ensure_node_names,
+                                quant_slots, tensor_infos)
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Precision", "NodeDecision", "Plan", "build_plan", "ensure_node_names",
+           "DEFAULT_OP_TYPES", "MIN_GEMM_DIM", "MIN_CONV_CHANNELS"]
+
+#: Weighted ops quantized by default (TRT rules 4 and 9: the safe INT8 scope).
+DEFAULT_OP_TYPES = ("MatMul", "Gemm", "Conv", "ConvTranspose")
+#: MatMul / Gemm with K or N below this stay out of INT8 (rule 10; ModelOpt's _MIN_MATMUL_DIM).
+MIN_GEMM_DIM = 16
+#: Conv channel count below which the ModelOpt INT8 exceptions must hold (rule 10).
+MIN_CONV_CHANNELS = 16
+
+_WEIGHTED = frozenset(DEFAULT_OP_TYPES)
+
+
+class Precision(str, Enum):
+    """Where a node computes: INT8 (Q/DQ on its inputs), FP16 or FP32."""
+
+    INT8 = "int8"
+    FP16 = "fp16"
+    FP32 = "fp32"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def _precision(value: object, where: str) -> Precision:
+    try:
+        return Precision(str(value.value if isinstance(value, Precision) else value).lower())
+    except ValueError:
+        raise ConfigError("unknown precision", where=where, value=value,
+                          fix="use one of int8, fp16, fp32") from None
+
+
+@dataclass(frozen=True)
+class NodeDecision:
+    """The precision of one node and why."""
+
+    precision: Precision
+    reason: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "precision", _precision(self.precision, "NodeDecision"))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """node name -> NodeDecision for every node of the main graph, plus the ranges used.
+
+    ``activation_amax`` holds the finite calibrated amax of every tensor that may be
+    quantized (INT8 node inputs and residual-Add skip inputs). Treat a Plan as a value:
+    :meth:`with_precision` returns a new one.
+    """
+
+    decisions: dict[str, NodeDecision]
+    activation_amax: dict[str, float] = field(default_factory=dict)
+    calibrator: str = ""
+
+    def __post_init__(self) -> None:
+        fixed = {}
+        for name, d in self.decisions.items():
+            if not isinstance(d, NodeDecision):
+                d = NodeDecision(d[0], d[1]) if isinstance(d, tuple) else NodeDecision(**d)
+            fixed[name] = d
+        object.__setattr__(self, "decisions", fixed)
+        object.__setattr__(self, "activation_amax",
+                           {k: float(v) for k, v in self.activation_amax.items()})
+
+    def precision_of(self, node: str) -> Precision:
+        if node not in self.decisions:
+            raise ConfigError("node is not in the plan", where="plan.decisions", value=node,
+                              fix=_close_names_fix(node, self.decisions))
+        return self.decisions[node].precision
+
+    def counts(self) -> dict[str, int]:
+        """Number of nodes per precision, e.g. ``{"int8": 4, "fp16": 20, "fp32": 1}``."""
+        out = {p.value: 0 for p in Precision}
+        for d in self.decisions.values():
+            out[d.precision.value] += 1
+        return out
+
+    def int8_nodes(self) -> list[str]:
+        """Names of the INT8 nodes, in graph order."""
+        return [n for n, d in self.decisions.items() if d.precision is Precision.INT8]
+
+    def nodes_with(self, precision: Precision | str) -> list[str]:
+        p = _precision(precision, "Plan.nodes_with")
+        return [n for n, d in self.decisions.items() if d.precision is p]
+
+    def with_precision(self, nodes: Iterable[str] | str, precision: Precision | str,
+                       reason: str) -> "Plan":
+        """A new Plan where ``nodes`` have ``precision`` because of ``reason``."""
+        p = _precision(precision, "Plan.with_precision")
+        names = [nodes] if isinstance(nodes, str) else list(nodes)
+        unknown = [n for n in names if n not in self.decisions]
+        if unknown:
+            raise ConfigError("node is not in the plan", where="Plan.with_precision",
+                              value=unknown[0], fix=_close_names_fix(unknown[0], self.decisions))
+        decisions = dict(self.decisions)
+        for n in names:
+            decisions[n] = NodeDecision(p, reason)
+        return Plan(decisions, dict(self.activation_amax), self.calibrator)
+
+    def to_dict(self) -> dict:
+        """JSON-ready: ``{"calibrator", "decisions": {node: {"precision", "reason"}},
+        "activation_amax"}``."""
+        return {
+            "calibrator": self.calibrator,
+            "decisions": {n: {"precision": d.precision.value, "reason": d.reason}
+                          for n, d in self.decisions.items()},
+            "activation_amax": dict(self.activation_amax),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> "Plan":
+        if not isinstance(data, Mapping) or not isinstance(data.get("decisions"), Mapping):
+            raise ConfigError("a plan needs a 'decisions' mapping", where="Plan.from_dict",
+                              value=type(data).__name__ if not isinstance(data, Mapping)
+                              else sorted(data),
+                              fix="pass the dict written by Plan.to_dict()")
+        decisions = {}
+        for name, d in data["decisions"].items():
+            if not isinstance(d, Mapping) or "precision" not in d:
+                raise ConfigError("a decision needs 'precision' and 'reason'",
+                                  where=f"Plan.from_dict decisions[{name!r}]", value=d,
+                                  fix='write {"precision": "int8", "reason": "..."}')
+            decisions[name] = NodeDecision(_precision(d["precision"], f"decisions[{name!r}]"),
+                                           str(d.get("reason", "")))
+        return cls(decisions, dict(data.get("activation_amax", {})),
+                   str(data.get("calibrator", "")))
+
+
+def _close_names_fix(name: str, known: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(known), n=3)
+    return (f"did you mean {', '.join(close)}?" if close
+            else "use node names from the model (quantkit names unnamed nodes <op_type>_<index>)")
+
+
+def build_plan(model: onnx.ModelProto, *, amax: Mapping[str, float],
+               excluded: Mapping[str, str] | None = None,
+               op_types: Iterable[str] = DEFAULT_OP_TYPES,
+               include_nodes: Iterable[str] = (),
+               exclude_nodes: Iterable[str] = (),
+               force: Mapping[str, Precision | str] | None = None,
+               remainder: Precision | str = "fp16",
+               fp32_nodes_reasons: Mapping[str, str] | None = None,
+               skip_small: bool = True,
+               calibrator: str = "") -> Plan:
+    """Decide int8 / fp16 / fp32 with a reason for every node (see the module docstring).
+
+    ``amax``: calibrated per-tensor amax of activations; ``excluded``: tensor -> why it must
+    not be quantized (e.g. non-finite values, TRT rule 9). Names unnamed nodes of ``model``
+    in place first (:func:`ensure_node_names`), so the plan can address every node.
+    """
+    ensure_node_names(model)
+    graph = model.graph
+    excluded = dict(excluded or {})
+    force = dict(force or {})
+    fp32_reasons = dict(fp32_nodes_reasons or {})
+    op_types = tuple(op_types)
+    include, exclude = set(include_nodes), set(exclude_nodes)
+    rem = _precision(remainder, "build_plan(remainder)")
+    if rem is Precision.INT8:
+        raise ConfigError("the remainder precision cannot be int8", where="build_plan(remainder)",
+                          value="int8", fix="use fp16 or fp32; INT8 needs calibrated weighted ops")
+    names = [n.name for n in graph.node]
+    for what, given in (("include_nodes", include), ("exclude_nodes", exclude),
+                        ("fp32_nodes_reasons", set(fp32_reasons))):
+        for n in sorted(given):
+            if n not in names:
+                raise ConfigError(f"{what} names a node the model does not have",
+                                  where=f"build_plan({what})", value=n,
+                                  fix=_close_names_fix(n, names))
+    patterns = _compile_force(force)
+
+    finite_amax: dict[str, float] = {}
+    bad_amax: dict[str, float] = {}
+    for t, v in amax.items():
+        try:
+            fv = float(v)
+        except (TypeError, ValueError):
+            raise ConfigError("amax must be a number", where=f"amax[{t!r}]", value=v,
+                              fix="pass per-tensor amax as floats") from None
+        if t in excluded:
+            continue
+        (finite_amax if math.isfinite(fv) and fv >= 0 else bad_amax)[t] = fv
+
+    infos = tensor_infos(model)
+    constants = constant_tensors(graph)
+    graph_inputs = {i.name for i in graph.input}
+    ctx = _Ctx(infos, constants, graph_inputs, finite_amax, bad_amax, excluded)
+    used_patterns: set[str] = set()
+    decisions: dict[str, NodeDecision] = {}
+    for node in graph.node:
+        forced = _forced(node, patterns)
+        if forced is not None:
+            pattern, p = forced
+            used_patterns.add(pattern)
+            if p is Precision.INT8:
+                problem = ctx.int8_blocker(node)
+                if problem:
+                    raise ConfigError(f"cannot force node {node.name} to int8: {problem}",
+                                      where=f"build_plan(force[{pattern!r}])", value=node.name,
+                                      fix="calibrate the node's inputs or force fp16/fp32")
+            decisions[node.name] = NodeDecision(p, f"forced by config ({pattern!r})")
+            continue
+        decision = _auto(node, ctx, op_types=op_types, include=include, exclude=exclude,
+                         remainder=rem, skip_small=skip_small, calibrator=calibrator)
+        if decision.precision is not Precision.INT8 and node.name in fp32_reasons:
+            decision = NodeDecision(Precision.FP32, fp32_reasons[node.name])
+        decisions[node.name] = decision
+    for pattern in force:
+        if pattern not in used_patterns:
+            log.warning("force pattern %r matched no node name or op type", pattern)
+    plan = Plan(decisions, finite_amax, calibrator)
+    log.info("plan: %s", plan.counts())
+    return plan
+
+
+def _compile_force(force: Mapping[str, Precision | str]) -> list[tuple[str, re.Pattern, Precision]]:
+    out = []
+    for pattern, p in force.items():
+        try:
+            rx = re.compile(pattern)
+        except re.error as exc:
+            raise ConfigError(f"invalid regex in force: {exc}", where="build_plan(force)",
+                              value=pattern, fix="write a Python regular expression") from None
+        out.append((pattern, rx, _precision(p, f"build_plan(force[{pattern!r}])")))
+    return out
+
+
+def _forced(node: onnx.NodeProto, patterns) -> tuple[str, Precision] | None:
+    for pattern, rx, p in patterns:
+        if rx.fullmatch(node.name) or rx.fullmatch(node.op_type):
+            return pattern, p
+    return None
+
+
+@dataclass
+class _Ctx:
+    infos: dict[str, TensorInfo]
+    constants: dict[str, onnx.TensorProto]
+    graph_inputs: set[str]
+    amax: dict[str, float]
+    bad_amax: dict[str, float]
+    excluded: dict[str, str]
+
+    def activation_inputs(self, node: onnx.NodeProto) -> list[str]:
+        slots = quant_slots(node, self.infos, self.constants)
+        return [node.input[s] for s in slots.activations]
+
+    def input_blocker(self, node: onnx.NodeProto) -> str | None:
+        """Why an activation input of ``node`` cannot be quantized, or None."""
+        for t in dict.fromkeys(self.activation_inputs(node)):
+            if t in self.excluded:
+                return f"input {t} excluded from INT8: {self.excluded[t]}"
+            if t in self.bad_amax:
+                return f"input {t} has non-finite amax {self.bad_amax[t]}"
+            if t not in self.amax:
+                return f"input {t} has no calibrated range"
+        return None
+
+    def int8_blocker(self, node: onnx.NodeProto) -> str | None:
+        slots = quant_slots(node, self.infos, self.constants)
+        if not (slots.activations or slots.weight is not None or slots.constants):
+            return "it has no float32 input to quantize"
+        return self.input_blocker(node)
+
+
+def _auto(node: onnx.NodeProto, ctx: _Ctx, *, op_types, include, exclude, remainder,
+          skip_small, calibrator) -> NodeDecision:
+    op = node.op_type
+    if op not in op_types:
+        why = f"not a weighted op ({op})" if op not in _WEIGHTED else f"{op} not in op_types"
+        return NodeDecision(remainder, why)
+    if node.name in exclude:
+        return NodeDecision(remainder, "excluded by config (exclude_nodes)")
+    if include and node.name not in include:
+        return NodeDecision(remainder, "not in include_nodes")
+    slots = quant_slots(node, ctx.infos, ctx.constants)
+    if not slots.activations:
+        return NodeDecision(remainder, f"no activation input to quantize ({op})")
+    blocker = ctx.input_blocker(node)
+    if blocker:
+        return NodeDecision(remainder, blocker)
+    if skip_small:
+        small = _small_reason(node, ctx)
+        if small:
+            return NodeDecision(remainder, f"{small}: no INT8 Tensor Core benefit (TRT rule 10)")
+    reason = f"in scope ({op})" + (f", calibrator {calibrator}" if calibrator else "")
+    return NodeDecision(Precision.INT8, reason)
+
+
+def _shape(ctx: _Ctx, name: str) -> tuple[int | None, ...] | None:
+    info = ctx.infos.get(name)
+    return info.shape if info is not None else None
+
+
+def _small_reason(node: onnx.NodeProto, ctx: _Ctx) -> str | None:
+    op = node.op_type
+    if op in ("MatMul", "Gemm"):
+        a, b = _shape(ctx, node.input[0]), _shape(ctx, node.input[1])
+        if a is None or b is None:
+            return None
+        if op == "MatMul" and (len(a) == 1 or len(b) == 1):
+            return "GEMV-like MatMul (1-D operand)"
+        if len(a) < 2 or len(b) < 2:
+            return None
+        if op == "Gemm":
+            m = a[1] if attr(node, "transA", 0) else a[0]
+            k, n = (b[1], b[0]) if attr(node, "transB", 0) else (b[0], b[1])
+        else:
+            lead = a[:-1]
+            m = math.prod(lead) if all(d is not None for d in lead) else None
+            k, n = b[-2], b[-1]
+        if m == 1 or n == 1:
+            return f"GEMV-like {op} (M={m}, N={n})"
+        if (k is not None and k < MIN_GEMM_DIM) or (n is not None and n < MIN_GEMM_DIM):
+            return f"small {op} (K={k}, N={n} < {MIN_GEMM_DIM})"
+        return None
+    if op in ("Conv", "ConvTranspose"):
+        w = _shape(ctx, node.input[1]) if len(node.input) > 1 else None
+        if w is None or len(w) < 3 or any(d is None for d in w[:2]):
+            return None
+        group = int(attr(node, "group", 1))
+        if op == "Conv":
+            oc, ic = w[0], w[1]
+        else:
+            oc, ic = w[1], w[0] // max(group, 1)
+        kernel = list(attr(node, "kernel_shape", None) or w[2:])
+        if oc >= MIN_CONV_CHANNELS and ic >= MIN_CONV_CHANNELS:
+            return None
+        if group == 1:
+            reads_input = node.input[0] in ctx.graph_inputs
+            if ((oc % 8 == 0 or ic % 8 == 0)
+                    and (reads_input or oc >= MIN_CONV_CHANNELS or ic >= MIN_CONV_CHANNELS)
+                    and len(set(kernel)) == 1):
+                return None
+        elif oc % 8 == 0 and all(k >= 3 for k in kernel):
+            return None
+        return f"{op} with few channels (in {ic}, out {oc} per group)"
+    return None

@@ -1,0 +1,72 @@
+"""Config composition (every experiment), the schema, and one-line errors for bad values."""
+
+from __future__ import annotations
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from conftest import CONF
+from quantkit.errors import ConfigError
+from quantkit.settings import Settings, build, instantiate, register
+
+register()
+EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
+
+
+def compose_cfg(*overrides: str):
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides))
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_every_experiment_composes_and_validates(experiment):
+    cfg = compose_cfg(f"experiment={experiment}")
+    s = build(cfg)
+    assert isinstance(s, Settings)
+    assert s.experiment_name == experiment
+
+
+@pytest.mark.parametrize("group,option", [("calibrator", "minmax"), ("calibrator", "percentile"),
+                                          ("calibrator", "entropy"), ("calibrator", "mse")])
+def test_calibrator_options_select_one_method(group, option):
+    s = build(compose_cfg("experiment=bert_int8", f"{group}={option}"))
+    assert s.calibrator.methods == [option]
+
+
+def test_bert_int8_defaults():
+    s = build(compose_cfg("experiment=bert_int8"))
+    assert s.model.kind == "zoo" and s.model.name == "minilm_sentiment" and s.model.opset == 17
+    assert s.data.group_column == "movie_name" and s.data.max_length == 128
+    assert s.verdict.margin == 0.01 and s.verdict.margin_kind == "relative"
+
+
+@pytest.mark.parametrize("override,key", [
+    ("verdict.margin=1.5", "verdict.margin"),
+    ("verdict.alpha=0", "verdict.alpha"),
+    ("calibrator.percentile=101", "calibrator.percentile"),
+    ("calibrator.methods=[kl]", "calibrator.methods[0]"),
+    ("data.calib.num_samples=0", "data.calib.num_samples"),
+    ("precision.remainder=int4", "precision.remainder"),
+    ("model=onnx", "model.path"),
+])
+def test_range_errors_name_the_key(override, key):
+    cfg = compose_cfg("experiment=bert_int8", override) if override != "model=onnx" else \
+        compose_cfg("experiment=bert_int8", "model=onnx", "model.path=null")
+    with pytest.raises(ConfigError) as err:
+        build(cfg)
+    msg = str(err.value)
+    assert key in msg and "\n" not in msg and "Fix:" in msg
+
+
+def test_type_error_from_schema_names_key():
+    cfg = OmegaConf.create({"data": {"eval": {"limit": "abc"}}})
+    with pytest.raises(ConfigError, match=r"data\.eval\.limit"):
+        build(cfg)
+
+
+def test_instantiate_refuses_foreign_targets():
+    with pytest.raises(ConfigError, match="quantkit"):
+        instantiate(OmegaConf.create({"_target_": "os.system", "command": "true"}))
+    obj = instantiate(OmegaConf.create({"_target_": "quantkit.settings.HeadConfig", "C": 2.0}))
+    assert obj.C == 2.0
