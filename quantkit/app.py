@@ -10,10 +10,14 @@ import time
 from pathlib import Path
 
 import numpy as np
+import onnx
 from omegaconf import DictConfig, OmegaConf
 
 from quantkit.assets import cache_root
 from quantkit.report.record import RunRecord
+from quantkit.compare.metrics import first_diverging, flag_layers
+from quantkit.models.base import write_json_atomic, write_model_atomic
+from quantkit.qdq.graph import ensure_node_names
 from quantkit.settings import Settings, build
 
 log = logging.getLogger(__name__)
@@ -87,9 +91,68 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
         record.model = model.to_dict()
 
     with stage("fp32_reference"):
-        ref = evaluate_fp32(settings, model, splits)
+        enc = text_encoder(settings, model)
+        eval_lengths = enc.lengths(splits.eval.texts)
+        ref = evaluate_candidate(settings, "fp32", model.path, model, splits, enc, eval_lengths,
+                                 ortopts=False)
         record.candidates["fp32"] = ref["evidence"]
 
+    proto = onnx.load(model.path)
+    ensure_node_names(proto)
+    with stage("calibration") as info:
+        cal = calibrate(settings, proto, splits, enc, run_dir)
+        info.update(cal["info"])
+        record.calibration = cal["record"]
+    with stage("fp16_range_check") as info:
+        overflow = fp16_overflow(settings, proto, splits, enc)
+        info["fp32_nodes"] = len(overflow)
+
+    artifacts: dict[str, dict] = {}
+    with stage("artifacts") as info:
+        artifacts["fp16"] = build_artifact(settings, proto, run_dir, "fp16", ranges=None,
+                                           overflow=overflow)
+        for method, rng in cal["ranges"].items():
+            artifacts[f"int8.{method}"] = build_artifact(settings, proto, run_dir, f"int8.{method}",
+                                                         ranges=rng, overflow=overflow)
+        info["count"] = len(artifacts)
+
+    with stage("evaluate") as info:
+        for name, art in artifacts.items():
+            res = evaluate_candidate(settings, name, art["path"], model, splits, enc, eval_lengths,
+                                     reference=ref)
+            ev = res["evidence"]
+            ev.update({"plan_counts": art["plan_counts"], "lint": art["lint"],
+                       "artifact_sha256": art["sha256"]})
+            record.candidates[name] = ev
+        info["candidates"] = len(artifacts)
+
+    with stage("backend_check"):
+        for name, art in artifacts.items():
+            if name.startswith("int8.") and settings.precision.remainder == "fp16":
+                record.candidates[name]["backend_check"] = backend_check(
+                    settings, art, model, splits, enc, eval_lengths)
+
+    with stage("layerwise"):
+        layer_tensors = art_tensors = artifacts["fp16"]["compare_tensors"]
+        sub = list(range(min(settings.compare.subset, len(splits.eval))))
+        floor = layerwise(settings, model.path, artifacts["fp16"]["path"], art_tensors,
+                          splits, enc, sub, amax=None)
+        record.candidates["fp16"]["layers"] = floor
+        for name, art in artifacts.items():
+            if name == "fp16":
+                continue
+            layers = layerwise(settings, model.path, art["path"], layer_tensors, splits, enc, sub,
+                               amax=art["activation_amax"])
+            flagged = flag_layers(layers, floor, order=layer_tensors,
+                                  floor_multiple=settings.compare.floor_multiple)
+            record.candidates[name]["layers"] = layers
+            record.candidates[name]["flagged_layers"] = [f for f in flagged if f.get("flagged")]
+            record.candidates[name]["first_diverging"] = first_diverging(
+                layers, floor, order=layer_tensors, floor_multiple=settings.compare.floor_multiple)
+
+    record.recommended = recommend(record.candidates)
+    record.artifacts = {Path(a["path"]).name: a["sha256"] for a in artifacts.values()}
+    write_sha256sums(run_dir, record.artifacts)
     record.finished = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     record.write(run_dir / "record.json")
     log.info("record written to %s", run_dir / "record.json")
@@ -108,39 +171,272 @@ def text_encoder(settings: Settings, model):
                        input_names=model.input_names)
 
 
-def evaluate_fp32(settings: Settings, model, splits) -> dict:
-    from quantkit.backends.batched import run_split
+def _feeds(enc, texts, batch_size: int, lengths=None):
+    from quantkit.data.text import iter_feeds
+
+    return (feed for _, feed in iter_feeds(enc, texts, batch_size, lengths))
+
+
+def _ort(settings: Settings, model, *, name: str, extra_outputs=(), optimized_to=None,
+         disable_unsafe: bool = True):
     from quantkit.backends.ort import OrtRunner
-    from quantkit.compare.task import task_metrics
 
-    enc = text_encoder(settings, model)
-    t0 = time.perf_counter()
-    with OrtRunner(model.path, name="fp32") as r:
-        logits = run_split(r, enc, splits.eval.texts, output=model.output_name,
-                           batch_size=settings.backend.batch_size, progress=settings.progress,
-                           desc="FP32 reference")
-    seconds = time.perf_counter() - t0
+    return OrtRunner(model, name=name, providers=settings.backend.providers,
+                     disabled_optimizers=settings.backend.disabled_optimizers if disable_unsafe else (),
+                     intra_op_threads=settings.backend.intra_op_threads,
+                     extra_outputs=extra_outputs, save_optimized_to=optimized_to)
+
+
+def calibrate(settings: Settings, proto: onnx.ModelProto, splits, enc, run_dir: Path) -> dict:
+    """One streaming FP32 pass over the calibration split -> ranges for every calibrator."""
+    from quantkit.calibrate import (activation_tensors, bootstrap_ranges, collect_stats,
+                                    compute_ranges, make_calibrator, save_ranges, select_tensors,
+                                    to_trt_calibration_cache)
+    from quantkit.errors import CalibrationError
+
+    p, c = settings.precision, settings.calibrator
+    targets = select_tensors(proto, op_types=tuple(p.op_types), include_nodes=tuple(p.include_nodes),
+                             exclude_nodes=tuple(p.exclude_nodes))
+    tensors = activation_tensors(targets)
+    if not tensors:
+        raise CalibrationError("no tensors in the quantization scope", where="precision.op_types",
+                               value=list(p.op_types), fix="widen precision.op_types or "
+                               "precision.include_nodes")
+    chunks = 16 if c.bootstrap > 0 else None
+    res = collect_stats(proto, _feeds(enc, splits.calib.texts, settings.data.batch_size),
+                        tensors, num_bins=c.num_bins, progress=settings.progress,
+                        runner_factory=lambda m, outs: _ort(settings, m, name="calibrate",
+                                                            extra_outputs=outs),
+                        num_chunks=chunks)
+    params = {"percentile": {"percentile": c.percentile},
+              "entropy": {"num_quant_bins": c.num_quant_bins}}
+    cals = {m: make_calibrator(m, **params.get(m, {})) for m in c.methods}
+    spread = bootstrap_ranges(res.chunk_stats, cals, num_resamples=c.bootstrap, seed=settings.seed) \
+        if chunks else None
+    ranges = compute_ranges(res.stats, cals, samples_seen=res.samples_seen, spread=spread)
+    files = {}
+    for m, r in ranges.items():
+        files[m] = str(save_ranges(r, run_dir / "ranges" / f"{m}.json"))
+        to_trt_calibration_cache(r, run_dir / "ranges" / f"{m}.trt_calib.cache")
+    first = next(iter(ranges.values()))
+    if first.excluded:
+        log.info("calibration left %d tensors unquantized: %s", len(first.excluded),
+                 "; ".join(f"{t}: {why}" for t, why in list(first.excluded.items())[:8]))
+    record = {"tensors": len(tensors), "quant_nodes": len(targets), "samples": res.samples_seen,
+              "methods": list(ranges), "excluded": first.excluded, "notes": first.notes,
+              "amax": {m: r.amax for m, r in ranges.items()}, "files": files,
+              "spread": {m: r.spread for m, r in ranges.items() if r.spread},
+              "summary": first.summary, "seconds": round(res.seconds, 3)}
+    return {"ranges": ranges, "record": record,
+            "info": {"tensors": len(tensors), "samples": res.samples_seen,
+                     "collect_seconds": round(res.seconds, 3)}}
+
+
+def fp16_overflow(settings: Settings, proto: onnx.ModelProto, splits, enc) -> dict[str, str]:
+    """Nodes whose FP32 values exceed the FP16 range on a few calibration samples stay FP32."""
+    from quantkit.qdq.casts import fp16_overflow_nodes
+
+    infos = {v.name: v.type.tensor_type.elem_type
+             for v in onnx.shape_inference.infer_shapes(proto).graph.value_info}
+    outs = [o for n in proto.graph.node for o in n.output
+            if o and infos.get(o, onnx.TensorProto.FLOAT) == onnx.TensorProto.FLOAT]
+    absmax: dict[str, float] = {}
+    texts = splits.calib.texts[: settings.compare.fp16_range_samples]
+    with _ort(settings, proto, name="fp16-range", extra_outputs=outs) as r:
+        for feed in _feeds(enc, texts, settings.data.batch_size):
+            for t, v in r.infer(feed, outs).items():
+                if v.dtype != np.float32 or v.size == 0:
+                    continue
+                finite = np.abs(v[np.isfinite(v)])
+                m = float(finite.max()) if finite.size else 0.0
+                absmax[t] = max(absmax.get(t, 0.0), m)
+    return fp16_overflow_nodes(proto, absmax)
+
+
+def build_artifact(settings: Settings, proto: onnx.ModelProto, run_dir: Path, name: str, *,
+                   ranges, overflow: dict[str, str]) -> dict:
+    """Plan -> Q/DQ (when INT8) -> FP16 casts -> lint -> model.<name>.onnx (atomic)."""
+    from quantkit.calibrate.collect import select_tensors
+    from quantkit.errors import GraphEditError
+    from quantkit.precision.plan import build_plan
+    from quantkit.qdq.casts import convert_fp16
+    from quantkit.qdq.insert import insert_qdq
+    from quantkit.qdq.lint import lint_qdq
+
+    p = settings.precision
+    plan = build_plan(proto, amax=ranges.amax if ranges else {},
+                      excluded=ranges.excluded if ranges else {}, op_types=p.op_types,
+                      include_nodes=p.include_nodes, exclude_nodes=p.exclude_nodes,
+                      force=dict(p.force), remainder=p.remainder, fp32_nodes_reasons=overflow,
+                      calibrator=ranges.calibrator if ranges else "")
+    edited, qmap = insert_qdq(proto, plan) if ranges else (proto, None)
+    final = convert_fp16(edited, plan) if p.remainder == "fp16" else edited
+    violations = lint_qdq(final, nonfinite_tensors=set(ranges.excluded) if ranges else set())
+    if violations:
+        raise GraphEditError(f"{len(violations)} TensorRT Q/DQ rule violations in {name}",
+                             where=str(violations[0]), fix="report this as a bug")
+    path = run_dir / f"model.{name}.onnx"
+    sha = write_model_atomic(final, path)
+    write_json_atomic(plan.to_dict(), run_dir / "plans" / f"{name}.json")
+    if qmap is not None:
+        write_json_atomic(qmap.to_dict(), run_dir / "plans" / f"{name}.qdqmap.json")
+    scope = select_tensors(proto, op_types=tuple(p.op_types))
+    compare_tensors = []
+    for t in scope:
+        compare_tensors.extend(t.activations)
+        compare_tensors.extend(o for n in proto.graph.node if n.name == t.node for o in n.output)
+    compare_tensors = list(dict.fromkeys(compare_tensors))
+    return {"path": str(path), "sha256": sha, "plan": plan, "plan_counts": plan.counts(),
+            "lint": {"violations": 0}, "with_fp32_remainder": edited if p.remainder == "fp16" else None,
+            "activation_amax": dict(plan.activation_amax), "compare_tensors": compare_tensors}
+
+
+def evaluate_candidate(settings: Settings, name: str, path, model, splits, enc, lengths, *,
+                       reference: dict | None = None, ortopts: bool = True) -> dict:
+    """Task evidence of one artifact on the eval split (+ verdict against ``reference``)."""
+    import tempfile
+
+    from quantkit.backends.batched import run_split
+    from quantkit.backends.ort import kernel_census
+    from quantkit.compare.task import agreement, length_buckets, mean_kl, slice_metrics, task_metrics
+    from quantkit.verdict import Margin, ab_verdict
+
     labels = list(range(len(splits.label_names)))
-    metrics = task_metrics(splits.eval.labels, logits, labels=labels, label_names=splits.label_names)
-    return {"logits": logits, "evidence": {"artifact": "model.onnx (FP32)", "numerics": "fp32 ORT CPU",
-                                           "metrics": metrics, "eval_seconds": round(seconds, 3),
-                                           "n": int(len(splits.eval))}}
+    y = splits.eval.labels
+    with tempfile.TemporaryDirectory() as tmp:
+        optimized = Path(tmp) / "optimized.onnx"
+        t0 = time.perf_counter()
+        with _ort(settings, path, name=name, optimized_to=optimized) as r:
+            logits = run_split(r, enc, splits.eval.texts, output=model.output_name,
+                               batch_size=settings.backend.batch_size, progress=settings.progress,
+                               desc=f"eval {name}", lengths=lengths)
+        seconds = time.perf_counter() - t0
+        census = kernel_census(optimized) if optimized.exists() else {}
+    pred = logits.argmax(axis=1)
+    buckets = length_buckets(lengths)
+    ev = {"artifact": Path(path).name, "numerics": numerics_note(name, settings),
+          "metrics": task_metrics(y, logits, labels=labels, label_names=splits.label_names),
+          "slices": slice_metrics(y, pred, {"class": y, "length": buckets}),
+          "eval_seconds": round(seconds, 3), "n": int(len(y)), "kernel_census": census}
+    if reference is not None:
+        ref_logits = reference["logits"]
+        ref_pred = ref_logits.argmax(axis=1)
+        ev["agreement_fp32"] = agreement(ref_pred, pred)
+        ev["mean_kl_fp32"] = mean_kl(ref_logits, logits)
+        v = settings.verdict
+        verdict = ab_verdict(y, ref_pred, pred, margin=Margin(v.margin_kind, v.margin),
+                             alpha=v.alpha, metric=v.metric, n_boot=v.n_boot, seed=settings.seed,
+                             slices={"class": np.array([splits.label_names[i] for i in y]),
+                                     "length": buckets},
+                             min_slice_n=v.min_slice_n, labels=labels)
+        ev["verdict"] = verdict.to_dict()
+    return {"logits": logits, "evidence": ev}
 
+
+def numerics_note(name: str, settings: Settings) -> str:
+    prov = "+".join(p.replace("ExecutionProvider", "") for p in settings.backend.providers)
+    off = ",".join(settings.backend.disabled_optimizers) or "none"
+    if name == "fp32":
+        return f"FP32 on ONNX Runtime {prov}"
+    rem = settings.precision.remainder.upper()
+    what = "FP16 graph" if name == "fp16" else f"INT8 Q/DQ + {rem} remainder graph"
+    return (f"{what} on ONNX Runtime {prov} (disabled optimizers: {off}); FP16 ops without "
+            "CPU kernels run in FP32 between Casts that ONNX Runtime inserts")
+
+
+def backend_check(settings: Settings, art: dict, model, splits, enc, lengths) -> dict:
+    """Same plan with an FP32 remainder vs the FP16-remainder artifact, on an eval subset.
+
+    Agreement far below 1 means the backend mis-ran one of them (e.g. ORT 1.32's
+    WeightBiasQuantization on FP16 Q/DQ graphs), not that FP16 hurt accuracy.
+    """
+    from quantkit.backends.batched import run_split
+
+    n = min(settings.compare.backend_check_subset, len(splits.eval))
+    if n == 0 or art.get("with_fp32_remainder") is None:
+        return {"checked": False}
+    texts, y = splits.eval.texts[:n], splits.eval.labels[:n]
+    preds = {}
+    for key, m in (("fp16_remainder", art["path"]), ("fp32_remainder", art["with_fp32_remainder"])):
+        with _ort(settings, m, name=f"check-{key}") as r:
+            preds[key] = run_split(r, enc, texts, output=model.output_name,
+                                   batch_size=settings.backend.batch_size, progress=False,
+                                   lengths=lengths[:n]).argmax(axis=1)
+    agree = float((preds["fp16_remainder"] == preds["fp32_remainder"]).mean())
+    acc = {k: float((v == y).mean()) for k, v in preds.items()}
+    gap = abs(acc["fp16_remainder"] - acc["fp32_remainder"])
+    ok = agree >= settings.compare.backend_check_min_agreement and \
+        gap <= settings.compare.backend_check_max_accuracy_gap
+    if not ok:
+        log.warning("backend check: FP16-remainder and FP32-remainder versions of %s agree on "
+                    "%.3f of %d examples (accuracy gap %.3f): the backend may mis-run this graph",
+                    art["path"], agree, n, gap)
+    return {"checked": True, "n": n, "agreement": agree, "accuracy": acc, "ok": ok}
+
+
+def layerwise(settings: Settings, ref_path, cand_path, tensors, splits, enc, subset, *, amax):
+    from quantkit.compare.layerwise import compare_layers, shared_tensors
+
+    ref_proto, cand_proto = onnx.load(ref_path), onnx.load(cand_path)
+    names = shared_tensors(ref_proto, cand_proto, tensors)
+    texts = [splits.eval.texts[i] for i in subset]
+    with _ort(settings, ref_proto, name="debug-fp32", extra_outputs=names) as r, \
+            _ort(settings, cand_proto, name="debug-cand", extra_outputs=names) as c:
+        return compare_layers(r, c, _feeds(enc, texts, settings.data.batch_size), names,
+                              amax=amax)
+
+
+def recommend(candidates: dict[str, dict]) -> str | None:
+    """The PASSing candidate with the most INT8 nodes, ties broken by accuracy."""
+    passing = [(c.get("plan_counts", {}).get("int8", 0), c["metrics"]["accuracy"], n)
+               for n, c in candidates.items() if c.get("verdict", {}).get("status") == "PASS"]
+    return max(passing)[2] if passing else None
+
+
+def write_sha256sums(run_dir: Path, artifacts: dict[str, str]) -> None:
+    lines = "".join(f"{sha}  {name}\n" for name, sha in sorted(artifacts.items()))
+    from quantkit.calibrate.io import atomic_write_text
+
+    atomic_write_text(run_dir / "SHA256SUMS", lines)
 
 def summary_lines(record: RunRecord) -> list[str]:
+    """The one-screen summary printed at the end of a run."""
     lines = [f"quantkit run: {record.experiment}  ->  {record.run_dir}"]
     m = record.model
     lines.append(f"model: {m.get('source')}  sha256 {str(m.get('sha256'))[:12]}"
                  f"{'  (prepared model reused from cache)' if m.get('cached') else ''}")
     d = record.data
     lines.append(f"data: {d.get('name')}  sizes {d.get('sizes')}")
+    cal = record.calibration
+    if cal:
+        lines.append(f"calibration: {cal.get('tensors')} tensors, {cal.get('samples')} samples, "
+                     f"{len(cal.get('excluded', {}))} excluded (non-finite), methods "
+                     f"{','.join(cal.get('methods', []))}")
+    lines.append(f"  {'candidate':<20} {'accuracy':>8} {'macro-F1':>8} {'agree':>6} "
+                 f"{'delta [95% CI]':>26}  verdict")
     for name, c in record.candidates.items():
         met = c.get("metrics", {})
-        extra = ""
-        if "verdict" in c:
-            extra = f"  verdict {c['verdict'].get('status')}"
-        lines.append(f"  {name:<22} accuracy {met.get('accuracy', float('nan')):.4f}"
-                     f"  macro-F1 {met.get('macro_f1', float('nan')):.4f}{extra}")
+        v = c.get("verdict")
+        agree = f"{c['agreement_fp32']:.4f}" if "agreement_fp32" in c else "-"
+        if v:
+            dl = v["deltas"][v["metric"]]
+            ci = f"{dl['point']:+.4f} [{dl['low']:+.4f}, {dl['high']:+.4f}]"
+            status = v["status"]
+        else:
+            ci, status = "-", "reference"
+        lines.append(f"  {name:<20} {met.get('accuracy', float('nan')):>8.4f} "
+                     f"{met.get('macro_f1', float('nan')):>8.4f} {agree:>6} {ci:>26}  {status}")
+        if c.get("first_diverging"):
+            lines.append(f"  {'':<20} first diverging tensor: {c['first_diverging']}")
+        bc = c.get("backend_check")
+        if bc and bc.get("checked") and not bc.get("ok"):
+            lines.append(f"  {'':<20} WARNING backend check agreement {bc['agreement']:.3f}")
+    if record.candidates:
+        any_v = next((c["verdict"] for c in record.candidates.values() if "verdict" in c), None)
+        if any_v:
+            mg = any_v["margin"]
+            lines.append(f"margin: {mg}")
+    lines.append(f"recommended: {record.recommended or 'none (no candidate passed)'}")
     stages = ", ".join(f"{k} {v.get('seconds', 0):.1f}s" for k, v in record.stages.items())
     lines.append(f"stages: {stages}")
     lines.append(f"record: {Path(record.run_dir) / 'record.json'}")

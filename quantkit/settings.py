@@ -112,6 +112,16 @@ class BackendConfig:
 
 
 @dataclass
+class CompareConfig:
+    subset: int = 256  # eval examples for the per-layer debug run
+    floor_multiple: float = 10000.0  # flag a layer whose INT8 noise > this x its FP16 noise (40 dB)
+    backend_check_subset: int = 512  # eval examples for the FP16-vs-FP32-remainder check
+    backend_check_min_agreement: float = 0.9
+    backend_check_max_accuracy_gap: float = 0.05
+    fp16_range_samples: int = 64  # calibration samples scanned for FP16 overflow
+
+
+@dataclass
 class VerdictConfig:
     metric: str = "accuracy"  # accuracy | macro_f1
     margin: float = 0.01
@@ -138,6 +148,7 @@ class Settings:
     calibrator: CalibratorConfig = field(default_factory=CalibratorConfig)
     precision: PrecisionConfig = field(default_factory=PrecisionConfig)
     backend: BackendConfig = field(default_factory=BackendConfig)
+    compare: CompareConfig = field(default_factory=CompareConfig)
     verdict: VerdictConfig = field(default_factory=VerdictConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
 
@@ -208,6 +219,10 @@ def validate(s: Settings) -> Settings:
     _positive("precision.search.max_minutes", s.precision.search.max_minutes, allow_zero=True)
     _choice("backend.name", s.backend.name, ("ort", "trt"))
     _positive("backend.batch_size", s.backend.batch_size)
+    _positive("compare.subset", s.compare.subset)
+    _positive("compare.floor_multiple", s.compare.floor_multiple)
+    _positive("compare.backend_check_subset", s.compare.backend_check_subset, allow_zero=True)
+    _positive("compare.fp16_range_samples", s.compare.fp16_range_samples)
     _choice("verdict.metric", s.verdict.metric, ("accuracy", "macro_f1"))
     _choice("verdict.margin_kind", s.verdict.margin_kind, ("relative", "absolute"))
     if s.verdict.margin_kind == "relative" and not 0.0 < s.verdict.margin < 1.0:

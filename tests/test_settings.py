@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from conftest import CONF
 from quantkit.errors import ConfigError
 from quantkit.settings import Settings, build, instantiate, register
 
 register()
+CONF = Path(__file__).resolve().parents[1] / "conf"
 EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
 
 

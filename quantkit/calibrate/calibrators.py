@@ -21,6 +21,7 @@ import functools
 import inspect
 import logging
 import math
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -29,7 +30,7 @@ from quantkit.calibrate.stats import DEFAULT_NUM_BINS, HistogramStats
 from quantkit.errors import CalibrationError, ConfigError
 
 __all__ = ["Calibrator", "MinMaxCalibrator", "PercentileCalibrator", "EntropyCalibrator",
-           "MseCalibrator", "CALIBRATORS", "make_calibrator", "ALL_ZERO_AMAX", "QMAX"]
+           "MseCalibrator", "CALIBRATORS", "make_calibrator", "make_calibrators", "ALL_ZERO_AMAX", "QMAX"]
 
 log = logging.getLogger(__name__)
 
@@ -370,3 +371,36 @@ def make_calibrator(name: str, **params: Any) -> Calibrator:
                           where=f"calibrator.{unknown[0]}", value=unknown,
                           fix=f"use only {valid}")
     return cls(**params).validate()
+
+
+def make_calibrators(methods: Iterable[str], **options: Any) -> dict[str, Calibrator]:
+    """``{name: calibrator}`` for ``methods``, each given the ``options`` it accepts.
+
+    Fits ``CalibratorConfig``: ``make_calibrators(cfg.methods, percentile=cfg.percentile,
+    num_bins=cfg.num_bins, num_quant_bins=cfg.num_quant_bins)``. An option no listed
+    calibrator accepts is a ConfigError.
+    """
+    methods = list(dict.fromkeys(methods))
+    if not methods:
+        raise ConfigError("no calibrators requested", where="calibrator.methods", value=[],
+                          fix=f"list some of {sorted(CALIBRATORS)}")
+    out = {}
+    accepted: set[str] = set()
+    for name in methods:
+        cls = CALIBRATORS.get(name) if isinstance(name, str) else None
+        if cls is None:
+            raise ConfigError("unknown calibrator", where="calibrator.methods", value=name,
+                              fix=f"choose from {sorted(CALIBRATORS)}")
+        valid = cls._param_names()
+        accepted.update(valid)
+        out[name] = make_calibrator(name, **{k: v for k, v in options.items() if k in valid})
+    unused = sorted(set(options) - accepted - _KNOWN_OPTIONS)
+    if unused:
+        raise ConfigError("option not accepted by any requested calibrator",
+                          where=f"calibrator.{unused[0]}", value=unused,
+                          fix=f"valid options: {sorted(accepted)}")
+    return out
+
+
+#: Options of any registered calibrator (ignored when the requested ones do not use them).
+_KNOWN_OPTIONS = {p for cls in CALIBRATORS.values() for p in cls._param_names()}

@@ -97,7 +97,8 @@ def _check_amax(amax: Any, where: str) -> np.ndarray:
     a = np.asarray(amax, dtype=np.float64)
     if not np.all(np.isfinite(a)) or np.any(a < 0):
         raise DataError("amax must be finite and >= 0", where=where, value=amax,
-                        fix="pass the calibrated range (a non-negative number or per-channel array)")
+                        fix="pass the calibrated range (a non-negative number or "
+                            "per-channel array)")
     return a
 
 
@@ -179,7 +180,8 @@ def kl_divergence(p_logits_ref: Any, q_logits_cand: Any) -> float:
                         fix="compare logits of the same examples")
     if p.size == 0 or p.ndim == 0:
         raise DataError("kl_divergence needs at least one row of logits",
-                        where="kl_divergence", value=p.shape, fix="pass logits of shape (..., classes)")
+                        where="kl_divergence", value=p.shape,
+                        fix="pass logits of shape (..., classes)")
     k = p.shape[-1]
     p = p.reshape(-1, k)
     q = q.reshape(-1, k)

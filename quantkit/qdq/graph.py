@@ -102,17 +102,6 @@ def constant_tensors(graph: onnx.GraphProto) -> dict[str, onnx.TensorProto]:
     return out
 
 
-def constant_value(graph: onnx.GraphProto, name: str) -> np.ndarray | None:
-    """The numpy value of a constant tensor (initializer or any Constant form), else None."""
-    for t in graph.initializer:
-        if t.name == name:
-            return numpy_helper.to_array(t)
-    for node in graph.node:
-        if node.op_type == "Constant" and node.output and node.output[0] == name:
-            return _constant_node_value(node)
-    return None
-
-
 def _constant_node_value(node: onnx.NodeProto) -> np.ndarray | None:
     for attr in node.attribute:
         if attr.name == "value":
@@ -171,6 +160,22 @@ def tensor_infos(model: onnx.ModelProto) -> dict[str, TensorInfo]:
     for name, t in constant_tensors(g).items():
         out[name] = TensorInfo(t.data_type, tuple(t.dims))
     return out
+
+
+def with_value_info(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with the types and shapes ONNX shape inference finds written as value_info.
+
+    Edited graphs carry full type information: ONNX Runtime 1.32's CPU NchwcTransformer
+    crashed (segfault at session creation) on an FP16 graph from a PyTorch export that had
+    no value_info, and ran it once value_info was present. Falls back to ``model`` unchanged
+    if shape inference fails.
+    """
+    try:
+        return onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    except Exception as exc:  # onnx raises its own error types; keep the model as is
+        log.warning("shape inference on the edited graph failed (%s); writing it without "
+                    "value_info", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        return model
 
 
 def consumers(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:

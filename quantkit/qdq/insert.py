@@ -30,7 +30,8 @@ from onnx import numpy_helper
 from quantkit.errors import GraphEditError
 from quantkit.precision.plan import Plan, Precision
 from quantkit.qdq.graph import (TensorInfo, attr, constant_tensors, consumers, ensure_node_names,
-                                node_names, quant_slots, require_qdq_opset, tensor_infos)
+                                node_names, quant_slots, require_qdq_opset, tensor_infos,
+                                with_value_info)
 from quantkit.qdq.scales import int8_scale, per_channel_amax, weight_axis
 
 log = logging.getLogger(__name__)
@@ -129,8 +130,7 @@ def _residual_skips(graph: onnx.GraphProto, plan: Plan,
         a, b = node.input
         if any(t in constants or not (infos.get(t) and infos[t].is_float32) for t in (a, b)):
             continue
-        sa, sb = infos[a].shape, infos[b].shape
-        if sa is not None and sb is not None and None not in sa and None not in sb and sa != sb:
+        if _broadcasts(infos[a].shape, infos[b].shape):
             continue  # a broadcast Add is no residual connection
         for conv_slot in (0, 1):
             if int8_conv_output(node.input[conv_slot]):
@@ -138,6 +138,14 @@ def _residual_skips(graph: onnx.GraphProto, plan: Plan,
                 found.append((name, skip_slot, node.input[skip_slot]))
                 break
     return found
+
+
+def _broadcasts(sa: tuple | None, sb: tuple | None) -> bool:
+    """True if the shapes differ in rank or in a dimension known on both sides."""
+    if sa is None or sb is None:
+        return False
+    return len(sa) != len(sb) or any(x is not None and y is not None and x != y
+                                     for x, y in zip(sa, sb))
 
 
 def _decision(plan: Plan, name: str) -> Precision | None:
@@ -166,7 +174,7 @@ def insert_qdq(model: onnx.ModelProto, plan: Plan) -> tuple[onnx.ModelProto, Qdq
     proto_nodes = {n.name: n for n in m.graph.node}
 
     graph = gs.import_onnx(m)
-    editor = _Editor(graph, plan)
+    editor = _Editor(graph)
     for node in list(graph.nodes):
         if _decision(plan, node.name) is not Precision.INT8:
             continue
@@ -203,6 +211,7 @@ def insert_qdq(model: onnx.ModelProto, plan: Plan) -> tuple[onnx.ModelProto, Qdq
     graph.cleanup().toposort()
     out = gs.export_onnx(graph)
     _copy_model_fields(model, out)
+    out = with_value_info(out)
     try:
         onnx.checker.check_model(out)
     except onnx.checker.ValidationError as exc:
@@ -226,7 +235,7 @@ def _copy_model_fields(src: onnx.ModelProto, dst: onnx.ModelProto) -> None:
 class _Editor:
     """Adds Q -> DQ pairs with unique, deterministic names and records them in a QdqMap."""
 
-    def __init__(self, graph: gs.Graph, plan: Plan) -> None:
+    def __init__(self, graph: gs.Graph) -> None:
         self.graph = graph
         self.tensors = graph.tensors()
         self.taken_tensors = set(self.tensors)
@@ -255,7 +264,7 @@ class _Editor:
         c = consumer.name
         tn, nn = self.taken_tensors, self.taken_nodes
         scale_c = gs.Constant(self._unique(f"{tensor_name}__scale_{c}", tn),
-                              np.ascontiguousarray(scale, dtype=np.float32))
+                              np.array(scale, dtype=np.float32))
         zp_c = gs.Constant(self._unique(f"{tensor_name}__zp_{c}", tn),
                            np.zeros(scale.shape, dtype=np.int8))
         q_out = gs.Variable(self._unique(f"{tensor_name}__q_{c}", tn), dtype=np.int8,

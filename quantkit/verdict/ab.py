@@ -187,14 +187,17 @@ def _slice_checks(y: np.ndarray, pr: np.ndarray, pc: np.ndarray,
             rows.append(row)
             continue
         ys, rs, cs = y[mask], pr[mask], pc[mask]
+        slice_labels = labels
+        if slice_labels is None and metric == "macro_f1":
+            slice_labels = np.unique(np.concatenate([ys, rs, cs])).tolist()
         point, deltas = bootstrap_deltas(ys, rs, cs, metric=metric, n_boot=boot,
-                                         rng=next(child), labels=labels)
-        ref_s = metric_value(ys, rs, metric, labels=labels)
+                                         rng=next(child), labels=slice_labels)
+        ref_s = metric_value(ys, rs, metric, labels=slice_labels)
         m_s = margin_abs(margin, ref_s)
         p_reg.append((1 + int(np.count_nonzero(deltas >= -m_s))) / (boot + 1))
         p_ni.append((1 + int(np.count_nonzero(deltas <= -m_s))) / (boot + 1))
         row.update(delta=percentile_interval(point, deltas, alpha=alpha).to_dict(),
-                   ref=ref_s, cand=metric_value(ys, cs, metric, labels=labels),
+                   ref=ref_s, cand=metric_value(ys, cs, metric, labels=slice_labels),
                    margin_abs=m_s, n_boot=boot)
         rows.append(row)
         tested_rows.append(row)

@@ -1,0 +1,48 @@
+"""The peers quantkit is measured against, driven through their own public APIs.
+
+ONNX Runtime's ``quantize_static`` in TensorRT style: QDQ format, signed symmetric INT8
+activations and weights, per-channel weights, MatMul/Gemm scope. NVIDIA ModelOpt is tried
+where it imports (it is not installed here: it pulls onnxruntime-gpu, which breaks fp16 Q/DQ).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+
+def ort_quantize(model_path: str | Path, out_path: str | Path, feeds: list[dict], *,
+                 method: str = "percentile", percentile: float = 99.99,
+                 op_types=("MatMul", "Gemm")) -> float:
+    """Quantize with onnxruntime.quantization.quantize_static; returns seconds."""
+    from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat,
+                                          QuantType, quantize_static)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter(feeds)
+
+        def get_next(self):
+            return next(self.it, None)
+
+    methods = {"minmax": CalibrationMethod.MinMax, "percentile": CalibrationMethod.Percentile,
+               "entropy": CalibrationMethod.Entropy}
+    extra = {"ActivationSymmetric": True, "WeightSymmetric": True}
+    if method == "percentile":
+        extra["CalibPercentile"] = percentile
+    if method == "entropy":
+        extra["CalibNumBins"] = 2048
+    t0 = time.perf_counter()
+    quantize_static(str(model_path), str(out_path), Reader(), quant_format=QuantFormat.QDQ,
+                    op_types_to_quantize=list(op_types), per_channel=True,
+                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
+                    calibrate_method=methods[method], extra_options=extra)
+    return time.perf_counter() - t0
+
+
+def modelopt_available() -> bool:
+    try:
+        import modelopt.onnx.quantization  # noqa: F401
+    except Exception:
+        return False
+    return True

@@ -1,0 +1,193 @@
+"""Check a Q/DQ ONNX graph against the TensorRT placement rules (TRT_RULES.md).
+
+``lint_qdq(model)`` returns a list of :class:`Violation` (empty means clean). Rules:
+
+=====================  ==========================================================  =====
+rule                   what it flags                                               TRT
+=====================  ==========================================================  =====
+zero-point-dtype       Q/DQ whose zero point (or int8 data) is not int8 (uint8...)   1
+zero-point-nonzero     a zero point with a non-zero value                            1
+scale-not-constant     a scale or zero point that is not a build-time constant       2
+scale-invalid          a scale that is not positive and finite, or not fp32/fp16    2
+weight-per-tensor      one scale for a weight with several output channels          3
+weight-axis            per-channel weight scales on the wrong axis                   3
+unsupported-op         QLinearConv, ConvInteger, MatMulInteger, QLinearMatMul,       8
+                       DynamicQuantizeLinear (and other QLinear* ops)
+nonfinite-quantized    Q on a tensor known (or seen) to carry inf / nan              9
+dq-shared              a DequantizeLinear output read by several nodes              7
+q-without-dq           a QuantizeLinear output read by anything but DequantizeLinear 7
+=====================  ==========================================================  =====
+
+Nodes are named as ``ensure_node_names`` would name them; the model is not edited.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import onnx
+
+from quantkit.qdq.graph import attr, constant_arrays, consumers, node_names, producers
+from quantkit.qdq.scales import WEIGHT_SLOT, weight_axis
+
+__all__ = ["Violation", "lint_qdq", "RULES"]
+
+RULES = ("zero-point-dtype", "zero-point-nonzero", "scale-not-constant", "scale-invalid",
+         "weight-per-tensor", "weight-axis", "unsupported-op", "nonfinite-quantized",
+         "dq-shared", "q-without-dq")
+
+UNSUPPORTED_OPS = frozenset({"QLinearConv", "ConvInteger", "MatMulInteger",
+                             "DynamicQuantizeLinear", "QLinearMatMul",
+                             # ONNX Runtime contrib ops that quantization tools emit
+                             "QGemm", "QAttention", "DynamicQuantizeMatMul",
+                             "MatMulIntegerToFloat"})
+_INT8 = onnx.TensorProto.INT8
+_SCALE_DTYPES = (np.float32, np.float16)
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken rule at one node."""
+
+    rule: str
+    node: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.rule} {self.node}: {self.message}"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def lint_qdq(model: onnx.ModelProto, *, nonfinite_tensors: Iterable[str] = ()) -> list[Violation]:
+    """Every TensorRT Q/DQ rule violation in ``model``'s main graph, in graph order.
+
+    ``nonfinite_tensors``: tensors known to carry inf / nan (e.g. from calibration);
+    quantizing them is flagged. Constant inputs of Q are checked for inf / nan directly.
+    """
+    graph = model.graph
+    names = node_names(graph)
+    consts = constant_arrays(graph)
+    readers = consumers(graph)
+    prod = producers(graph)
+    outputs = {o.name for o in graph.output}
+    nonfinite = set(nonfinite_tensors)
+    out: list[Violation] = []
+
+    for node, name in zip(graph.node, names):
+        def flag(rule: str, message: str) -> None:
+            out.append(Violation(rule, name, message))
+
+        op = node.op_type
+        if op in UNSUPPORTED_OPS or op.startswith("QLinear"):
+            flag("unsupported-op", f"{op} is not supported by TensorRT; use float weights or "
+                                   "int8 weights behind QuantizeLinear/DequantizeLinear (rule 8)")
+            continue
+        if op not in ("QuantizeLinear", "DequantizeLinear"):
+            continue
+        _check_scale_zp(node, consts, flag)
+        x = node.input[0] if node.input else ""
+        if op == "QuantizeLinear":
+            if x in nonfinite:
+                flag("nonfinite-quantized", f"quantizes {x}, which carries non-finite values "
+                                            "(rule 9); keep it in float")
+            elif x in consts and not np.all(np.isfinite(consts[x])):
+                flag("nonfinite-quantized", f"quantizes constant {x}, which holds inf/nan (rule 9)")
+            q_out = node.output[0] if node.output else ""
+            bad = [n for n in readers.get(q_out, []) if n.op_type != "DequantizeLinear"]
+            if not readers.get(q_out) or bad or q_out in outputs:
+                what = (f"read by {', '.join(n.op_type for n in bad)}" if bad
+                        else "a graph output" if q_out in outputs else "not read")
+                flag("q-without-dq", f"output {q_out} is {what}; follow every "
+                                     "QuantizeLinear by a DequantizeLinear (rule 7)")
+            if not _has_int8_output(node, consts):
+                zp = node.input[2] if len(node.input) > 2 else ""
+                if not zp:
+                    flag("zero-point-dtype", "no zero point and no output_dtype: output is "
+                                             "uint8; TensorRT needs int8 zero point 0 (rule 1)")
+        else:
+            if x in consts and len(node.input) < 3 and consts[x].dtype != np.int8:
+                flag("zero-point-dtype", f"dequantizes {consts[x].dtype} data {x}; "
+                                         "TensorRT needs int8 (rule 1)")
+            dq_out = node.output[0] if node.output else ""
+            n_readers = len(readers.get(dq_out, [])) + (dq_out in outputs)
+            if n_readers > 1:
+                flag("dq-shared", f"output {dq_out} is read by {n_readers} consumers; give "
+                                  "each consumer its own Q/DQ pair (rule 7)")
+            _check_weight(node, name, x, consts, prod, readers, flag)
+    return out
+
+
+def _has_int8_output(q: onnx.NodeProto, consts: dict[str, np.ndarray]) -> bool:
+    zp = q.input[2] if len(q.input) > 2 else ""
+    if zp:
+        return zp in consts and consts[zp].dtype == np.int8
+    return attr(q, "output_dtype", 0) == _INT8
+
+
+def _check_scale_zp(node: onnx.NodeProto, consts: dict[str, np.ndarray], flag) -> None:
+    scale = node.input[1] if len(node.input) > 1 else ""
+    zp = node.input[2] if len(node.input) > 2 else ""
+    if scale not in consts:
+        flag("scale-not-constant", f"scale {scale or '<missing>'} is not a build-time "
+                                   "constant (initializer or Constant) (rule 2)")
+    else:
+        s = consts[scale]
+        if s.dtype not in _SCALE_DTYPES:
+            flag("scale-invalid", f"scale {scale} is {s.dtype}; use float32 or float16 (rule 2)")
+        elif not np.all(np.isfinite(s)) or np.any(s <= 0):
+            bad = s[~(np.isfinite(s) & (s > 0))].ravel()
+            flag("scale-invalid", f"scale {scale} has {bad.size} values that are not positive "
+                                  f"and finite (e.g. {bad[0]!r}) (rule 2)")
+    if not zp:
+        return
+    if zp not in consts:
+        flag("scale-not-constant", f"zero point {zp} is not a build-time constant (rule 2)")
+        return
+    z = consts[zp]
+    if z.dtype != np.int8:
+        flag("zero-point-dtype", f"zero point {zp} is {z.dtype}; TensorRT needs signed int8 "
+                                 "(rule 1)")
+    if np.any(z != 0):
+        flag("zero-point-nonzero", f"zero point {zp} is not 0 (max |zp| "
+                                   f"{int(np.max(np.abs(z.astype(np.int64))))}); TensorRT INT8 "
+                                   "is symmetric (rule 1)")
+
+
+def _check_weight(dq: onnx.NodeProto, name: str, x: str, consts, prod, readers, flag) -> None:
+    """Per-channel checks for a DQ that feeds the weight slot of a weighted op."""
+    # the weight is constant data behind the DQ, either int8 directly or float behind a Q
+    q = prod.get(x)
+    weight = x if x in consts else (q.input[0] if q is not None and q.op_type == "QuantizeLinear"
+                                    and q.input and q.input[0] in consts else None)
+    if weight is None:
+        return
+    scale = dq.input[1] if len(dq.input) > 1 else ""
+    if scale not in consts:
+        return
+    w = consts[weight]
+    n_scales = consts[scale].size
+    for reader in readers.get(dq.output[0], []):
+        slot = WEIGHT_SLOT.get(reader.op_type)
+        if slot is None or len(reader.input) <= slot or reader.input[slot] != dq.output[0]:
+            continue
+        if w.ndim < 2:
+            continue
+        axis = weight_axis(reader.op_type, w.ndim, trans_b=int(attr(reader, "transB", 0)))
+        channels = w.shape[axis]
+        if n_scales == 1 and channels > 1:
+            flag("weight-per-tensor", f"weight {weight} of {reader.op_type} has one scale for "
+                                      f"{channels} output channels; quantize per channel on "
+                                      f"axis {axis} (rule 3)")
+            continue
+        if n_scales > 1:
+            for qdq in (dq, q) if q is not None and q.op_type == "QuantizeLinear" else (dq,):
+                got = int(attr(qdq, "axis", 1))
+                got = got + w.ndim if got < 0 else got
+                if got != axis:
+                    flag("weight-axis", f"{qdq.op_type} of weight {weight} ({reader.op_type}) "
+                                        f"uses axis {got}; the output-channel axis is {axis} "
+                                        "(rule 3)")
