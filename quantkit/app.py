@@ -132,23 +132,20 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
                 record.candidates[name]["backend_check"] = backend_check(
                     settings, art, model, splits, enc, eval_lengths)
 
-    with stage("layerwise"):
-        layer_tensors = art_tensors = artifacts["fp16"]["compare_tensors"]
+    with stage("layerwise") as info:
+        order = artifacts["fp16"]["compare_tensors"]
         sub = list(range(min(settings.compare.subset, len(splits.eval))))
-        floor = layerwise(settings, model.path, artifacts["fp16"]["path"], art_tensors,
-                          splits, enc, sub, amax=None)
+        layers = layerwise(settings, model.path, artifacts, order, splits, enc, sub)
+        info["examples"] = len(sub)
+        floor = layers.pop("fp16")
         record.candidates["fp16"]["layers"] = floor
-        for name, art in artifacts.items():
-            if name == "fp16":
-                continue
-            layers = layerwise(settings, model.path, art["path"], layer_tensors, splits, enc, sub,
-                               amax=art["activation_amax"])
-            flagged = flag_layers(layers, floor, order=layer_tensors,
-                                  floor_multiple=settings.compare.floor_multiple)
-            record.candidates[name]["layers"] = layers
-            record.candidates[name]["flagged_layers"] = [f for f in flagged if f.get("flagged")]
-            record.candidates[name]["first_diverging"] = first_diverging(
-                layers, floor, order=layer_tensors, floor_multiple=settings.compare.floor_multiple)
+        for name, per in layers.items():
+            cand = record.candidates[name]
+            cand["layers"] = per
+            kw = dict(order=[t for t in order if t in per],
+                      floor_multiple=settings.compare.floor_multiple)
+            cand["flagged_layers"] = [f for f in flag_layers(per, floor, **kw) if f.get("flagged")]
+            cand["first_diverging"] = first_diverging(per, floor, **kw)
 
     record.recommended = recommend(record.candidates)
     record.artifacts = {Path(a["path"]).name: a["sha256"] for a in artifacts.values()}
@@ -374,16 +371,26 @@ def backend_check(settings: Settings, art: dict, model, splits, enc, lengths) ->
     return {"checked": True, "n": n, "agreement": agree, "accuracy": acc, "ok": ok}
 
 
-def layerwise(settings: Settings, ref_path, cand_path, tensors, splits, enc, subset, *, amax):
+def layerwise(settings: Settings, ref_path, artifacts: dict[str, dict], tensors, splits, enc,
+              subset) -> dict[str, dict[str, dict]]:
+    """Per-layer stats of every artifact vs FP32 on an eval subset (a separate debug run)."""
+    import contextlib
+
     from quantkit.compare.layerwise import compare_layers, shared_tensors
 
-    ref_proto, cand_proto = onnx.load(ref_path), onnx.load(cand_path)
-    names = shared_tensors(ref_proto, cand_proto, tensors)
+    ref_proto = onnx.load(ref_path)
     texts = [splits.eval.texts[i] for i in subset]
-    with _ort(settings, ref_proto, name="debug-fp32", extra_outputs=names) as r, \
-            _ort(settings, cand_proto, name="debug-cand", extra_outputs=names) as c:
-        return compare_layers(r, c, _feeds(enc, texts, settings.data.batch_size), names,
-                              amax=amax)
+    with contextlib.ExitStack() as stack:
+        runners, names = {}, {}
+        for name, art in artifacts.items():
+            cand_proto = onnx.load(art["path"])
+            names[name] = shared_tensors(ref_proto, cand_proto, tensors)
+            runners[name] = stack.enter_context(
+                _ort(settings, cand_proto, name=f"debug-{name}", extra_outputs=names[name]))
+        union = list(dict.fromkeys(t for ts in names.values() for t in ts))
+        ref = stack.enter_context(_ort(settings, ref_proto, name="debug-fp32", extra_outputs=union))
+        return compare_layers(ref, runners, _feeds(enc, texts, settings.data.batch_size), names,
+                              amax={n: a["activation_amax"] for n, a in artifacts.items()})
 
 
 def recommend(candidates: dict[str, dict]) -> str | None:

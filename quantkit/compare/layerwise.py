@@ -35,15 +35,26 @@ def shared_tensors(reference: onnx.ModelProto, candidate: onnx.ModelProto,
     return [t for t in tensors if t in both]
 
 
-def compare_layers(reference_runner, candidate_runner, batches: Iterable[Mapping[str, np.ndarray]],
-                   tensors: Sequence[str], *, amax: Mapping[str, float] | None = None
-                   ) -> dict[str, dict]:
-    """LayerStats per tensor over all ``batches``. Runners must output ``tensors``."""
+def compare_layers(reference_runner, candidate_runners: Mapping[str, object],
+                   batches: Iterable[Mapping[str, np.ndarray]],
+                   tensors: Mapping[str, Sequence[str]], *,
+                   amax: Mapping[str, Mapping[str, float]] | None = None
+                   ) -> dict[str, dict[str, dict]]:
+    """LayerStats per candidate and tensor, all candidates in lockstep with ONE reference run.
+
+    ``tensors[name]`` lists the tensors compared for candidate ``name`` (the reference runner
+    must output their union); ``amax[name]`` gives calibrated ranges for clipping rates.
+    """
     amax = amax or {}
-    stats = {t: LayerStats() for t in tensors}
+    union = list(dict.fromkeys(t for ts in tensors.values() for t in ts))
+    stats = {name: {t: LayerStats() for t in tensors[name]} for name in candidate_runners}
     for feed in batches:
-        ref = reference_runner.infer(feed, list(tensors))
-        cand = candidate_runner.infer(feed, list(tensors))
-        for t in tensors:
-            stats[t].update(ref[t], cand[t], amax=amax.get(t))
-    return {t: json_safe_stats(s.result()) for t, s in stats.items()}
+        ref = reference_runner.infer(feed, union)
+        for name, runner in candidate_runners.items():
+            names = list(tensors[name])
+            cand = runner.infer(feed, names)
+            ranges = amax.get(name, {})
+            for t in names:
+                stats[name][t].update(ref[t], cand[t], amax=ranges.get(t))
+    return {name: {t: json_safe_stats(s.result()) for t, s in per.items()}
+            for name, per in stats.items()}

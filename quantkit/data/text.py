@@ -53,9 +53,10 @@ class TextEncoder:
     def lengths(self, texts: Sequence[str]) -> np.ndarray:
         return np.array([len(e.ids) for e in self.tokenizer.encode_batch(list(texts))], dtype=np.int64)
 
-    def encode(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+    def encode(self, texts: Sequence[str], *, pad_to: int | None = None) -> dict[str, np.ndarray]:
+        """Feeds padded to the longest text of the batch (or to ``pad_to`` tokens)."""
         encs = self.tokenizer.encode_batch(list(texts))
-        width = max(len(e.ids) for e in encs)
+        width = max(max(len(e.ids) for e in encs), pad_to or 0)
         n = len(encs)
         ids = np.zeros((n, width), dtype=np.int64)
         mask = np.zeros((n, width), dtype=np.int64)
@@ -76,8 +77,19 @@ def length_batches(lengths: np.ndarray, batch_size: int) -> list[np.ndarray]:
 
 
 def iter_feeds(encoder: TextEncoder, texts: Sequence[str], batch_size: int,
-               lengths: np.ndarray | None = None) -> Iterator[tuple[np.ndarray, dict[str, np.ndarray]]]:
-    """Yield (indices, feed) per batch; results are put back in order by the indices."""
+               lengths: np.ndarray | None = None, *, pad_to: int | None = None
+               ) -> Iterator[tuple[np.ndarray, dict[str, np.ndarray]]]:
+    """Yield (indices, feed) per batch; results are put back in order by the indices.
+
+    Default: batches in length order, padded to their longest text. ``pad_to`` keeps the
+    original order and pads every batch to that many tokens (fixed shapes, as tools that
+    stack calibration batches need).
+    """
+    if pad_to is not None:
+        for i in range(0, len(texts), batch_size):
+            idx = np.arange(i, min(i + batch_size, len(texts)))
+            yield idx, encoder.encode([texts[j] for j in idx], pad_to=pad_to)
+        return
     if lengths is None:
         lengths = encoder.lengths(texts)
     for idx in length_batches(lengths, batch_size):

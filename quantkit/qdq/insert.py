@@ -180,8 +180,7 @@ def insert_qdq(model: onnx.ModelProto, plan: Plan) -> tuple[onnx.ModelProto, Qdq
             continue
         proto = proto_nodes[node.name]
         slots = quant_slots(proto, infos, constants)
-        for slot in slots.activations:
-            t = proto.input[slot]
+        for t in dict.fromkeys(proto.input[s] for s in slots.activations):
             if t not in plan.activation_amax:
                 raise GraphEditError(f"INT8 node {node.name} reads {t}, which has no amax",
                                      where=where, value=t,

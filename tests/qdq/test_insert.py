@@ -124,6 +124,18 @@ def test_matmul_of_two_activations_quantizes_both_per_tensor():
     assert sqnr_db(ref["y"], out["y"]) > 30
 
 
+def test_tensor_read_twice_by_one_node_gets_one_pair():
+    f = onnx.TensorProto.FLOAT
+    model = make_model([helper.make_node("MatMul", ["x", "x"], ["y"], name="square")],
+                       [helper.make_tensor_value_info("x", f, ["N", 16, 16])],
+                       [helper.make_tensor_value_info("y", f, ["N", 16, 16])])
+    feeds, plan, q, _ = _quantize(model)
+    node = next(n for n in q.graph.node if n.name == "square")
+    assert node.input[0] == node.input[1] == "x__dq_square"
+    assert len(nodes_by_op(q, "QuantizeLinear")) == 1 and lint_qdq(q) == []
+    assert sqnr_db(run(model, feeds[0])["y"], run(q, feeds[0], qdq=True)["y"]) > 30
+
+
 def test_residual_add_skip_input_is_quantized_when_its_amax_is_known():
     model = residual_model()
     feeds, amax = _calibrated(model)

@@ -1,0 +1,440 @@
+"""The fewest nodes to keep in FP16 so that the verdict PASSes, in O(log L) full evaluations.
+
+Polygraphy's ``debug precision`` bisects a prefix / suffix of TensorRT layers in graph order;
+INC / NNCF pay one full evaluation per layer. Here a sensitivity ranking
+(``quantkit.precision.sensitivity``) orders the L INT8 nodes, most sensitive first, and
+``S(k)`` = the top k of the ranking kept in FP16 (everything else INT8).
+
+Algorithm (:func:`search_fp16_set`), assuming PASS is monotone in k:
+
+1. Baseline: evaluate ``S(0)`` (full INT8). PASS -> done.
+2. Gallop: evaluate ``S(1), S(2), S(4), ...`` (capped at ``S(L)``) until one PASSes.
+   ``S(L)`` (every ranked node FP16) is evaluated only when every smaller power of two
+   failed: it is not assumed to PASS, because the search only ever returns a set whose
+   PASS was measured. If ``S(L)`` fails too, no set passes: the result is the best metric.
+3. Bisect between the last failing and the first passing k, keeping ``hi`` a measured PASS.
+4. Prune (``prune=True``): the ranking may be imperfect, so try dropping members of the
+   found set from its least sensitive end, one full evaluation each, keeping a drop when
+   the smaller set still PASSes. The last member is skipped (``S(k* - 1)`` failed already).
+   Pruning stops when the evaluation bound or the budget is used up.
+
+Bound. Let ``c = ceil(log2 L)``. The gallop evaluates the powers of two below L and then L:
+at most ``c + 1`` sets. Passing at ``2^i`` leaves ``2^(i-1) - 1`` untested k between the
+last failure ``2^(i-1)`` and it; passing at L leaves at most ``L - 2^(c-1) - 1 <= 2^(c-1) - 1``;
+bisecting ``m - 1`` untested values takes ``ceil(log2 m) <= c - 1`` evaluations. With the
+baseline: at most ``1 + (c + 1) + (c - 1) = 2c + 1`` evaluations, or ``c + 2`` when nothing
+passes; pruning may use the rest of ``2c + 2`` (:func:`max_evals_bound`). For a good ranking
+the cost is ``2 ceil(log2 k*) + 2`` for the k* layers actually needed (2 when one is), not
+``log2 L``. When PASS is not monotone (noise near the margin), the result is still a
+measured PASS, just maybe not the smallest.
+
+Budget: before each evaluation the search stops if ``max_full_evals`` evaluations were done
+or ``max_seconds`` of wall time have passed since it started (a running evaluation is never
+interrupted, so the last one may overrun), and reports the best set so far: the PASS with
+the fewest FP16 nodes, else the best metric; ``budget_exhausted=True`` with the reason.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from quantkit.errors import ConfigError, DataError
+from quantkit.precision.plan import Plan, Precision
+
+log = logging.getLogger(__name__)
+
+__all__ = ["EvalResult", "SearchResult", "STATUSES", "linear_evals_needed", "max_evals_bound",
+           "pareto", "plan_with_fp16", "search_fp16_set"]
+
+STATUSES = ("PASS", "FAIL", "INCONCLUSIVE")
+#: Reason written into the Plan for nodes the search keeps in FP16.
+SEARCH_REASON = "kept FP16 by sensitivity search"
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """One full evaluation of a candidate: verdict status, metric, its interval, seconds.
+
+    ``metric`` is what :func:`pareto` and the budget fallback compare (e.g. the accuracy delta
+    vs FP32; higher is better unless the search is told otherwise); ``interval`` its
+    ``(low, high)``; ``extra`` anything else (the verdict dict, artifact hash...), kept as is.
+    """
+
+    status: str
+    metric: float
+    interval: tuple[float, float]
+    seconds: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise DataError("unknown evaluation status", where="EvalResult.status",
+                            value=self.status, fix=f"use one of {', '.join(STATUSES)}")
+        low, high = self.interval
+        object.__setattr__(self, "metric", float(self.metric))
+        object.__setattr__(self, "interval", (float(low), float(high)))
+        object.__setattr__(self, "seconds", float(self.seconds))
+
+    @classmethod
+    def from_verdict(cls, verdict: Any, *, seconds: float = 0.0, **extra: Any) -> "EvalResult":
+        """From a ``quantkit.verdict.Verdict``: metric = the primary metric's delta
+        (candidate - FP32), interval = its CI; the verdict dict goes into ``extra``."""
+        d = verdict.to_dict()
+        delta = d["deltas"][d["metric"]]
+        return cls(status=d["status"], metric=delta["point"],
+                   interval=(delta["low"], delta["high"]), seconds=seconds,
+                   extra={"verdict": d, **extra})
+
+
+@dataclass
+class SearchResult:
+    """What :func:`search_fp16_set` found and every evaluation it paid for.
+
+    ``fp16_nodes``: the chosen set in ranking order (``fp16_set`` as a frozenset);
+    ``status``: that set's status (None when nothing was evaluated); ``k``: the smallest
+    passing prefix size before pruning (None without a PASS); ``pruned``: nodes pruning
+    removed from ``S(k)``; ``evaluations``: one dict per full evaluation (``index``,
+    ``phase``, ``k`` (None for non-prefix sets), ``fp16_count``, ``fp16_set``, ``status``,
+    ``metric``, ``interval``, ``seconds``, ``extra``); ``bound``: 2 ceil(log2 L) + 2.
+    ``bool(result)`` is True only for a PASS.
+    """
+
+    fp16_nodes: list[str]
+    status: str | None
+    metric: float | None
+    interval: tuple[float, float] | None
+    k: int | None
+    evaluations: list[dict[str, Any]]
+    budget_exhausted: bool
+    reason: str
+    seconds: float
+    bound: int
+    num_layers: int
+    pruned: list[str] = field(default_factory=list)
+
+    @property
+    def fp16_set(self) -> frozenset[str]:
+        return frozenset(self.fp16_nodes)
+
+    @property
+    def full_evals(self) -> int:
+        return len(self.evaluations)
+
+    def __bool__(self) -> bool:
+        return self.status == "PASS"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (non-finite metrics become None)."""
+        def num(x: Any) -> Any:
+            return x if x is None or math.isfinite(x) else None
+
+        return {
+            "fp16_nodes": list(self.fp16_nodes), "status": self.status,
+            "metric": num(self.metric),
+            "interval": None if self.interval is None else [num(v) for v in self.interval],
+            "k": self.k, "pruned": list(self.pruned), "full_evals": self.full_evals,
+            "bound": self.bound, "num_layers": self.num_layers,
+            "budget_exhausted": self.budget_exhausted, "reason": self.reason,
+            "seconds": self.seconds,
+            "evaluations": [dict(e, metric=num(e["metric"]),
+                                 interval=[num(v) for v in e["interval"]])
+                            for e in self.evaluations],
+        }
+
+
+def max_evals_bound(num_layers: int) -> int:
+    """``2 * ceil(log2 L) + 2`` full evaluations (2 for L <= 1): the most the search uses."""
+    if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 0:
+        raise ConfigError("the number of layers must be an integer >= 0",
+                          where="precision.max_evals_bound", value=num_layers,
+                          fix="pass len(ranking)")
+    return 2 * math.ceil(math.log2(num_layers)) + 2 if num_layers > 1 else 2
+
+
+def plan_with_fp16(plan: Plan, fp16_set: Iterable[str], *, reason: str = SEARCH_REASON) -> Plan:
+    """``plan`` with the INT8 nodes of ``fp16_set`` kept in FP16 (what one candidate runs)."""
+    nodes = [n for n in plan.int8_nodes() if n in set(fp16_set)]
+    extra = sorted(set(fp16_set) - set(plan.int8_nodes()))
+    if extra:
+        raise ConfigError("the FP16 set names a node that is not INT8 in the plan",
+                          where="precision.plan_with_fp16", value=extra[0],
+                          fix="rank only plan.int8_nodes()")
+    return plan.with_precision(nodes, Precision.FP16, reason) if nodes else plan
+
+
+class _Budget(Exception):
+    """Raised inside the search when the evaluation budget is used up."""
+
+
+class _Search:
+    def __init__(self, ranking: list[str], full_eval, *, max_full_evals: int,
+                 max_seconds: float, higher_is_better: bool) -> None:
+        self.ranking = ranking
+        self.position = {n: i for i, n in enumerate(ranking)}
+        self.full_eval = full_eval
+        self.max_full_evals = max_full_evals
+        self.max_seconds = max_seconds
+        self.higher = higher_is_better
+        self.bound = max_evals_bound(len(ranking))
+        self.evaluations: list[dict[str, Any]] = []
+        self.cache: dict[frozenset[str], EvalResult] = {}
+        self.start = time.perf_counter()
+        self.stop_reason = ""
+        self.pruning_stopped = ""
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def prefix(self, k: int) -> frozenset[str]:
+        return frozenset(self.ranking[:k])
+
+    def ordered(self, fp16: frozenset[str]) -> list[str]:
+        return sorted(fp16, key=self.position.__getitem__)
+
+    def budget_left(self) -> bool:
+        if len(self.evaluations) >= self.max_full_evals:
+            self.stop_reason = (f"max_full_evals={self.max_full_evals} full evaluations "
+                                f"used up")
+            return False
+        if self.elapsed() >= self.max_seconds:
+            self.stop_reason = (f"max_seconds={self.max_seconds:g} used up "
+                                f"({self.elapsed():.2f} s elapsed)")
+            return False
+        return True
+
+    def evaluate(self, fp16: frozenset[str], phase: str) -> EvalResult:
+        if fp16 in self.cache:
+            return self.cache[fp16]
+        if not self.budget_left():
+            raise _Budget(self.stop_reason)
+        t0 = time.perf_counter()
+        res = self.full_eval(fp16)
+        wall = time.perf_counter() - t0
+        if isinstance(res, Mapping):
+            res = EvalResult(**res)
+        if not isinstance(res, EvalResult):
+            raise DataError("full_eval must return an EvalResult", where="precision.search",
+                            value=type(res).__name__,
+                            fix="return EvalResult(status, metric, (low, high), seconds)")
+        seconds = res.seconds if res.seconds > 0 else wall
+        k = len(fp16) if fp16 == self.prefix(len(fp16)) else None
+        row = {"index": len(self.evaluations), "phase": phase, "k": k,
+               "fp16_count": len(fp16), "fp16_set": self.ordered(fp16), "status": res.status,
+               "metric": res.metric, "interval": list(res.interval), "seconds": seconds,
+               "extra": dict(res.extra)}
+        self.evaluations.append(row)
+        self.cache[fp16] = res
+        log.info("search eval %d (%s): %d FP16 node(s)%s -> %s, metric %.6g [%.6g, %.6g], "
+                 "%.2f s", row["index"], phase, len(fp16), "" if k is None else f" (k={k})",
+                 res.status, res.metric, *res.interval, seconds)
+        return res
+
+    def passes(self, k: int, phase: str) -> bool:
+        return self.evaluate(self.prefix(k), phase).status == "PASS"
+
+    def run(self, prune: bool) -> tuple[int | None, list[str], list[str], str]:
+        """(k*, chosen nodes, pruned nodes, note); raises _Budget when the budget runs out."""
+        L = len(self.ranking)
+        if self.passes(0, "baseline"):
+            return 0, [], [], "full INT8 passes"
+        lo, hi = 0, None  # lo: largest k measured to fail; hi: smallest k measured to pass
+        step = 1
+        while hi is None:
+            k = min(step, L)
+            if k <= lo:  # L == 0: nothing to gallop over
+                break
+            if self.passes(k, "gallop"):
+                hi = k
+            else:
+                lo = k
+                if k == L:
+                    break
+                step *= 2
+        if hi is None:
+            return None, [], [], (f"no set passes: even all {L} ranked node(s) in FP16 "
+                                  f"do not PASS" if L else "no node to keep in FP16")
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self.passes(mid, "bisect"):
+                hi = mid
+            else:
+                lo = mid
+        chosen = list(self.ranking[:hi])
+        pruned: list[str] = []
+        note = f"smallest passing prefix found: k={hi}"
+        candidates = list(reversed(self.ranking[:hi - 1])) if prune else []
+        for j, node in enumerate(candidates):
+            if len(self.evaluations) >= self.bound:
+                note += (f"; pruning stopped at the bound of {self.bound} evaluations with "
+                         f"{len(candidates) - j} member(s) untried")
+                break
+            trial = frozenset(chosen) - {node}
+            try:
+                ok = self.evaluate(trial, "prune").status == "PASS"
+            except _Budget:
+                self.pruning_stopped = (f"{self.stop_reason} while pruning, "
+                                        f"{len(candidates) - j} member(s) untried")
+                break
+            if ok:
+                chosen.remove(node)
+                pruned.append(node)
+        return hi, chosen, pruned, note
+
+    def best(self) -> dict[str, Any] | None:
+        """The PASS with the fewest FP16 nodes, else the best metric (fewest nodes on ties)."""
+        if not self.evaluations:
+            return None
+        passing = [e for e in self.evaluations if e["status"] == "PASS"]
+        if passing:
+            return min(passing, key=lambda e: (e["fp16_count"], e["index"]))
+        sign = -1.0 if self.higher else 1.0
+
+        def key(e: dict[str, Any]) -> tuple:
+            m = e["metric"]
+            return (math.isnan(m), sign * m if not math.isnan(m) else 0.0,
+                    e["fp16_count"], e["index"])
+        return min(self.evaluations, key=key)
+
+
+def _check_ranking(ranking: Sequence[str]) -> list[str]:
+    where = "precision.search_fp16_set(ranking)"
+    if isinstance(ranking, str):
+        raise ConfigError("ranking must be a list of node names, not one string", where=where,
+                          value=ranking, fix=f"pass [{ranking!r}]")
+    names = list(ranking)
+    if not all(isinstance(n, str) for n in names):
+        raise ConfigError("ranking must hold node names (str)", where=where, value=names,
+                          fix="pass sensitivity.rank(scores)")
+    if len(set(names)) != len(names):
+        dup = next(n for i, n in enumerate(names) if n in names[:i])
+        raise ConfigError("ranking lists a node twice", where=where, value=dup,
+                          fix="pass sensitivity.rank(scores)")
+    return names
+
+
+def search_fp16_set(ranking: Sequence[str],
+                    full_eval: Callable[[frozenset[str]], EvalResult], *,
+                    max_full_evals: int, max_seconds: float, prune: bool = True,
+                    higher_is_better: bool = True) -> SearchResult:
+    """The fewest top-ranked nodes to keep FP16 so ``full_eval`` PASSes (module docstring).
+
+    ``ranking``: INT8 node names, most sensitive first; ``full_eval(fp16_set)`` builds and
+    evaluates the candidate with those nodes FP16 and returns an :class:`EvalResult`.
+    At most ``min(max_full_evals, max_evals_bound(len(ranking)))`` evaluations, and no new
+    one after ``max_seconds``. ``higher_is_better`` orders ``metric`` for the no-PASS
+    fallback (and is what :func:`pareto` should be given).
+    """
+    names = _check_ranking(ranking)
+    if isinstance(max_full_evals, bool) or not isinstance(max_full_evals, int) \
+            or max_full_evals < 0:
+        raise ConfigError("max_full_evals must be an integer >= 0",
+                          where="precision.search.max_full_evals", value=max_full_evals,
+                          fix=f"use e.g. {max_evals_bound(len(names))} "
+                              f"(= 2 ceil(log2 L) + 2 for L={len(names)})")
+    if isinstance(max_seconds, bool) or not isinstance(max_seconds, (int, float)) \
+            or not max_seconds >= 0:
+        raise ConfigError("max_seconds must be a number >= 0",
+                          where="precision.search.max_seconds", value=max_seconds,
+                          fix="use e.g. 3600, or math.inf for no time limit")
+    s = _Search(names, full_eval, max_full_evals=max_full_evals, max_seconds=float(max_seconds),
+                higher_is_better=higher_is_better)
+    exhausted = False
+    try:
+        k, chosen, pruned, note = s.run(prune)
+    except _Budget as stop:
+        exhausted, k, chosen, pruned, note = True, None, [], [], str(stop)
+    if exhausted:
+        best = s.best()
+        if best is None:
+            result = SearchResult([], None, None, None, None, s.evaluations, True,
+                                  f"budget exhausted before any evaluation: {note}",
+                                  s.elapsed(), s.bound, len(names))
+        else:
+            what = ("best PASS so far" if best["status"] == "PASS"
+                    else "no PASS yet; best metric so far")
+            result = SearchResult(list(best["fp16_set"]), best["status"], best["metric"],
+                                  tuple(best["interval"]), best["k"] if best["status"] == "PASS"
+                                  else None, s.evaluations, True,
+                                  f"budget exhausted ({note}); {what}: "
+                                  f"{best['fp16_count']} FP16 node(s)", s.elapsed(), s.bound,
+                                  len(names))
+    elif k is None:
+        best = s.best()
+        result = SearchResult(list(best["fp16_set"]), best["status"], best["metric"],
+                              tuple(best["interval"]), None, s.evaluations, False,
+                              f"{note}; best metric: {best['fp16_count']} FP16 node(s)",
+                              s.elapsed(), s.bound, len(names))
+    else:
+        res = s.cache[frozenset(chosen)]
+        reason = note + (f"; pruning removed {len(pruned)}: {', '.join(pruned)}" if pruned
+                         else "")
+        if s.pruning_stopped:
+            reason = f"budget exhausted ({s.pruning_stopped}); {reason}"
+        result = SearchResult(chosen, res.status, res.metric, res.interval, k, s.evaluations,
+                              bool(s.pruning_stopped), reason, s.elapsed(), s.bound,
+                              len(names), pruned)
+    log.info("search: %s with %d FP16 node(s) after %d full evaluation(s) (bound %d): %s",
+             result.status, len(result.fp16_nodes), result.full_evals, result.bound,
+             result.reason)
+    return result
+
+
+def pareto(evaluations: Iterable[Mapping[str, Any]], *,
+           higher_is_better: bool = True) -> list[dict[str, Any]]:
+    """Non-dominated evaluations: fewer FP16 nodes vs better metric, by FP16 count ascending.
+
+    A point is dominated when another has no more FP16 nodes and no worse metric, and is
+    strictly better in one of them. Of identical (count, metric) points the first is kept.
+    Evaluations without a finite metric are left out. Rows: ``fp16_count``, ``metric``,
+    ``status``, ``fp16_set``, ``k``, ``index`` (position in ``evaluations``).
+    """
+    sign = 1.0 if higher_is_better else -1.0
+    points = []
+    for i, e in enumerate(evaluations):
+        m = e.get("metric")
+        if m is None or not math.isfinite(float(m)):
+            continue
+        fp16 = list(e.get("fp16_set", ()))
+        count = int(e.get("fp16_count", len(fp16)))
+        points.append({"fp16_count": count, "metric": float(m), "status": e.get("status"),
+                       "fp16_set": fp16, "k": e.get("k"), "index": int(e.get("index", i))})
+    # sort by count ascending, then metric best first; keep points that beat every earlier one
+    points.sort(key=lambda p: (p["fp16_count"], -sign * p["metric"], p["index"]))
+    front: list[dict[str, Any]] = []
+    for p in points:
+        if front and sign * p["metric"] <= sign * front[-1]["metric"]:
+            continue
+        front.append(p)
+    return front
+
+
+def linear_evals_needed(ranking: Sequence[str], fp16_set: Iterable[str] | None, *,
+                        per_layer_measurement: bool = False) -> int:
+    """Full evaluations a one-layer-at-a-time (INC-style) fallback needs for the same answer.
+
+    INC-style: evaluate full INT8, then restore nodes to FP16 one by one in ranking order,
+    evaluating after each, until PASS. Reaching a set that contains ``fp16_set`` takes
+    ``k_lin + 1`` evaluations, ``k_lin`` = 1 + the largest ranking position of a member
+    (0 for an empty set). ``fp16_set=None`` (no set passed) counts all ``L + 1``.
+    ``per_layer_measurement=True`` adds the ``L`` full evaluations INC spends measuring each
+    layer's sensitivity itself (instead of a one-pass proxy): ``L + k_lin + 1``.
+    """
+    names = _check_ranking(ranking)
+    L = len(names)
+    if fp16_set is None:
+        k_lin = L
+    else:
+        pos = {n: i for i, n in enumerate(names)}
+        members = list(fp16_set)
+        unknown = [n for n in members if n not in pos]
+        if unknown:
+            raise ConfigError("the FP16 set names a node that is not in the ranking",
+                              where="precision.linear_evals_needed", value=unknown[0],
+                              fix="pass the ranking the search used")
+        k_lin = 1 + max((pos[n] for n in members), default=-1)
+    return k_lin + 1 + (L if per_layer_measurement else 0)

@@ -1,0 +1,581 @@
+"""Render a RunRecord into the sign-off report: report.json, report.md, report.html.
+
+The report formats what the record holds and computes nothing: every number shown is a
+value of the record (or a plot of record values). Missing sections say "not measured" or
+are skipped. Output is deterministic: the same record gives byte-identical files (no
+render time is written; the sign-off date is a field for the reviewer).
+
+    from quantkit.report.render import render_reports
+    paths = render_reports(record.to_dict(), run_dir)   # {"json": ..., "md": ..., "html": ...}
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+from pathlib import Path, PurePath
+from typing import Any
+
+from quantkit.errors import ConfigError
+from quantkit.report.fmt import (
+    DASH,
+    NOT_MEASURED,
+    finite,
+    interval,
+    is_number,
+    md_cell,
+    md_code,
+    num,
+    pct,
+    short_name,
+    sig,
+    signed,
+    status_class,
+    write_atomic,
+)
+
+log = logging.getLogger(__name__)
+
+__all__ = ["FORMATS", "TOP_N_LAYERS", "build_context", "render_html", "render_markdown",
+           "render_reports"]
+
+FORMATS = ("json", "md", "html")
+FILENAMES = {"json": "report.json", "md": "report.md", "html": "report.html"}
+#: Rows of the "worst layers" table shown before the collapsible full table.
+TOP_N_LAYERS = 10
+
+TEMPLATES = Path(__file__).with_name("templates")
+
+
+# ----------------------------------------------------------------------------- public API
+
+def render_reports(record: Mapping[str, Any], out_dir: str | Path, *,
+                   formats: Iterable[str] = FORMATS) -> dict[str, Path]:
+    """Write the requested report files to ``out_dir`` atomically; return ``{format: path}``.
+
+    ``record`` is a RunRecord as a dict (``RunRecord.to_dict()`` or a loaded record.json).
+    report.json is the record itself.
+    """
+    formats = tuple(formats)
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown:
+        raise ConfigError("unknown report format", where="report.formats", value=unknown[0],
+                          fix=f"use any of {list(FORMATS)}")
+    if not isinstance(record, Mapping):
+        raise ConfigError("a report renders a RunRecord dict", where="render_reports(record)",
+                          value=type(record).__name__, fix="pass RunRecord.to_dict() or a loaded record.json")
+    out_dir = Path(out_dir)
+    ctx = build_context(record) if ("md" in formats or "html" in formats) else None
+    # Render everything before writing anything: a rendering error leaves no partial report.
+    rendered: dict[str, str] = {}
+    for fmt in formats:
+        if fmt == "json":
+            rendered[fmt] = json.dumps(record, indent=2, ensure_ascii=False, default=str) + "\n"
+        elif fmt == "md":
+            rendered[fmt] = render_markdown(record, ctx=ctx)
+        else:
+            rendered[fmt] = render_html(record, ctx=ctx)
+    paths: dict[str, Path] = {}
+    for fmt, text in rendered.items():
+        paths[fmt] = write_atomic(out_dir / FILENAMES[fmt], text.encode("utf-8"))
+        log.info("wrote %s", paths[fmt])
+    return paths
+
+
+def render_markdown(record: Mapping[str, Any], *, ctx: dict[str, Any] | None = None) -> str:
+    """report.md as a string."""
+    return _env(False).get_template("report.md.j2").render(
+        **(ctx if ctx is not None else build_context(record)))
+
+
+def render_html(record: Mapping[str, Any], *, ctx: dict[str, Any] | None = None) -> str:
+    """report.html as a string: self-contained (inline CSS, plots as data URIs, no network)."""
+    return _env(True).get_template("report.html.j2").render(
+        **(ctx if ctx is not None else build_context(record)))
+
+
+@lru_cache(maxsize=2)
+def _env(autoescape: bool):
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+                             autoescape=autoescape, undefined=jinja2.StrictUndefined,
+                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env.filters.update(md=md_cell, mdcode=md_code, num=num, signed=signed, sig=sig, pct=pct,
+                       short=short_name, status_class=status_class)
+    return env
+
+
+# ----------------------------------------------------------------------------- context
+
+def _get(d: Any, *keys: str, default: Any = None) -> Any:
+    for k in keys:
+        if not isinstance(d, Mapping) or k not in d:
+            return default
+        d = d[k]
+    return default if d is None else d
+
+
+def _text(x: Any) -> str:
+    if x is None or x == "":
+        return DASH
+    if isinstance(x, (list, tuple)):
+        return ", ".join(str(v) for v in x) if x else DASH
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    return str(x)
+
+
+def build_context(record: Mapping[str, Any], *, with_plots: bool = True) -> dict[str, Any]:
+    """Everything the templates show, as preformatted strings and rows (no measurement)."""
+    cands = {n: c for n, c in (_get(record, "candidates", default={}) or {}).items()
+             if isinstance(c, Mapping)}
+    first_verdict = next((c["verdict"] for c in cands.values()
+                          if isinstance(c.get("verdict"), Mapping)), None)
+    ctx: dict[str, Any] = {
+        "experiment": _text(record.get("experiment")),
+        "run_dir": _text(record.get("run_dir")),
+        "command": record.get("command") or "",
+        "seed": _text(record.get("seed")),
+        "started": _text(record.get("started")),
+        "finished": _text(record.get("finished")),
+        "NOT_MEASURED": NOT_MEASURED,
+    }
+    ctx.update(_verdict_block(record, cands))
+    ctx["thresholds"] = _thresholds(record, first_verdict)
+    ctx.update(_provenance(record, cands))
+    ctx["plan"] = _plan(cands)
+    ctx["calibrator_rows"] = _calibrator_rows(record, cands)
+    ctx["layer_sections"] = _layer_sections(record, cands)
+    ctx["calibration"] = _calibration(record)
+    ctx["plots"] = _plots(record) if with_plots else []
+    ctx["metrics"] = _metrics(record, cands)
+    ctx["latency"] = _latency(cands)
+    ctx["search"] = _search(record)
+    ctx["stages"] = _stages(record)
+    ctx["kernel_census"] = _kernel_census(cands)
+    ctx["notes"] = [str(n) for n in record.get("notes") or []]
+    ctx["signoff"] = {
+        "reviewer": _get(record, "config", "report", "reviewer", default="") or "",
+        "candidate": record.get("recommended") or "",
+    }
+    ctx["sha256sums"] = [f"{sha}  {name}" for name, sha in
+                         (_get(record, "artifacts", default={}) or {}).items()]
+    return ctx
+
+
+def _metric_of(verdict: Mapping[str, Any]) -> str | None:
+    return verdict.get("metric") or _get(verdict, "margin", "metric")
+
+
+def _verdict_block(record, cands) -> dict[str, Any]:
+    rec = record.get("recommended")
+    rows = []
+    for name, c in cands.items():
+        v = c.get("verdict")
+        warnings = []
+        bc = c.get("backend_check")
+        if isinstance(bc, Mapping) and bc.get("checked") and bc.get("ok") is False:
+            warnings.append(f"backend check failed: agreement {num(bc.get('agreement'))} "
+                            f"on n={num(bc.get('n'))}")
+        lint = _get(c, "lint", "violations")
+        if is_number(lint) and lint > 0:
+            warnings.append(f"{lint} lint violation(s)")
+        if not isinstance(v, Mapping):
+            rows.append({"name": name, "status": "REFERENCE" if name == "fp32" else "NO VERDICT",
+                         "cls": "other", "headline": c.get("numerics") or "",
+                         "reasons": [], "recommended": name == rec, "warnings": warnings,
+                         "required_n": None})
+            continue
+        reasons = [str(r) for r in v.get("reasons") or []]
+        metric = _metric_of(v)
+        d = _get(v, "deltas", metric) if metric else None
+        headline = f"{metric} delta {interval(d)}" if isinstance(d, Mapping) else \
+            (reasons[0] if reasons else "")
+        rows.append({"name": name, "status": str(v.get("status") or DASH),
+                     "cls": status_class(v.get("status")), "headline": headline,
+                     "reasons": reasons, "recommended": name == rec, "warnings": warnings,
+                     "required_n": v.get("required_n")})
+    rec_row = next((r for r in rows if r["recommended"]), None)
+    return {"recommended": rec, "recommended_row": rec_row, "verdicts": rows}
+
+
+def _cfg(x: Any) -> str:
+    """A configured value as written (0.01, 10, 2000), not padded to fixed decimals."""
+    return f"{x:g}" if finite(x) and not isinstance(x, bool) else _text(x)
+
+
+def _thresholds(record, v) -> list[tuple[str, str]]:
+    cfg_v = _get(record, "config", "verdict", default={}) or {}
+    cfg_c = _get(record, "config", "compare", default={}) or {}
+    rows: list[tuple[str, str]] = []
+    if isinstance(v, Mapping):
+        margin = v.get("margin") or {}
+        metric = _metric_of(v)
+        level = next((d.get("level") for d in (v.get("deltas") or {}).values()
+                      if isinstance(d, Mapping) and d.get("level") is not None), None)
+        rows += [
+            ("decision metric", _text(metric)),
+            ("margin kind", _text(margin.get("kind"))),
+            ("margin value", _cfg(margin.get("value"))),
+            ("margin (absolute)", sig(margin.get("abs"), 4)),
+            ("PASS when", f"the {pct(level, 0) if finite(level) else ''} interval of the "
+                          f"{_text(metric)} delta lies above -{sig(margin.get('abs'), 4)}"),
+            ("alpha", _cfg(v.get("alpha"))),
+            ("paired eval examples (n)", num(v.get("n"))),
+        ]
+    else:
+        rows.append(("verdict", NOT_MEASURED))
+    for key, label in (("n_boot", "bootstrap resamples"), ("min_slice_n", "min examples per slice")):
+        if key in cfg_v:
+            rows.append((label, _cfg(cfg_v[key])))
+    for key, label in (("floor_multiple", "layer flagged when INT8 noise > this x FP16 noise"),
+                       ("backend_check_min_agreement", "backend check: min agreement"),
+                       ("backend_check_subset", "backend check: examples"),
+                       ("subset", "per-layer comparison: examples")):
+        if key in cfg_c:
+            rows.append((label, _cfg(cfg_c[key])))
+    return rows
+
+
+def _sha_for(record, path: Any) -> str:
+    """The sha256 the record lists for ``path`` (by run-relative path or file name)."""
+    arts = _get(record, "artifacts", default={}) or {}
+    if not path:
+        return "not recorded"
+    p = PurePath(str(path))
+    candidates = [str(path), p.name]
+    run_dir = record.get("run_dir")
+    if run_dir:
+        try:
+            candidates.append(str(p.relative_to(run_dir)))
+        except ValueError:
+            pass
+    for key in candidates:
+        if key in arts:
+            return arts[key]
+    return "not recorded"
+
+
+def _provenance(record, cands) -> dict[str, Any]:
+    model = _get(record, "model", default={}) or {}
+    model_rows = [(k, _text(model.get(k))) for k in
+                  ("source", "path", "sha256", "opset", "input_names", "output_name", "tokenizer")
+                  if k in model]
+    data = _get(record, "data", default={}) or {}
+    sizes, shas = data.get("sizes") or {}, data.get("sha256") or {}
+    splits = list(dict.fromkeys([*sizes, *shas]))
+    data_rows = [{"split": s, "size": num(sizes.get(s)), "sha256": shas.get(s) or "not recorded"}
+                 for s in splits]
+    artifact_rows = []
+    for name, c in cands.items():
+        art = c.get("artifact")
+        sha = c.get("artifact_sha256")
+        if not sha and art:
+            sha = _sha_for(record, art)
+            if sha == "not recorded" and model.get("path") and PurePath(str(art)).name == \
+                    PurePath(str(model["path"])).name:
+                sha = model.get("sha256") or sha
+        artifact_rows.append({"candidate": name, "file": _text(art), "sha256": sha or "not recorded",
+                              "numerics": c.get("numerics") or DASH})
+    files = _get(record, "calibration", "files", default={}) or {}
+    ranges_rows = [{"method": m, "path": str(p), "sha256": _sha_for(record, p)}
+                   for m, p in files.items()]
+    packages = [(k, v if v else "not installed")
+                for k, v in (_get(record, "packages", default={}) or {}).items()]
+    host = _get(record, "host", default={}) or {}
+    host_rows = [(k, _text(v) if v is not None else "none detected" if k == "gpu" else DASH)
+                 for k, v in host.items()]
+    return {"model_rows": model_rows, "data_name": _text(data.get("name")),
+            "data_source": _text(data.get("source")), "data_rows": data_rows,
+            "artifact_rows": artifact_rows, "ranges_rows": ranges_rows,
+            "packages": packages, "host_rows": host_rows}
+
+
+def _plan(cands) -> dict[str, Any]:
+    rows, decisions = [], []
+    precisions: list[str] = []
+    for c in cands.values():
+        for p in (c.get("plan_counts") or {}):
+            if p not in precisions:
+                precisions.append(p)
+    for name, c in cands.items():
+        counts = c.get("plan_counts")
+        if not isinstance(counts, Mapping):
+            continue
+        rows.append({"name": name, "counts": [num(counts.get(p)) for p in precisions],
+                     "lint": num(_get(c, "lint", "violations"))})
+        plan = c.get("plan")
+        nodes = _get(plan, "decisions") if isinstance(plan, Mapping) else None
+        if isinstance(nodes, Mapping) and nodes:
+            decisions.append({"name": name, "rows": [
+                {"node": n, "precision": _text(_get(d, "precision")), "reason": _text(_get(d, "reason"))}
+                for n, d in nodes.items()]})
+    return {"precisions": precisions, "rows": rows, "decisions": decisions}
+
+
+def _backend_text(bc: Any, *, detail: bool = True) -> str:
+    if not isinstance(bc, Mapping) or not bc.get("checked"):
+        return "not checked"
+    text = ("ok" if bc.get("ok") else "MISMATCH") + \
+        f": agreement {num(bc.get('agreement'))}, n={num(bc.get('n'))}"
+    acc = bc.get("accuracy")
+    if detail and isinstance(acc, Mapping) and acc:
+        text += " (accuracy " + ", ".join(f"{k} {num(v)}" for k, v in acc.items()) + ")"
+    return text
+
+
+def _calibrator_rows(record, cands) -> list[dict[str, Any]]:
+    rows = []
+    for name, c in cands.items():
+        v = c.get("verdict") if isinstance(c.get("verdict"), Mapping) else {}
+        metric = _metric_of(v) if v else None
+        mc = v.get("mcnemar") or {}
+        status = v.get("status")
+        rows.append({
+            "name": name,
+            "recommended": name == record.get("recommended"),
+            "accuracy": num(_get(c, "metrics", "accuracy")),
+            "macro_f1": num(_get(c, "metrics", "macro_f1")),
+            "agreement": num(c.get("agreement_fp32")),
+            "kl": sig(c.get("mean_kl_fp32")) if c.get("mean_kl_fp32") is not None else DASH,
+            "metric": metric or DASH,
+            "delta": interval(_get(v, "deltas", metric)) if metric else
+            ("reference" if name == "fp32" else NOT_MEASURED),
+            "b": num(mc.get("b")), "c": num(mc.get("c")),
+            "p": sig(mc.get("p")) if mc.get("p") is not None else DASH,
+            "status": status or ("reference" if name == "fp32" else DASH),
+            "cls": status_class(status),
+            "required_n": num(v.get("required_n")) if status == "INCONCLUSIVE" else DASH,
+            "backend": _backend_text(c.get("backend_check")) if name != "fp32" else DASH,
+            "backend_short": _backend_text(c.get("backend_check"), detail=False)
+            if name != "fp32" else DASH,
+        })
+    return rows
+
+
+def _layer_row(record, cand_name, idx, tensor, stats, flagged) -> dict[str, Any]:
+    from quantkit.report.plots import floor_sqnr
+
+    f = flagged.get(tensor) or {}
+    clip = stats.get("clipping_rate")
+    return {"idx": idx, "name": tensor,
+            "sqnr": num(stats.get("sqnr_db"), 2),
+            "floor": num(floor_sqnr(record, cand_name, tensor), 2),
+            "cosine": num(stats.get("cosine"), 6),
+            "clip": pct(clip, 4) if clip is not None else "not quantized",
+            "rel": sig(stats.get("relative_error")),
+            "ratio": sig(f.get("ratio")) if f.get("ratio") is not None else DASH,
+            "flagged": bool(f)}
+
+
+def _layer_sections(record, cands) -> list[dict[str, Any]]:
+    from quantkit.report.plots import floor_candidate, layer_candidates
+
+    sections = []
+    for name in layer_candidates(record):
+        c = cands[name]
+        layers = {t: s for t, s in c["layers"].items() if isinstance(s, Mapping)}
+        flagged = {f["name"]: f for f in c.get("flagged_layers") or []
+                   if isinstance(f, Mapping) and f.get("name") and f.get("flagged", True)}
+        rows = [_layer_row(record, name, i, t, s, flagged) for i, (t, s) in enumerate(layers.items())]
+        by_sqnr = sorted(range(len(rows)), key=lambda i: (
+            not finite(layers[rows[i]["name"]].get("sqnr_db")),
+            layers[rows[i]["name"]].get("sqnr_db") if finite(layers[rows[i]["name"]].get("sqnr_db")) else 0.0,
+            i))
+        first = c.get("first_diverging")
+        sections.append({
+            "name": name,
+            "n": len(rows),
+            "n_flagged": len(flagged),
+            "first_diverging": first,
+            "first_index": list(layers).index(first) if first in layers else None,
+            "worst": [rows[i] for i in by_sqnr[:TOP_N_LAYERS]],
+            "all": rows,
+            "has_floor": floor_candidate(record) is not None or bool(flagged),
+        })
+    return sections
+
+
+def _calibration(record) -> dict[str, Any] | None:
+    cal = _get(record, "calibration", default={}) or {}
+    if not cal:
+        return None
+    rows = [(label, _text(cal.get(k))) for k, label in
+            (("methods", "calibrators"), ("tensors", "calibrated tensors"),
+             ("quant_nodes", "quantized nodes"), ("samples", "calibration samples"))
+            if k in cal]
+    excluded = [(str(k), _text(v)) for k, v in (cal.get("excluded") or {}).items()]
+    notes = [(str(k), _text(v)) for k, v in (cal.get("notes") or {}).items()] \
+        if isinstance(cal.get("notes"), Mapping) else [("", _text(n)) for n in cal.get("notes") or []]
+    spread = cal.get("spread") or {}
+    spread_rows = [(str(k), json.dumps(v, sort_keys=True) if not isinstance(v, str) else v)
+                   for k, v in spread.items()] if isinstance(spread, Mapping) else []
+    return {"rows": rows, "excluded": excluded, "notes": notes, "spread": spread_rows}
+
+
+def _plots(record) -> list[dict[str, str]]:
+    from quantkit.report.plots import all_plots
+
+    return [{"name": p.name, "title": p.title, "caption": p.caption,
+             "src": "data:image/png;base64," + base64.b64encode(p.png).decode("ascii")}
+            for p in all_plots(record)]
+
+
+def _label_of(record, slice_name: str, value: str) -> str:
+    names = _get(record, "data", "label_names", default=None) or \
+        _get(record, "model", "label_names", default=None)
+    if slice_name == "class" and names and str(value).isdigit() and int(value) < len(names):
+        return f"{value} ({names[int(value)]})"
+    return str(value)
+
+
+def _metrics(record, cands) -> dict[str, Any]:
+    metric_names: list[str] = []
+    for c in cands.values():
+        for k, v in (c.get("metrics") or {}).items():
+            if k != "n" and is_number(v) and k not in metric_names:
+                metric_names.append(k)
+    rows = []
+    for name, c in cands.items():
+        m = c.get("metrics") or {}
+        v = c.get("verdict") if isinstance(c.get("verdict"), Mapping) else {}
+        rows.append({"name": name, "n": num(m.get("n", c.get("n"))),
+                     "values": [num(m.get(k)) for k in metric_names],
+                     "deltas": [interval(_get(v, "deltas", k)) if _get(v, "deltas", k) else
+                                ("reference" if name == "fp32" else NOT_MEASURED)
+                                for k in metric_names]})
+    per_class = []
+    for name, c in cands.items():
+        pc = _get(c, "metrics", "per_class", default={}) or {}
+        if isinstance(pc, Mapping) and pc:
+            per_class.append({"name": name, "rows": [
+                {"label": lbl, "precision": num(s.get("precision")), "recall": num(s.get("recall")),
+                 "f1": num(s.get("f1")), "support": num(s.get("support"))}
+                for lbl, s in pc.items() if isinstance(s, Mapping)]})
+    # slice x candidate matrix of the recorded slice metric
+    slice_cols = [n for n, c in cands.items() if isinstance(c.get("slices"), Mapping) and c["slices"]]
+    slice_keys: list[tuple[str, str]] = []
+    slice_metric = None
+    for n in slice_cols:
+        for s, values in cands[n]["slices"].items():
+            for val, stats in (values or {}).items():
+                if (s, val) not in slice_keys:
+                    slice_keys.append((s, val))
+                if slice_metric is None and isinstance(stats, Mapping):
+                    slice_metric = next((k for k in stats if k != "n"), None)
+    slice_rows = []
+    for s, val in slice_keys:
+        cells, n_val = [], None
+        for n in slice_cols:
+            st = _get(cands[n], "slices", s, val, default={})
+            cells.append(num(st.get(slice_metric)) if slice_metric else DASH)
+            n_val = n_val if n_val is not None else st.get("n")
+        slice_rows.append({"slice": s, "value": _label_of(record, s, val), "n": num(n_val),
+                           "cells": cells})
+    slice_verdicts = []
+    for name, c in cands.items():
+        sl = _get(c, "verdict", "slices", default=[]) or []
+        if not sl:
+            continue
+        rows_v = []
+        for s in sl:
+            if not isinstance(s, Mapping):
+                continue
+            rows_v.append({"slice": f"{s.get('slice', DASH)}={s.get('value', DASH)}",
+                           "n": num(s.get("n")), "ref": num(s.get("ref")), "cand": num(s.get("cand")),
+                           "delta": interval(s.get("delta")) if s.get("delta") else DASH,
+                           "margin": signed(-s["margin_abs"]) if finite(s.get("margin_abs")) else DASH,
+                           "p": sig(s.get("p_noninferiority_holm"))
+                           if s.get("p_noninferiority_holm") is not None else DASH,
+                           "p_reg": sig(s.get("p_regression_holm"))
+                           if s.get("p_regression_holm") is not None else DASH,
+                           "status": _text(s.get("status")), "cls": status_class(s.get("status")),
+                           "reason": _text(s.get("reason")) if s.get("reason") else ""})
+        slice_verdicts.append({"name": name, "rows": rows_v})
+    return {"names": metric_names, "rows": rows, "per_class": per_class,
+            "slice_cols": slice_cols, "slice_metric": slice_metric or DASH,
+            "slice_rows": slice_rows, "slice_verdicts": slice_verdicts}
+
+
+def _batch_key(b: str):
+    return (0, float(b)) if str(b).replace(".", "", 1).isdigit() else (1, str(b))
+
+
+def _latency(cands) -> list[dict[str, str]]:
+    rows = []
+    for name, c in cands.items():
+        lat = c.get("latency")
+        if not isinstance(lat, Mapping):
+            continue
+        for batch in sorted(lat, key=_batch_key):
+            s = lat[batch]
+            if not isinstance(s, Mapping):
+                continue
+            rows.append({"name": name, "batch": str(batch), "p50": num(s.get("p50_ms"), 3),
+                         "p90": num(s.get("p90_ms"), 3), "throughput": num(s.get("throughput"), 1)})
+    return rows
+
+
+def _search(record) -> dict[str, Any] | None:
+    s = record.get("search")
+    if not isinstance(s, Mapping) or not s:
+        return None
+    from quantkit.report.plots import search_interval, search_k, search_metric
+
+    evals = []
+    for i, e in enumerate(s.get("evaluations") or []):
+        if not isinstance(e, Mapping):
+            continue
+        iv = search_interval(e.get("interval"))
+        fp16 = e.get("fp16_set") or []
+        evals.append({"i": i, "k": num(search_k(e)), "status": _text(e.get("status")),
+                      "cls": status_class(e.get("status")), "metric": num(search_metric(e)),
+                      "interval": f"[{num(iv[0])}, {num(iv[1])}]" if iv else DASH,
+                      "seconds": num(e.get("seconds"), 1),
+                      "fp16_set": ", ".join(str(x) for x in fp16) if isinstance(fp16, list) else _text(fp16)})
+
+    def describe(items):
+        out = []
+        for p in items or []:
+            if isinstance(p, Mapping):
+                out.append(", ".join(f"{k}={_text(v) if not isinstance(v, float) else num(v)}"
+                                     for k, v in p.items()))
+            else:
+                out.append(_text(p))
+        return out
+
+    other = [(k, _text(v)) for k, v in s.items()
+             if k not in ("evaluations", "pareto", "found", "budget_exhausted")]
+    return {"evaluations": evals, "pareto": describe(s.get("pareto")),
+            "found": describe(s.get("found")),
+            "budget_exhausted": _text(s.get("budget_exhausted")) if "budget_exhausted" in s else DASH,
+            "other": other}
+
+
+def _stages(record) -> list[dict[str, str]]:
+    rows = []
+    for name, st in (_get(record, "stages", default={}) or {}).items():
+        if not isinstance(st, Mapping):
+            continue
+        extra = ", ".join(f"{k}={_text(v)}" for k, v in st.items() if k != "seconds")
+        rows.append({"name": name, "seconds": num(st.get("seconds"), 2), "extra": extra})
+    return rows
+
+
+def _kernel_census(cands) -> dict[str, Any] | None:
+    cols = [n for n, c in cands.items() if isinstance(c.get("kernel_census"), Mapping)]
+    if not cols:
+        return None
+    ops: list[str] = []
+    for n in cols:
+        for op in cands[n]["kernel_census"]:
+            if op not in ops:
+                ops.append(op)
+    ops.sort()
+    return {"cols": cols, "rows": [{"op": op, "cells": [num(cands[n]["kernel_census"].get(op))
+                                                        if op in cands[n]["kernel_census"] else DASH
+                                                        for n in cols]} for op in ops]}
