@@ -56,7 +56,8 @@ def main() -> None:
             res = evaluate_candidate(s, f"int8.{method}", art["path"], model, splits, enc, lengths)
             qk[method] = res["evidence"]["metrics"]["accuracy"]
             rows.append(("quantkit", f"{method} (INT8 + FP16 remainder)", qk[method]))
-        feeds = [f for _, f in iter_feeds(enc, splits.calib.texts, s.data.batch_size)]
+        feeds = [f for _, f in iter_feeds(enc, splits.calib.texts, s.calibrator.batch_size,
+                                              pad_to=s.data.max_length)]
         ort = {}
         for method in ("minmax", "percentile", "entropy"):
             out = tmp / f"ort.{method}.onnx"

@@ -29,7 +29,7 @@ def child(side: str, samples: int, padding: str) -> dict:
     # one shape: batches padded to max_length (128). quantkit's own runs pad to the longest
     # text of each length-sorted batch ("dynamic"), measured as an extra row.
     pad_to = s.data.max_length if padding == "max_length" else None
-    feeds = [f for _, f in iter_feeds(enc, splits.calib.texts, s.data.batch_size, pad_to=pad_to)]
+    feeds = [f for _, f in iter_feeds(enc, splits.calib.texts, s.calibrator.batch_size, pad_to=pad_to)]
     rss_before = _common.peak_rss_gb()
     if side == "quantkit":
         import onnx
@@ -71,7 +71,7 @@ def main() -> None:
     q = _common.run_child(Path(__file__), "--child", "quantkit", "--samples", n)
     o = _common.run_child(Path(__file__), "--child", "ort", "--samples", n)
     qd = _common.run_child(Path(__file__), "--child", "quantkit", "--samples", n, "--padding", "dynamic")
-    print(f"{a.samples} calibration samples, batch {64}, bert_int8 (MiniLM-L6, MatMul/Gemm scope)")
+    print(f"{a.samples} calibration samples, batch {_common.settings_for().calibrator.batch_size}, bert_int8 (MiniLM-L6, MatMul/Gemm scope)")
     print(f"{'side':<10} {'padding':<11} {'calibrators':>11} {'seconds':>8} {'peak RSS GB':>11}")
     for r in (q, o, qd):
         print(f"{r['side']:<10} {r['padding']:<11} {r['calibrators']:>11} {r['seconds']:>8.1f} "

@@ -138,6 +138,7 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
         layers = layerwise(settings, model.path, artifacts, order, splits, enc, sub)
         info["examples"] = len(sub)
         floor = layers.pop("fp16")
+        producers = {o: n.name for n in proto.graph.node for o in n.output}
         record.candidates["fp16"]["layers"] = floor
         for name, per in layers.items():
             cand = record.candidates[name]
@@ -145,7 +146,20 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
             kw = dict(order=[t for t in order if t in per],
                       floor_multiple=settings.compare.floor_multiple)
             cand["flagged_layers"] = [f for f in flag_layers(per, floor, **kw) if f.get("flagged")]
-            cand["first_diverging"] = first_diverging(per, floor, **kw)
+            tensor = first_diverging(per, floor, **kw)
+            cand["first_diverging"] = tensor
+            cand["first_diverging_node"] = producers.get(tensor) if tensor else None
+
+    if settings.precision.search.enabled and len(artifacts) > 1:
+        with stage("search") as info:
+            mixed = search_mixed(settings, proto, artifacts, record, model, splits, enc,
+                                 eval_lengths, ref, run_dir)
+            if mixed is not None:
+                artifacts["mixed"] = mixed["artifact"]
+                record.candidates["mixed"] = mixed["evidence"]
+                record.search = mixed["search"]
+                info.update({"full_evals": mixed["search"]["full_evals"],
+                             "bound": mixed["search"]["bound"]})
 
     record.recommended = recommend(record.candidates)
     record.artifacts = {Path(a["path"]).name: a["sha256"] for a in artifacts.values()}
@@ -200,7 +214,7 @@ def calibrate(settings: Settings, proto: onnx.ModelProto, splits, enc, run_dir: 
                                value=list(p.op_types), fix="widen precision.op_types or "
                                "precision.include_nodes")
     chunks = 16 if c.bootstrap > 0 else None
-    res = collect_stats(proto, _feeds(enc, splits.calib.texts, settings.data.batch_size),
+    res = collect_stats(proto, _feeds(enc, splits.calib.texts, c.batch_size),
                         tensors, num_bins=c.num_bins, progress=settings.progress,
                         runner_factory=lambda m, outs: _ort(settings, m, name="calibrate",
                                                             extra_outputs=outs),
@@ -251,7 +265,7 @@ def fp16_overflow(settings: Settings, proto: onnx.ModelProto, splits, enc) -> di
 
 
 def build_artifact(settings: Settings, proto: onnx.ModelProto, run_dir: Path, name: str, *,
-                   ranges, overflow: dict[str, str]) -> dict:
+                   ranges, overflow: dict[str, str], plan=None) -> dict:
     """Plan -> Q/DQ (when INT8) -> FP16 casts -> lint -> model.<name>.onnx (atomic)."""
     from quantkit.calibrate.collect import select_tensors
     from quantkit.errors import GraphEditError
@@ -261,14 +275,17 @@ def build_artifact(settings: Settings, proto: onnx.ModelProto, run_dir: Path, na
     from quantkit.qdq.lint import lint_qdq
 
     p = settings.precision
-    plan = build_plan(proto, amax=ranges.amax if ranges else {},
-                      excluded=ranges.excluded if ranges else {}, op_types=p.op_types,
-                      include_nodes=p.include_nodes, exclude_nodes=p.exclude_nodes,
-                      force=dict(p.force), remainder=p.remainder, fp32_nodes_reasons=overflow,
-                      calibrator=ranges.calibrator if ranges else "")
-    edited, qmap = insert_qdq(proto, plan) if ranges else (proto, None)
+    if plan is None:
+        plan = build_plan(proto, amax=ranges.amax if ranges else {},
+                          excluded=ranges.excluded if ranges else {}, op_types=p.op_types,
+                          include_nodes=p.include_nodes, exclude_nodes=p.exclude_nodes,
+                          force=dict(p.force), remainder=p.remainder,
+                          fp32_nodes_reasons=overflow,
+                          calibrator=ranges.calibrator if ranges else "")
+    nonfinite = set(ranges.excluded) if ranges else set()
+    edited, qmap = insert_qdq(proto, plan) if plan.int8_nodes() else (proto, None)
     final = convert_fp16(edited, plan) if p.remainder == "fp16" else edited
-    violations = lint_qdq(final, nonfinite_tensors=set(ranges.excluded) if ranges else set())
+    violations = lint_qdq(final, nonfinite_tensors=nonfinite)
     if violations:
         raise GraphEditError(f"{len(violations)} TensorRT Q/DQ rule violations in {name}",
                              where=str(violations[0]), fix="report this as a bug")
@@ -393,11 +410,87 @@ def layerwise(settings: Settings, ref_path, artifacts: dict[str, dict], tensors,
                               amax={n: a["activation_amax"] for n, a in artifacts.items()})
 
 
+def _eval_result(cls, verdict: dict, *, seconds: float, **extra):
+    delta = verdict["deltas"][verdict["metric"]]
+    return cls(status=verdict["status"], metric=delta["point"],
+               interval=(delta["low"], delta["high"]), seconds=seconds,
+               extra={"verdict": verdict, **extra})
+
+
+def search_mixed(settings: Settings, proto, artifacts, record, model, splits, enc, lengths, ref,
+                 run_dir: Path) -> dict | None:
+    """Keep the fewest INT8 layers in FP16 that make the verdict PASS (issue: sensitivity).
+
+    Ranking: the one-pass proxy from the full-INT8 per-layer comparison (free: it reuses the
+    debug run). Search: galloping + bisection over the top-k of the ranking, each step one
+    full evaluation with a verdict; the full-INT8 evaluation (k = 0) is reused.
+    """
+    import tempfile
+
+    from quantkit.precision.search import EvalResult, linear_evals_needed, pareto, search_fp16_set
+    from quantkit.precision.sensitivity import int8_node_tensors, proxy_scores, rank
+
+    int8 = {n: a for n, a in artifacts.items() if n.startswith("int8.")}
+    if not int8:
+        return None
+    best = max(int8, key=lambda n: record.candidates[n]["metrics"][settings.verdict.metric])
+    base_plan = int8[best]["plan"]
+    nodes = base_plan.int8_nodes()
+    outs, ins = int8_node_tensors(proto, nodes)
+    proxy = proxy_scores(record.candidates[best]["layers"], outs, ins)
+    ranking = rank(proxy, order=nodes)
+    reasons = {n: f"sensitivity rank {i + 1} of {len(ranking)}, output SQNR "
+                  f"{proxy[n].get('sqnr_out_db') or float('nan'):.1f} dB in full INT8 ({best})"
+               for i, n in enumerate(ranking)}
+    cfg = settings.precision.search
+    log.info("sensitivity search over %d INT8 layers of %s (proxy ranking)", len(ranking), best)
+
+    def plan_for(fp16: frozenset[str]):
+        plan = base_plan
+        for n in fp16:
+            plan = plan.with_precision([n], "fp16", f"kept FP16 by search: {reasons[n]}")
+        return plan
+
+    def full_eval(fp16: frozenset[str]) -> EvalResult:
+        if not fp16:
+            v = record.candidates[best]["verdict"]
+            return _eval_result(EvalResult, v, seconds=record.candidates[best]["eval_seconds"],
+                                reused=best)
+        t0 = time.perf_counter()
+        with tempfile.TemporaryDirectory(dir=run_dir) as tmp:
+            art = build_artifact(settings, proto, Path(tmp), "search", ranges=None,
+                                 overflow={}, plan=plan_for(fp16))
+            res = evaluate_candidate(settings, "search", art["path"], model, splits, enc,
+                                     lengths, reference=ref)
+        v = res["evidence"]["verdict"]
+        return _eval_result(EvalResult, v, seconds=time.perf_counter() - t0,
+                            accuracy=res["evidence"]["metrics"]["accuracy"])
+
+    result = search_fp16_set(ranking, full_eval, max_full_evals=cfg.max_full_evals,
+                             max_seconds=cfg.max_minutes * 60, prune=cfg.prune)
+    found = result.fp16_set
+    plan = plan_for(found)
+    art = build_artifact(settings, proto, run_dir, "mixed", ranges=None, overflow={}, plan=plan)
+    res = evaluate_candidate(settings, "mixed", art["path"], model, splits, enc, lengths,
+                             reference=ref)
+    ev = res["evidence"]
+    ev.update({"plan_counts": art["plan_counts"], "lint": art["lint"],
+               "artifact_sha256": art["sha256"], "calibrator": best,
+               "fp16_layers": list(result.fp16_nodes),
+               "plan_reasons": {n: plan.decisions[n].reason for n in result.fp16_nodes}})
+    search = result.to_dict()
+    search.update({"calibrator": best, "quantizable_layers": len(ranking), "ranking": ranking,
+                   "proxy": {n: proxy[n] for n in ranking},
+                   "pareto": pareto(search["evaluations"]),
+                   "full_evals_linear": linear_evals_needed(ranking, found if result else None)})
+    return {"artifact": art, "evidence": ev, "search": search}
+
+
 def recommend(candidates: dict[str, dict]) -> str | None:
     """The PASSing candidate with the most INT8 nodes, ties broken by accuracy."""
-    passing = [(c.get("plan_counts", {}).get("int8", 0), c["metrics"]["accuracy"], n)
+    passing = [(c.get("plan_counts", {}).get("int8", 0), c["metrics"]["accuracy"], n != "mixed", n)
                for n, c in candidates.items() if c.get("verdict", {}).get("status") == "PASS"]
-    return max(passing)[2] if passing else None
+    return max(passing)[-1] if passing else None
 
 
 def write_sha256sums(run_dir: Path, artifacts: dict[str, str]) -> None:
@@ -434,7 +527,8 @@ def summary_lines(record: RunRecord) -> list[str]:
         lines.append(f"  {name:<20} {met.get('accuracy', float('nan')):>8.4f} "
                      f"{met.get('macro_f1', float('nan')):>8.4f} {agree:>6} {ci:>26}  {status}")
         if c.get("first_diverging"):
-            lines.append(f"  {'':<20} first diverging tensor: {c['first_diverging']}")
+            lines.append(f"  {'':<20} first diverging node: {c.get('first_diverging_node')} "
+                         f"(tensor {c['first_diverging']})")
         bc = c.get("backend_check")
         if bc and bc.get("checked") and not bc.get("ok"):
             lines.append(f"  {'':<20} WARNING backend check agreement {bc['agreement']:.3f}")

@@ -81,6 +81,7 @@ class CalibratorConfig:
     num_bins: int = 2048
     num_quant_bins: int = 128
     bootstrap: int = 0  # > 0: recompute ranges on this many bootstrap resamples
+    batch_size: int = 16  # calibration batches (small batches keep peak memory low)
 
 
 @dataclass
@@ -211,6 +212,7 @@ def validate(s: Settings) -> Settings:
     if s.calibrator.num_bins < 2 * s.calibrator.num_quant_bins:
         raise ConfigError("config key calibrator.num_bins must be >= 2 x num_quant_bins",
                           value=s.calibrator.num_bins, fix="e.g. calibrator.num_bins=2048")
+    _positive("calibrator.batch_size", s.calibrator.batch_size)
     _positive("calibrator.bootstrap", s.calibrator.bootstrap, allow_zero=True)
     _choice("precision.remainder", s.precision.remainder, ("fp16", "fp32"))
     for pattern, prec in s.precision.force.items():

@@ -75,16 +75,19 @@ def pct(x: Any, digits: int = 2) -> str:
     return f"{100 * x:.{digits}f}%"
 
 
-def interval(delta: Mapping[str, Any] | None, digits: int = 4) -> str:
-    """``+0.0016 [-0.0066, +0.0094] (95% CI)`` from ``{point, low, high, level}``."""
+def interval(delta: Mapping[str, Any] | None, digits: int = 4, *, level: bool = True) -> str:
+    """``+0.0016 [-0.0066, +0.0094] (95% CI)`` from ``{point, low, high, level}``.
+
+    ``level=False`` leaves out the "(95% CI)" suffix (for table columns that say it once).
+    """
     if not isinstance(delta, Mapping) or delta.get("point") is None:
         return NOT_MEASURED
     text = signed(delta.get("point"), digits)
     if delta.get("low") is not None or delta.get("high") is not None:
         text += f" [{signed(delta.get('low'), digits)}, {signed(delta.get('high'), digits)}]"
-    level = delta.get("level")
-    if finite(level):
-        text += f" ({level * 100:g}% CI)"
+    lvl = delta.get("level")
+    if level and finite(lvl):
+        text += f" ({lvl * 100:g}% CI)"
     return text
 
 

@@ -280,17 +280,32 @@ def _pareto(record) -> Plot | None:
     search = record["search"]
     evals = [e for e in search["evaluations"]
              if isinstance(e, Mapping) and finite(search_k(e)) and finite(search_metric(e))]
-    fig = _figure(8.0, 4.2)
-    ax = fig.add_subplot()
-    for status in sorted({e.get("status") for e in evals}, key=lambda s: (status_rank(s), str(s))):
-        group = [e for e in evals if e.get("status") == status]
-        xs = [search_k(e) for e in group]
-        ys = [search_metric(e) for e in group]
-        ivs = [search_interval(e.get("interval")) for e in group]
-        lo = [y - iv[0] if iv else 0.0 for y, iv in zip(ys, ivs)]
-        hi = [iv[1] - y if iv else 0.0 for y, iv in zip(ys, ivs)]
-        ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", capsize=3, markersize=4,
-                    color=STATUS_COLORS.get(status, OTHER_COLOR), label=str(status))
+    ivs = [search_interval(e.get("interval")) for e in evals]
+    # An interval that brackets the metric is drawn as error bars on it; otherwise (e.g. an
+    # interval of the delta vs FP32) it gets its own panel, as recorded.
+    around = all(iv is None or iv[0] <= search_metric(e) <= iv[1] for e, iv in zip(evals, ivs))
+    separate = not around and any(iv is not None for iv in ivs)
+    fig = _figure(8.0, 6.0 if separate else 4.2)
+    ax = fig.add_subplot(2, 1, 1) if separate else fig.add_subplot()
+    ax2 = fig.add_subplot(2, 1, 2, sharex=ax) if separate else None
+    statuses = sorted({e.get("status") for e in evals}, key=lambda s: (status_rank(s), str(s)))
+    for status in statuses:
+        idx = [i for i, e in enumerate(evals) if e.get("status") == status]
+        color = STATUS_COLORS.get(status, OTHER_COLOR)
+        xs = [search_k(evals[i]) for i in idx]
+        ys = [search_metric(evals[i]) for i in idx]
+        if around:
+            lo = [ys[j] - ivs[i][0] if ivs[i] else 0.0 for j, i in enumerate(idx)]
+            hi = [ivs[i][1] - ys[j] if ivs[i] else 0.0 for j, i in enumerate(idx)]
+            ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", capsize=3, markersize=4, color=color,
+                        label=str(status))
+        else:
+            ax.plot(xs, ys, "o", markersize=4, color=color, label=str(status))
+        if ax2 is not None:
+            with_iv = [i for i in idx if ivs[i]]
+            if with_iv:
+                ax2.vlines([search_k(evals[i]) for i in with_iv], [ivs[i][0] for i in with_iv],
+                           [ivs[i][1] for i in with_iv], color=color, linewidth=2)
     front = []
     for p in search.get("pareto") or []:
         if isinstance(p, Mapping) and finite(search_k(p)) and finite(search_metric(p)):
@@ -303,13 +318,21 @@ def _pareto(record) -> Plot | None:
         front.sort()
         ax.plot([f[0] for f in front], [f[1] for f in front], color="black", linewidth=1,
                 linestyle="--", label="Pareto front")
-    ax.set_xlabel("layers kept in FP16 (k)")
-    ax.set_ylabel("metric (interval bars as recorded)")
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel("metric" + (" (bars: recorded interval)" if around else ""))
     ax.set_title("Precision search: FP16 layer count vs metric")
     ax.legend(loc="best", fontsize=8)
+    if ax2 is not None:
+        ax2.set_ylabel("recorded interval")
+        ax2.set_xlabel("layers kept in FP16 (k)")
+    else:
+        ax.set_xlabel("layers kept in FP16 (k)")
     return Plot("pareto", "Precision search (Pareto / sensitivity)",
-                "Each point is one evaluated FP16 set; bars are the recorded intervals; "
-                "color is the status of that evaluation.", _png(fig))
+                "Each point is one evaluated FP16 set; color is the status of that evaluation; "
+                + ("bars are the recorded intervals." if around else
+                   "the lower panel shows each evaluation's recorded interval."), _png(fig))
 
 
 def _verdict_rows(record) -> list[tuple[str, str, dict]]:

@@ -146,6 +146,10 @@ def build_context(record: Mapping[str, Any], *, with_plots: bool = True) -> dict
     }
     ctx.update(_verdict_block(record, cands))
     ctx["thresholds"] = _thresholds(record, first_verdict)
+    level = next((d.get("level") for c in cands.values()
+                  for d in (_get(c, "verdict", "deltas", default={}) or {}).values()
+                  if isinstance(d, Mapping) and finite(d.get("level"))), None)
+    ctx["ci_label"] = f"{level * 100:g}% CI" if level is not None else "interval"
     ctx.update(_provenance(record, cands))
     ctx["plan"] = _plan(cands)
     ctx["calibrator_rows"] = _calibrator_rows(record, cands)
@@ -234,6 +238,7 @@ def _thresholds(record, v) -> list[tuple[str, str]]:
             rows.append((label, _cfg(cfg_v[key])))
     for key, label in (("floor_multiple", "layer flagged when INT8 noise > this x FP16 noise"),
                        ("backend_check_min_agreement", "backend check: min agreement"),
+                       ("backend_check_max_accuracy_gap", "backend check: max accuracy gap"),
                        ("backend_check_subset", "backend check: examples"),
                        ("subset", "per-layer comparison: examples")):
         if key in cfg_c:
@@ -320,10 +325,12 @@ def _plan(cands) -> dict[str, Any]:
 def _backend_text(bc: Any, *, detail: bool = True) -> str:
     if not isinstance(bc, Mapping) or not bc.get("checked"):
         return "not checked"
+    if not detail:
+        return ("ok" if bc.get("ok") else "MISMATCH") + f" ({num(bc.get('agreement'))})"
     text = ("ok" if bc.get("ok") else "MISMATCH") + \
         f": agreement {num(bc.get('agreement'))}, n={num(bc.get('n'))}"
     acc = bc.get("accuracy")
-    if detail and isinstance(acc, Mapping) and acc:
+    if isinstance(acc, Mapping) and acc:
         text += " (accuracy " + ", ".join(f"{k} {num(v)}" for k, v in acc.items()) + ")"
     return text
 
@@ -343,7 +350,7 @@ def _calibrator_rows(record, cands) -> list[dict[str, Any]]:
             "agreement": num(c.get("agreement_fp32")),
             "kl": sig(c.get("mean_kl_fp32")) if c.get("mean_kl_fp32") is not None else DASH,
             "metric": metric or DASH,
-            "delta": interval(_get(v, "deltas", metric)) if metric else
+            "delta": interval(_get(v, "deltas", metric), level=False) if metric else
             ("reference" if name == "fp32" else NOT_MEASURED),
             "b": num(mc.get("b")), "c": num(mc.get("c")),
             "p": sig(mc.get("p")) if mc.get("p") is not None else DASH,
@@ -382,10 +389,10 @@ def _layer_sections(record, cands) -> list[dict[str, Any]]:
         flagged = {f["name"]: f for f in c.get("flagged_layers") or []
                    if isinstance(f, Mapping) and f.get("name") and f.get("flagged", True)}
         rows = [_layer_row(record, name, i, t, s, flagged) for i, (t, s) in enumerate(layers.items())]
-        by_sqnr = sorted(range(len(rows)), key=lambda i: (
-            not finite(layers[rows[i]["name"]].get("sqnr_db")),
-            layers[rows[i]["name"]].get("sqnr_db") if finite(layers[rows[i]["name"]].get("sqnr_db")) else 0.0,
-            i))
+        sqnr = [s.get("sqnr_db") for s in layers.values()]
+        # worst first; tensors without an SQNR last; ties in graph order
+        by_sqnr = sorted(range(len(rows)),
+                         key=lambda i: (0, sqnr[i], i) if finite(sqnr[i]) else (1, 0.0, i))
         first = c.get("first_diverging")
         sections.append({
             "name": name,
@@ -445,7 +452,7 @@ def _metrics(record, cands) -> dict[str, Any]:
         v = c.get("verdict") if isinstance(c.get("verdict"), Mapping) else {}
         rows.append({"name": name, "n": num(m.get("n", c.get("n"))),
                      "values": [num(m.get(k)) for k in metric_names],
-                     "deltas": [interval(_get(v, "deltas", k)) if _get(v, "deltas", k) else
+                     "deltas": [interval(_get(v, "deltas", k), level=False) if _get(v, "deltas", k) else
                                 ("reference" if name == "fp32" else NOT_MEASURED)
                                 for k in metric_names]})
     per_class = []
@@ -487,7 +494,7 @@ def _metrics(record, cands) -> dict[str, Any]:
                 continue
             rows_v.append({"slice": f"{s.get('slice', DASH)}={s.get('value', DASH)}",
                            "n": num(s.get("n")), "ref": num(s.get("ref")), "cand": num(s.get("cand")),
-                           "delta": interval(s.get("delta")) if s.get("delta") else DASH,
+                           "delta": interval(s.get("delta"), level=False) if s.get("delta") else DASH,
                            "margin": signed(-s["margin_abs"]) if finite(s.get("margin_abs")) else DASH,
                            "p": sig(s.get("p_noninferiority_holm"))
                            if s.get("p_noninferiority_holm") is not None else DASH,

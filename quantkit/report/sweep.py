@@ -1,0 +1,170 @@
+"""Compare the RunRecords of a sweep (Hydra multirun): rank every job's candidates.
+
+Ranking, best first (values as recorded; nothing is re-measured):
+
+1. verdict: PASS > INCONCLUSIVE > FAIL > anything else;
+2. the decision metric's value (higher first; the verdict metrics are accuracy-like);
+3. the lower bound of the metric delta's interval (higher first: the safer claim);
+4. latency p50 at the smallest recorded batch, when present (lower first; missing last).
+
+Ties keep job order, then candidate order. Candidates without a verdict (the FP32
+reference) are listed per job but not ranked.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from quantkit.errors import ConfigError
+from quantkit.report.fmt import (
+    DASH,
+    finite,
+    interval,
+    num,
+    sig,
+    status_class,
+    status_rank,
+    write_atomic,
+)
+
+log = logging.getLogger(__name__)
+
+__all__ = ["RANKING", "render_sweep", "sweep_summary"]
+
+RANKING = ("verdict (PASS > INCONCLUSIVE > FAIL), then metric value (higher first), then the "
+           "interval's lower bound (higher first), then latency p50 at the smallest batch "
+           "(lower first, missing last)")
+
+
+def _batch_key(b: Any) -> tuple:
+    try:
+        return (0, float(b))
+    except (TypeError, ValueError):
+        return (1, str(b))
+
+
+def _latency(c: Mapping[str, Any]) -> tuple[str | None, float | None]:
+    """(batch, p50_ms) at the smallest recorded batch, or (None, None)."""
+    lat = c.get("latency")
+    if not isinstance(lat, Mapping):
+        return None, None
+    for batch in sorted(lat, key=_batch_key):
+        s = lat[batch]
+        if isinstance(s, Mapping) and finite(s.get("p50_ms")):
+            return str(batch), float(s["p50_ms"])
+    return None, None
+
+
+def _label(record: Mapping[str, Any], i: int) -> str:
+    run_dir = record.get("run_dir")
+    return Path(str(run_dir)).name if run_dir else f"job {i}"
+
+
+def sweep_summary(records: Sequence[Mapping[str, Any]], *,
+                  labels: Sequence[str] | None = None) -> dict[str, Any]:
+    """Rank every candidate with a verdict across ``records`` (see the module docstring).
+
+    Returns ``{"ranking": str, "jobs": [...], "rows": [...], "best": row | None}``; each row
+    has ``rank, job, label, experiment, candidate, status, metric, value, delta, low,
+    latency_batch, latency_p50_ms, recommended, required_n``.
+    """
+    if labels is not None and len(labels) != len(records):
+        raise ConfigError("one label per record is needed", where="sweep_summary(labels)",
+                          value=f"{len(labels)} labels for {len(records)} records",
+                          fix="pass labels=None or one label per record")
+    jobs, rows = [], []
+    for i, rec in enumerate(records):
+        if not isinstance(rec, Mapping):
+            raise ConfigError("a sweep summary takes RunRecord dicts", where=f"records[{i}]",
+                              value=type(rec).__name__, fix="load each record.json with json.load")
+        label = labels[i] if labels is not None else _label(rec, i)
+        cands = rec.get("candidates") or {}
+        recommended = rec.get("recommended")
+        rec_status = (((cands.get(recommended) or {}).get("verdict") or {}).get("status")
+                      if recommended else None)
+        jobs.append({"job": i, "label": label, "experiment": rec.get("experiment"),
+                     "run_dir": rec.get("run_dir"), "command": rec.get("command"),
+                     "recommended": recommended, "recommended_status": rec_status,
+                     "candidates": len(cands)})
+        for name, c in cands.items():
+            v = c.get("verdict") if isinstance(c, Mapping) else None
+            if not isinstance(v, Mapping):
+                continue
+            metric = v.get("metric") or (v.get("margin") or {}).get("metric")
+            delta = (v.get("deltas") or {}).get(metric) if metric else None
+            delta = delta if isinstance(delta, Mapping) else None
+            value = (c.get("metrics") or {}).get(metric) if metric else None
+            if not finite(value) and delta is not None:
+                value = delta.get("cand")
+            batch, p50 = _latency(c)
+            rows.append({"job": i, "label": label, "experiment": rec.get("experiment"),
+                         "candidate": name, "status": v.get("status"), "metric": metric,
+                         "value": value if finite(value) else None, "delta": delta,
+                         "low": delta.get("low") if delta and finite(delta.get("low")) else None,
+                         "margin_abs": (v.get("margin") or {}).get("abs"),
+                         "latency_batch": batch, "latency_p50_ms": p50,
+                         "recommended": name == recommended,
+                         "required_n": v.get("required_n")})
+
+    def key(r):
+        return (status_rank(r["status"]),
+                -r["value"] if r["value"] is not None else math.inf,
+                -r["low"] if r["low"] is not None else math.inf,
+                r["latency_p50_ms"] if r["latency_p50_ms"] is not None else math.inf)
+
+    rows.sort(key=key)  # stable: ties keep job order, then candidate order
+    for rank, r in enumerate(rows, 1):
+        r["rank"] = rank
+    return {"ranking": RANKING, "jobs": jobs, "rows": rows, "best": rows[0] if rows else None}
+
+
+def _context(summary: Mapping[str, Any], links: Sequence[str | None] | None) -> dict[str, Any]:
+    rows = []
+    for r in summary["rows"]:
+        rows.append({
+            "rank": r["rank"], "label": r["label"], "experiment": r["experiment"] or DASH,
+            "candidate": r["candidate"], "status": r["status"] or DASH,
+            "cls": status_class(r["status"]), "metric": r["metric"] or DASH,
+            "value": num(r["value"]), "delta": interval(r["delta"], level=False),
+            "low": num(r["low"]), "margin": sig(r["margin_abs"], 4) if finite(r["margin_abs"]) else DASH,
+            "latency": (f"{num(r['latency_p50_ms'], 3)} (batch {r['latency_batch']})"
+                        if r["latency_p50_ms"] is not None else "not measured"),
+            "recommended": r["recommended"],
+            "required_n": num(r["required_n"]) if r["status"] == "INCONCLUSIVE" else DASH,
+            "link": links[r["job"]] if links else None,
+        })
+    jobs = [{**j, "experiment": j["experiment"] or DASH, "command": j["command"] or DASH,
+             "recommended": j["recommended"] or "none",
+             "recommended_status": j["recommended_status"] or DASH,
+             "cls": status_class(j["recommended_status"]),
+             "link": links[j["job"]] if links else None} for j in summary["jobs"]]
+    best = rows[0] if rows else None
+    return {"ranking": summary["ranking"], "rows": rows, "jobs": jobs, "best": best}
+
+
+def render_sweep(records: Sequence[Mapping[str, Any]], out_dir: str | Path, *,
+                 labels: Sequence[str] | None = None,
+                 links: Sequence[str | None] | None = None) -> dict[str, Path]:
+    """Write sweep.md and sweep.html (atomically) to ``out_dir``; return ``{format: path}``.
+
+    ``links`` optionally gives, per record, a relative href to that job's report.html.
+    """
+    from quantkit.report.render import _env
+
+    if links is not None and len(links) != len(records):
+        raise ConfigError("one link per record is needed", where="render_sweep(links)",
+                          value=f"{len(links)} links for {len(records)} records",
+                          fix="pass links=None or one (possibly None) link per record")
+    ctx = _context(sweep_summary(records, labels=labels), links)
+    texts = {"md": _env(False).get_template("sweep.md.j2").render(**ctx),
+             "html": _env(True).get_template("sweep.html.j2").render(**ctx)}
+    out_dir = Path(out_dir)
+    paths = {fmt: write_atomic(out_dir / f"sweep.{fmt}", text.encode("utf-8"))
+             for fmt, text in texts.items()}
+    for p in paths.values():
+        log.info("wrote %s", p)
+    return paths

@@ -1,0 +1,23 @@
+"""Fixtures for the report tests: the trimmed record of a real run (see data/README.md)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).with_name("data")
+RECORD_SMALL = DATA / "record_small.json"
+
+
+@pytest.fixture(scope="session")
+def _record_small() -> dict:
+    return json.loads(RECORD_SMALL.read_text(encoding="utf-8"))
+
+
+@pytest.fixture
+def record(_record_small) -> dict:
+    """A fresh (deep) copy of the real, trimmed record; tests may edit it."""
+    return copy.deepcopy(_record_small)

@@ -1,0 +1,126 @@
+"""Sweep comparison: ranking order, rendering, and the `python -m quantkit.sweep` CLI."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from quantkit.errors import ConfigError
+from quantkit.report.sweep import render_sweep, sweep_summary
+
+
+def _job(record, name: str, candidates: dict[str, tuple]) -> dict:
+    """A record whose candidates have (status, accuracy, delta low[, p50_ms]) as given."""
+    rec = copy.deepcopy(record)
+    rec["run_dir"] = f"/runs/{name}"
+    template = rec["candidates"]["int8.minmax"]
+    rec["candidates"] = {"fp32": rec["candidates"]["fp32"]}
+    for cname, spec in candidates.items():
+        status, acc, low, *lat = spec
+        c = copy.deepcopy(template)
+        c["verdict"]["status"] = status
+        c["metrics"]["accuracy"] = acc
+        c["verdict"]["deltas"]["accuracy"]["low"] = low
+        if lat:
+            c["latency"] = {"8": {"p50_ms": lat[0] * 4}, "1": {"p50_ms": lat[0]}}
+        rec["candidates"][cname] = c
+    return rec
+
+
+def _order(summary) -> list[tuple[str, str]]:
+    return [(r["label"], r["candidate"]) for r in summary["rows"]]
+
+
+def test_ranking_verdict_then_metric_then_lower_bound_then_latency(record):
+    a = _job(record, "a", {"x": ("FAIL", 0.99, 0.0), "y": ("INCONCLUSIVE", 0.80, -0.01),
+                           "z": ("PASS", 0.70, -0.005)})
+    b = _job(record, "b", {"x": ("PASS", 0.75, -0.002), "y": ("PASS", 0.75, -0.0005),
+                           "z": ("INCONCLUSIVE", 0.90, -0.02)})
+    c = _job(record, "c", {"fast": ("PASS", 0.75, -0.001, 1.0), "slow": ("PASS", 0.75, -0.001, 2.0),
+                           "none": ("PASS", 0.75, -0.001)})
+    s = sweep_summary([a, b, c])
+    assert _order(s) == [
+        ("b", "y"),                                               # PASS 0.75, low -0.0005
+        ("c", "fast"), ("c", "slow"), ("c", "none"),              # PASS 0.75, low -0.001, latency
+        ("b", "x"),                                               # PASS 0.75, low -0.002
+        ("a", "z"),                                               # PASS 0.70
+        ("b", "z"), ("a", "y"),                                   # INCONCLUSIVE by metric
+        ("a", "x")]                                               # FAIL last despite 0.99
+    assert [r["rank"] for r in s["rows"]] == list(range(1, 10))
+    assert s["best"]["candidate"] == "y" and s["best"]["label"] == "b"
+    fast = next(r for r in s["rows"] if r["candidate"] == "fast")
+    assert fast["latency_batch"] == "1" and fast["latency_p50_ms"] == 1.0
+    assert all(r["candidate"] != "fp32" for r in s["rows"])  # the reference is not ranked
+
+
+def test_real_record_ranking(record):
+    s = sweep_summary([record], labels=["job0"])
+    statuses = [r["status"] for r in s["rows"]]
+    assert statuses == sorted(statuses, key=["PASS", "INCONCLUSIVE", "FAIL"].index)
+    assert s["rows"][0]["candidate"] == "int8.minmax" and s["rows"][0]["recommended"]
+    assert s["jobs"][0]["label"] == "job0" and s["jobs"][0]["recommended_status"] == "PASS"
+
+
+def test_labels_must_match(record):
+    with pytest.raises(ConfigError):
+        sweep_summary([record, record], labels=["only one"])
+
+
+def test_render_sweep_is_deterministic(record, tmp_path):
+    a = render_sweep([record, record], tmp_path / "a", labels=["0", "1"])
+    b = render_sweep([record, record], tmp_path / "b", labels=["0", "1"])
+    assert set(a) == {"md", "html"}
+    for fmt in a:
+        assert a[fmt].read_bytes() == b[fmt].read_bytes()
+    html = a["html"].read_text()
+    assert "int8.minmax" in html and "PASS" in html and "not measured" in html
+
+
+def test_render_sweep_without_verdicts(tmp_path):
+    paths = render_sweep([{"experiment": "e", "candidates": {"fp32": {"metrics": {}}}}], tmp_path)
+    assert "No candidate with a verdict" in paths["md"].read_text()
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "quantkit.sweep", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_cli_ranks_a_multirun_dir(record, tmp_path):
+    for job in ("0", "1"):
+        (tmp_path / job).mkdir()
+        (tmp_path / job / "record.json").write_text(json.dumps(record))
+    (tmp_path / "1" / "report.html").write_text("<html></html>")
+    r = _cli(str(tmp_path), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    printed = r.stdout.split()
+    assert printed == [str(tmp_path / "sweep.md"), str(tmp_path / "sweep.html")]
+    md = (tmp_path / "sweep.md").read_text()
+    assert "2 job(s), 10 ranked candidate(s)" in md
+    assert "[1](1/report.html)" in md  # link to the job that has a report
+    assert 'href="1/report.html"' in (tmp_path / "sweep.html").read_text()
+    # rerunning rebuilds the same files
+    first = (tmp_path / "sweep.html").read_bytes()
+    assert _cli(str(tmp_path), cwd=tmp_path).returncode == 0
+    assert (tmp_path / "sweep.html").read_bytes() == first
+
+
+@pytest.mark.parametrize("setup", ["empty", "missing", "corrupt"])
+def test_cli_fails_cleanly(tmp_path, setup):
+    target = tmp_path / "multirun"
+    if setup != "missing":
+        target.mkdir()
+    if setup == "corrupt":
+        (target / "0").mkdir()
+        (target / "0" / "record.json").write_text("{not json")
+    r = _cli(str(target), cwd=tmp_path)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and str(target) in lines[0]
+    assert "Traceback" not in r.stderr and r.stdout == ""
+    assert not (target / "sweep.md").exists()
