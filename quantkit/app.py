@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 from omegaconf import DictConfig, OmegaConf
 
-from quantkit.assets import cache_root
+from quantkit.assets import cache_root, sha256_file
 from quantkit.report.record import RunRecord
 from quantkit.compare.metrics import first_diverging, flag_layers
 from quantkit.models.base import write_json_atomic, write_model_atomic
@@ -72,6 +72,11 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
                        config=OmegaConf.to_container(cfg, resolve=True),
                        started=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     stage = _Stages(record)
+    if settings.backend.name == "trt":  # fail fast: one clear error where tensorrt is missing
+        from quantkit.backends.trt import require_cuda_runtime, require_tensorrt
+
+        require_tensorrt()
+        require_cuda_runtime()
     if settings.model.kind == "onnx":  # fail fast, before any data work
         from quantkit.models.base import inspect_onnx
 
@@ -93,8 +98,7 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
     with stage("fp32_reference"):
         enc = text_encoder(settings, model)
         eval_lengths = enc.lengths(splits.eval.texts)
-        ref = evaluate_candidate(settings, "fp32", model.path, model, splits, enc, eval_lengths,
-                                 ortopts=False)
+        ref = evaluate_candidate(settings, "fp32", model.path, model, splits, enc, eval_lengths)
         record.candidates["fp32"] = ref["evidence"]
 
     proto = onnx.load(model.path)
@@ -119,7 +123,7 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
     with stage("evaluate") as info:
         for name, art in artifacts.items():
             res = evaluate_candidate(settings, name, art["path"], model, splits, enc, eval_lengths,
-                                     reference=ref)
+                                     reference=ref, plan_int8=art["plan"].int8_nodes())
             ev = res["evidence"]
             ev.update({"plan_counts": art["plan_counts"], "lint": art["lint"],
                        "artifact_sha256": art["sha256"]})
@@ -163,10 +167,18 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
 
     record.recommended = recommend(record.candidates)
     record.artifacts = {Path(a["path"]).name: a["sha256"] for a in artifacts.values()}
+    for sub in ("ranges", "plans"):
+        for f in sorted((run_dir / sub).glob("*")):
+            record.artifacts[f"{sub}/{f.name}"] = sha256_file(f)
     write_sha256sums(run_dir, record.artifacts)
     record.finished = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     record.write(run_dir / "record.json")
     log.info("record written to %s", run_dir / "record.json")
+    with stage("report"):
+        from quantkit.report.render import render_reports
+
+        paths = render_reports(record.to_dict(), run_dir, formats=settings.report.formats)
+        record.notes.append("reports: " + ", ".join(str(p) for p in paths.values()))
     return record
 
 
@@ -306,7 +318,7 @@ def build_artifact(settings: Settings, proto: onnx.ModelProto, run_dir: Path, na
 
 
 def evaluate_candidate(settings: Settings, name: str, path, model, splits, enc, lengths, *,
-                       reference: dict | None = None, ortopts: bool = True) -> dict:
+                       reference: dict | None = None, plan_int8: list[str] | None = None) -> dict:
     """Task evidence of one artifact on the eval split (+ verdict against ``reference``)."""
     import tempfile
 
@@ -320,7 +332,10 @@ def evaluate_candidate(settings: Settings, name: str, path, model, splits, enc, 
     with tempfile.TemporaryDirectory() as tmp:
         optimized = Path(tmp) / "optimized.onnx"
         t0 = time.perf_counter()
-        with _ort(settings, path, name=name, optimized_to=optimized) as r:
+        engine = build_trt_engine(settings, path, plan_int8) if settings.backend.name == "trt" else None
+        runner = _trt_runner(engine, name) if engine else _ort(settings, path, name=name,
+                                                                optimized_to=optimized)
+        with runner as r:
             logits = run_split(r, enc, splits.eval.texts, output=model.output_name,
                                batch_size=settings.backend.batch_size, progress=settings.progress,
                                desc=f"eval {name}", lengths=lengths)
@@ -331,7 +346,10 @@ def evaluate_candidate(settings: Settings, name: str, path, model, splits, enc, 
     ev = {"artifact": Path(path).name, "numerics": numerics_note(name, settings),
           "metrics": task_metrics(y, logits, labels=labels, label_names=splits.label_names),
           "slices": slice_metrics(y, pred, {"class": y, "length": buckets}),
-          "eval_seconds": round(seconds, 3), "n": int(len(y)), "kernel_census": census}
+          "eval_seconds": round(seconds, 3), "n": int(len(y)), "kernel_census": census,
+          "backend": settings.backend.name}
+    if engine is not None:
+        ev["engine"] = engine
     if reference is not None:
         ref_logits = reference["logits"]
         ref_pred = ref_logits.argmax(axis=1)
@@ -347,7 +365,37 @@ def evaluate_candidate(settings: Settings, name: str, path, model, splits, enc, 
     return {"logits": logits, "evidence": ev}
 
 
+def build_trt_engine(settings: Settings, onnx_path, planned_int8: list[str] | None) -> dict:
+    """Strongly typed TensorRT engine for one artifact (cached by ONNX, settings, TRT, GPU)."""
+    from quantkit.assets import cache_root, sha256_file
+    from quantkit.backends.trt import EngineSettings, build_engine, check_int8_layers
+
+    t = settings.backend.trt
+    cache = cache_root(settings.cache_dir) / "engines"
+    es = EngineSettings(workspace_mb=t.workspace_mb, min_batch=t.min_batch, opt_batch=t.opt_batch,
+                        max_batch=t.max_batch, min_sequence=t.min_sequence,
+                        opt_sequence=t.opt_sequence, max_sequence=t.max_sequence,
+                        timing_cache=t.timing_cache or str(cache / "timing.cache"),
+                        builder_optimization_level=t.builder_optimization_level)
+    art = build_engine(onnx_path, es, cache_dir=cache, rebuild=t.rebuild, device=t.device)
+    out = {"engine_path": str(art.engine_path), "meta": art.meta.to_dict(),
+           "cache_hit": art.cache_hit, "trtexec": art.trtexec,
+           "layers_path": str(art.layers_path)}
+    if planned_int8:
+        out["int8_check"] = check_int8_layers(art.layers_path.read_text(), planned_int8)
+    return out
+
+
+def _trt_runner(engine: dict, name: str):
+    from quantkit.backends.trt import TrtRunner
+
+    return TrtRunner(engine["engine_path"], name=name)
+
+
 def numerics_note(name: str, settings: Settings) -> str:
+    if settings.backend.name == "trt":
+        return (f"{name} artifact built into a strongly typed TensorRT engine (precision from "
+                "the graph; no precision builder flags)")
     prov = "+".join(p.replace("ExecutionProvider", "") for p in settings.backend.providers)
     off = ",".join(settings.backend.disabled_optimizers) or "none"
     if name == "fp32":
@@ -541,4 +589,7 @@ def summary_lines(record: RunRecord) -> list[str]:
     stages = ", ".join(f"{k} {v.get('seconds', 0):.1f}s" for k, v in record.stages.items())
     lines.append(f"stages: {stages}")
     lines.append(f"record: {Path(record.run_dir) / 'record.json'}")
+    html = Path(record.run_dir) / "report.html"
+    if html.exists():
+        lines.append(f"report: {html}")
     return lines

@@ -104,12 +104,30 @@ class PrecisionConfig:
 
 
 @dataclass
+class TrtConfig:
+    """TensorRT engine build settings (backend=trt). Precision comes from the graph only."""
+
+    workspace_mb: int = 4096
+    min_batch: int = 1
+    opt_batch: int = 32
+    max_batch: int = 64
+    min_sequence: int = 1
+    opt_sequence: Optional[int] = 128
+    max_sequence: Optional[int] = 128
+    timing_cache: Optional[str] = None  # default: <cache_dir>/engines/timing.cache
+    builder_optimization_level: int = 3
+    rebuild: bool = False
+    device: int = 0
+
+
+@dataclass
 class BackendConfig:
     name: str = "ort"
     providers: list[str] = field(default_factory=lambda: ["CPUExecutionProvider"])
     disabled_optimizers: list[str] = field(default_factory=lambda: ["WeightBiasQuantization"])
     intra_op_threads: int = 0
     batch_size: int = 64
+    trt: TrtConfig = field(default_factory=TrtConfig)
 
 
 @dataclass

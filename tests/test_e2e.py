@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -10,17 +12,38 @@ import pytest
 @pytest.mark.slow
 def test_bert_int8_end_to_end(cli, tmp_path):
     args = ("experiment=bert_int8", "data.eval.limit=300", "progress=false",
-            "verdict.n_boot=500", "precision.search.max_full_evals=4")
+            "verdict.n_boot=500", "precision.search.max_full_evals=4", "compare.subset=64",
+            "compare.backend_check_subset=64")
     r = cli(*args)
     assert r.returncode == 0, r.stderr[-3000:]
     runs = sorted((tmp_path / "experiments" / "bert_int8").glob("*/record.json"))
     assert len(runs) == 1
+    run_dir = runs[0].parent
     rec = json.loads(runs[0].read_text())
-    fp32 = rec["candidates"]["fp32"]["metrics"]
+    cands = rec["candidates"]
     assert rec["data"]["sizes"]["eval"] == 300
-    assert 0.65 <= fp32["accuracy"] <= 0.9
+    assert 0.65 <= cands["fp32"]["metrics"]["accuracy"] <= 0.9
     assert len(rec["data"]["sha256"]["eval"]) == 64 and len(rec["model"]["sha256"]) == 64
-    assert "fp32 " in r.stdout and "accuracy" in r.stdout
+    # every calibrator gave an INT8 candidate with a verdict, per-layer stats and INT8 kernels
+    for m in ("minmax", "percentile", "entropy", "mse"):
+        c = cands[f"int8.{m}"]
+        assert c["verdict"]["status"] in ("PASS", "FAIL", "INCONCLUSIVE")
+        assert c["verdict"]["reasons"]
+        assert c["plan_counts"]["int8"] > 0 and c["lint"]["violations"] == 0
+        assert c["layers"] and all(v["count"] > 0 for v in c["layers"].values())
+        assert any("Integer" in k or "QLinear" in k for k in c["kernel_census"])
+        assert (run_dir / f"model.int8.{m}.onnx").is_file()
+        assert (run_dir / "ranges" / f"{m}.json").is_file()
+    assert cands["fp16"]["verdict"]["status"] in ("PASS", "INCONCLUSIVE")
+    assert "mixed" in cands and rec["search"]["full_evals"] <= rec["search"]["bound"]
+    assert set(rec["stages"]) >= {"data", "model", "fp32_reference", "calibration", "evaluate"}
+    sums = (run_dir / "SHA256SUMS").read_text()
+    assert "model.int8.minmax.onnx" in sums and "model.mixed.onnx" in sums
+    # the artifacts quantkit writes pass its own TensorRT-rules lint from the CLI
+    lint = subprocess.run([sys.executable, "-m", "quantkit.lint", str(run_dir / "model.mixed.onnx")],
+                          capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    assert "fp32 " in r.stdout and "recommended:" in r.stdout
     # the second run reuses the prepared model and says so
     r2 = cli(*args)
     assert r2.returncode == 0, r2.stderr[-3000:]

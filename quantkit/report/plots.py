@@ -255,10 +255,31 @@ def search_interval(value: Any) -> tuple[float, float] | None:
 
 
 def search_k(ev: Mapping[str, Any]) -> Any:
-    k = ev.get("k")
-    if k is None and isinstance(ev.get("fp16_set"), Sequence):
-        k = len(ev["fp16_set"])
-    return k
+    """FP16 node count of a search evaluation: ``fp16_count``, else len(fp16_set), else k."""
+    if finite(ev.get("fp16_count")):
+        return ev["fp16_count"]
+    if isinstance(ev.get("fp16_set"), Sequence) and not isinstance(ev.get("fp16_set"), str):
+        return len(ev["fp16_set"])
+    return ev.get("k")
+
+
+def search_margin(evals: Sequence[Any]) -> tuple[str | None, float | None]:
+    """(metric name, absolute margin) when the evaluations' metric is their verdict's delta.
+
+    quantkit's search records ``metric`` = the verdict's primary-metric delta vs FP32 and the
+    verdict under ``extra.verdict``; only then is a -margin line meaningful on the plot.
+    """
+    for e in evals:
+        v = (e.get("extra") or {}).get("verdict") if isinstance(e, Mapping) else None
+        if not isinstance(v, Mapping):
+            continue
+        name = v.get("metric") or (v.get("margin") or {}).get("metric")
+        point = ((v.get("deltas") or {}).get(name) or {}).get("point")
+        margin = (v.get("margin") or {}).get("abs")
+        if finite(point) and finite(search_metric(e)) and point == search_metric(e) and finite(margin):
+            return name, float(margin)
+        return None, None
+    return None, None
 
 
 def search_metric(ev: Mapping[str, Any]) -> Any:
@@ -277,6 +298,8 @@ def pareto(record: Mapping[str, Any]) -> Plot | None:
 
 
 def _pareto(record) -> Plot | None:
+    from matplotlib.ticker import MaxNLocator
+
     search = record["search"]
     evals = [e for e in search["evaluations"]
              if isinstance(e, Mapping) and finite(search_k(e)) and finite(search_metric(e))]
@@ -318,17 +341,24 @@ def _pareto(record) -> Plot | None:
         front.sort()
         ax.plot([f[0] for f in front], [f[1] for f in front], color="black", linewidth=1,
                 linestyle="--", label="Pareto front")
-    from matplotlib.ticker import MaxNLocator
-
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_ylabel("metric" + (" (bars: recorded interval)" if around else ""))
-    ax.set_title("Precision search: FP16 layer count vs metric")
+    counts = [search_k(e) for e in evals]
+    if max(counts) - min(counts) < 2:  # one or two sizes: keep integer ticks around them
+        ax.set_xlim(min(counts) - 1, max(counts) + 1)
+    metric_name, margin = search_margin(evals)
+    if margin is not None:
+        ax.axhline(-margin, color="#c62828", linestyle="--", linewidth=1.2,
+                   label=f"-margin = {-margin:+.4f}")
+        ax.axhline(0.0, color="grey", linewidth=1)
+    ylabel = f"{metric_name} delta vs FP32" if metric_name else "metric"
+    ax.set_ylabel(ylabel + (" (bars: interval)" if around else ""))
+    ax.set_title("Precision search: layers kept in FP16 vs " + ylabel)
     ax.legend(loc="best", fontsize=8)
     if ax2 is not None:
         ax2.set_ylabel("recorded interval")
-        ax2.set_xlabel("layers kept in FP16 (k)")
+        ax2.set_xlabel("layers kept in FP16")
     else:
-        ax.set_xlabel("layers kept in FP16 (k)")
+        ax.set_xlabel("layers kept in FP16")
     return Plot("pareto", "Precision search (Pareto / sensitivity)",
                 "Each point is one evaluated FP16 set; color is the status of that evaluation; "
                 + ("bars are the recorded intervals." if around else

@@ -312,13 +312,19 @@ def _plan(cands) -> dict[str, Any]:
         if not isinstance(counts, Mapping):
             continue
         rows.append({"name": name, "counts": [num(counts.get(p)) for p in precisions],
-                     "lint": num(_get(c, "lint", "violations"))})
+                     "lint": num(_get(c, "lint", "violations")),
+                     "calibrator": _text(c.get("calibrator")) if c.get("calibrator") else ""})
+        nodes = []
         plan = c.get("plan")
-        nodes = _get(plan, "decisions") if isinstance(plan, Mapping) else None
-        if isinstance(nodes, Mapping) and nodes:
-            decisions.append({"name": name, "rows": [
-                {"node": n, "precision": _text(_get(d, "precision")), "reason": _text(_get(d, "reason"))}
-                for n, d in nodes.items()]})
+        if isinstance(_get(plan, "decisions"), Mapping):  # full plan: node -> {precision, reason}
+            nodes = [{"node": n, "precision": _text(_get(d, "precision")), "reason": _text(_get(d, "reason"))}
+                     for n, d in plan["decisions"].items()]
+        elif isinstance(c.get("plan_reasons"), Mapping):  # nodes moved off the default, with why
+            fp16 = set(c.get("fp16_layers") or [])
+            nodes = [{"node": n, "precision": "fp16" if n in fp16 else DASH, "reason": _text(r)}
+                     for n, r in c["plan_reasons"].items()]
+        if nodes or "plan_reasons" in c:
+            decisions.append({"name": name, "rows": nodes, "full": bool(plan)})
     return {"precisions": precisions, "rows": rows, "decisions": decisions}
 
 
@@ -527,40 +533,86 @@ def _latency(cands) -> list[dict[str, str]]:
     return rows
 
 
+#: Search summary fields shown first, in this order, with their labels.
+_SEARCH_FIELDS = (("calibrator", "searched from"), ("status", "status of the set found"),
+                  ("reason", "why it stopped"), ("k", "smallest passing prefix (k)"),
+                  ("metric", "metric of the set found"), ("interval", "its interval"),
+                  ("full_evals", "full evaluations"), ("bound", "evaluation bound"),
+                  ("full_evals_linear", "evaluations a linear scan would need"),
+                  ("num_layers", "INT8 layers searched"),
+                  ("quantizable_layers", "quantizable layers"),
+                  ("budget_exhausted", "budget exhausted"), ("seconds", "seconds"))
+_SEARCH_LISTS = ("evaluations", "pareto", "found", "fp16_nodes", "pruned", "ranking", "proxy")
+
+
+def _value_text(v: Any) -> str:
+    if isinstance(v, float):
+        return num(v)
+    if isinstance(v, (list, tuple)) and len(v) == 2 and all(is_number(x) for x in v):
+        return f"[{num(v[0])}, {num(v[1])}]"
+    if isinstance(v, (list, tuple, Mapping)):
+        return f"{len(v)} entries (see report.json)"
+    return _text(v)
+
+
 def _search(record) -> dict[str, Any] | None:
     s = record.get("search")
     if not isinstance(s, Mapping) or not s:
         return None
-    from quantkit.report.plots import search_interval, search_k, search_metric
+    from quantkit.report.plots import search_interval, search_k, search_margin, search_metric
+
+    metric_name, _ = search_margin([e for e in s.get("evaluations") or [] if isinstance(e, Mapping)])
+    metric_label = f"{metric_name} delta vs FP32" if metric_name else "metric"
+    summary = [(label.replace("metric", metric_label), _value_text(s[k]))
+               for k, label in _SEARCH_FIELDS if k in s]
+    known = {k for k, _ in _SEARCH_FIELDS} | set(_SEARCH_LISTS)
+    summary += [(k, _value_text(v)) for k, v in s.items() if k not in known]
+    status = s.get("status")
+
+    def fp16_text(x: Any) -> str:
+        return ", ".join(str(n) for n in x) if isinstance(x, (list, tuple)) else _text(x)
 
     evals = []
     for i, e in enumerate(s.get("evaluations") or []):
         if not isinstance(e, Mapping):
             continue
         iv = search_interval(e.get("interval"))
-        fp16 = e.get("fp16_set") or []
-        evals.append({"i": i, "k": num(search_k(e)), "status": _text(e.get("status")),
-                      "cls": status_class(e.get("status")), "metric": num(search_metric(e)),
-                      "interval": f"[{num(iv[0])}, {num(iv[1])}]" if iv else DASH,
+        evals.append({"i": e.get("index", i), "phase": _text(e.get("phase")),
+                      "k": num(e.get("k")), "count": num(search_k(e)),
+                      "status": _text(e.get("status")), "cls": status_class(e.get("status")),
+                      "metric": signed(search_metric(e)) if finite(search_metric(e)) else DASH,
+                      "interval": f"[{signed(iv[0])}, {signed(iv[1])}]" if iv else DASH,
                       "seconds": num(e.get("seconds"), 1),
-                      "fp16_set": ", ".join(str(x) for x in fp16) if isinstance(fp16, list) else _text(fp16)})
-
-    def describe(items):
-        out = []
-        for p in items or []:
-            if isinstance(p, Mapping):
-                out.append(", ".join(f"{k}={_text(v) if not isinstance(v, float) else num(v)}"
-                                     for k, v in p.items()))
-            else:
-                out.append(_text(p))
-        return out
-
-    other = [(k, _text(v)) for k, v in s.items()
-             if k not in ("evaluations", "pareto", "found", "budget_exhausted")]
-    return {"evaluations": evals, "pareto": describe(s.get("pareto")),
-            "found": describe(s.get("found")),
-            "budget_exhausted": _text(s.get("budget_exhausted")) if "budget_exhausted" in s else DASH,
-            "other": other}
+                      "fp16_set": fp16_text(e.get("fp16_set") or [])})
+    pareto = []
+    for p in s.get("pareto") or []:
+        if isinstance(p, Mapping):
+            pareto.append({"count": num(search_k(p)), "metric": signed(search_metric(p))
+                           if finite(search_metric(p)) else DASH,
+                           "status": _text(p.get("status")), "cls": status_class(p.get("status")),
+                           "index": num(p.get("index")), "fp16_set": fp16_text(p.get("fp16_set") or [])})
+        else:
+            pareto.append({"count": DASH, "metric": DASH, "status": DASH, "cls": "other",
+                           "index": _text(p), "fp16_set": ""})
+    found = s.get("fp16_nodes", s.get("found"))
+    found_list = [str(n) for n in found] if isinstance(found, (list, tuple)) else []
+    proxy = s.get("proxy") if isinstance(s.get("proxy"), Mapping) else {}
+    proxy_cols: list[str] = []
+    for v in proxy.values():
+        for k, x in (v or {}).items():
+            if is_number(x) and k not in proxy_cols:
+                proxy_cols.append(k)
+    ranking = []
+    for r, node in enumerate(s.get("ranking") or [], 1):
+        pv = proxy.get(node) or {}
+        ranking.append({"rank": r, "node": str(node),
+                        "cells": [sig(pv.get(k), 4) if is_number(pv.get(k)) else DASH
+                                  for k in proxy_cols],
+                        "found": str(node) in found_list})
+    return {"summary": summary, "status": _text(status), "cls": status_class(status),
+            "found": found_list, "pruned": [str(n) for n in s.get("pruned") or []],
+            "evaluations": evals, "pareto": pareto, "ranking": ranking, "proxy_cols": proxy_cols,
+            "metric_label": metric_label}
 
 
 def _stages(record) -> list[dict[str, str]]:

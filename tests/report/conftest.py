@@ -21,3 +21,14 @@ def _record_small() -> dict:
 def record(_record_small) -> dict:
     """A fresh (deep) copy of the real, trimmed record; tests may edit it."""
     return copy.deepcopy(_record_small)
+
+
+@pytest.fixture(scope="session")
+def _record_search() -> dict:
+    return json.loads((DATA / "record_search.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture
+def record_search(_record_search) -> dict:
+    """A real, trimmed record with the precision search and its `mixed` candidate."""
+    return copy.deepcopy(_record_search)

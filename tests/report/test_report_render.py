@@ -156,7 +156,52 @@ def test_latency_table_when_present(record, tmp_path):
     assert md.index("| `int8.minmax` | 1 |") < md.index("| `int8.minmax` | 16 |")
 
 
-def test_search_section_and_pareto_plot(record, tmp_path):
+def test_real_search_record(record_search, tmp_path):
+    out = _render(record_search, tmp_path)
+    search = record_search["search"]
+    assert record_search["recommended"] == "mixed"
+    assert 'id="plot-pareto"' in out["html"]
+    assert len(IMG.findall(out["html"])) == 4
+    for fmt in ("md", "html"):
+        text = out[fmt]
+        assert "Precision search: not run" not in text
+        assert search["reason"] in text and search["calibrator"] in text
+        assert "accuracy delta vs FP32" in text  # the search metric is named, not "metric"
+        assert search["ranking"][0] in text
+        assert "nodes moved off the default precision (0)" in text  # mixed: plan_reasons = {}
+        assert record_search["candidates"]["mixed"]["artifact_sha256"] in text
+    assert out["html"].count('<td class="num">48</td>') >= 1  # rank 48 of the full ranking
+    ranking_md = out["md"].split("### Sensitivity ranking", 1)[1].split("\n## ", 1)[0]
+    assert len(re.findall(r"^\| \d+ \| `/m/", ranking_md, re.M)) == 10  # md: top 10 of 48
+
+
+def test_search_with_several_evaluations(record_search, tmp_path):
+    ev0 = record_search["search"]["evaluations"][0]
+    nodes = record_search["search"]["ranking"]
+    evals = [ev0]
+    for i, (k, status, point) in enumerate([(4, "INCONCLUSIVE", -0.004), (2, "PASS", 0.001),
+                                            (1, "FAIL", -0.02)], 1):
+        e = json.loads(json.dumps(ev0))
+        e.update(index=i, phase="bisect", k=k, fp16_count=k, fp16_set=nodes[:k], status=status,
+                 metric=point, interval=[point - 0.005, point + 0.005])
+        e["extra"]["verdict"]["deltas"]["accuracy"]["point"] = point
+        evals.append(e)
+    record_search["search"].update(evaluations=evals, fp16_nodes=nodes[:2], pruned=[nodes[2]],
+                                   pareto=[{"fp16_count": 0, "metric": ev0["metric"], "status": "PASS",
+                                            "fp16_set": [], "k": 0, "index": 0}])
+    record_search["candidates"]["mixed"]["fp16_layers"] = nodes[:2]
+    record_search["candidates"]["mixed"]["plan_reasons"] = {n: f"kept FP16 by search: rank {i}"
+                                                            for i, n in enumerate(nodes[:2], 1)}
+    out = _render(record_search, tmp_path)
+    for fmt in ("md", "html"):
+        assert "Evaluations (4)" in out[fmt]
+        assert "kept FP16 by search: rank 2" in out[fmt]
+        assert "nodes moved off the default precision (2)" in out[fmt]
+        assert "-0.0040" in out[fmt] and "bisect" in out[fmt]
+
+
+def test_search_in_the_brief_shape(record, tmp_path):
+    """{evaluations: [{fp16_set, k, status, metric, interval, seconds}], pareto, found, ...}"""
     record["search"] = {
         "evaluations": [
             {"fp16_set": [], "k": 0, "status": "INCONCLUSIVE", "metric": 0.7577,
@@ -165,14 +210,17 @@ def test_search_section_and_pareto_plot(record, tmp_path):
              "metric": 0.768, "interval": {"low": -0.006, "high": 0.004}, "seconds": 3.1},
             {"fp16_set": ["a", "b"], "k": 2, "status": "PASS", "metric": 0.769,
              "interval": [-0.004, 0.004], "seconds": 3.0}],
-        "pareto": [1, 2], "found": [{"k": 1, "metric": 0.768}], "budget_exhausted": False}
+        "pareto": [1, 2], "found": ["/m/encoder/layer.3/output/dense/MatMul"],
+        "budget_exhausted": False, "something_new": {"a": 1}}
     out = _render(record, tmp_path)
     assert 'id="plot-pareto"' in out["html"]
     assert len(IMG.findall(out["html"])) == 4
     for fmt in ("md", "html"):
         assert "Precision search: not run" not in out[fmt]
-        assert "Budget exhausted: no" in out[fmt]
-        assert "0.7680" in out[fmt]
+        assert "budget exhausted" in out[fmt]
+        assert "+0.7680" in out[fmt]
+        assert "1 layer(s) kept in FP16" in out[fmt]
+        assert "something_new" in out[fmt] and "1 entries (see report.json)" in out[fmt]
 
 
 def test_per_node_plan_reasons_render(record, tmp_path):

@@ -66,6 +66,14 @@ def test_real_record_ranking(record):
     assert s["jobs"][0]["label"] == "job0" and s["jobs"][0]["recommended_status"] == "PASS"
 
 
+def test_two_real_runs(record, record_search):
+    s = sweep_summary([record, record_search])
+    assert len(s["rows"]) == 5 + 6  # fp16 + 4 INT8 in both, plus the searched "mixed"
+    assert [r["status"] for r in s["rows"][:5]] == ["PASS"] * 5
+    assert {(r["label"], r["candidate"]) for r in s["rows"] if r["recommended"]} == {
+        ("out3", "int8.minmax"), ("out5", "mixed")}
+
+
 def test_labels_must_match(record):
     with pytest.raises(ConfigError):
         sweep_summary([record, record], labels=["only one"])
