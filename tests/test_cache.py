@@ -1,0 +1,321 @@
+"""Stage cache: stable keys, verified entries, corrupt/partial entries rebuilt, one compute
+per key across real processes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import quantkit.cache as cache_mod
+from quantkit.cache import StageCache, stage_key
+from quantkit.errors import ConfigError, DataError, QuantkitError
+from quantkit.fsutil import sha256_file
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class _Calib:
+    method: str = "entropy"
+    bins: int = 2048
+    percentile: float = 99.99
+
+
+# ---------------------------------------------------------------------------------------
+# keys
+
+def test_key_is_stable_and_order_free():
+    a = stage_key("calibrate", model="ab" * 32, settings={"method": "entropy", "bins": 2048})
+    b = stage_key("calibrate", settings={"bins": 2048, "method": "entropy"}, model="ab" * 32)
+    assert a == b and len(a) == 64
+    # numpy scalars, tuples and dataclasses spell like their plain equivalents
+    assert stage_key("s", x=np.float64(0.1), n=np.int64(3), t=(1, 2)) == \
+        stage_key("s", x=0.1, n=3, t=[1, 2])
+    assert stage_key("s", c=_Calib()) == \
+        stage_key("s", c={"percentile": 99.99, "bins": 2048, "method": "entropy"})
+    assert stage_key("s", x=0.1 + 0.2) == stage_key("s", x=0.30000000000000004)
+    assert stage_key("s", tags={"b", "a"}) == stage_key("s", tags={"a", "b"})
+
+
+def test_key_golden_value():
+    # The documented canonical form, spelled out; and the pinned value. Changing either
+    # silently invalidates every cache: do it on purpose (bump CACHE_VERSION, update here).
+    inputs = {"model": "0" * 64, "settings": {"bins": 2048, "p": 99.99}}
+    doc = {"stage": "calibrate", "version": cache_mod.CACHE_VERSION, "inputs": inputs}
+    canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"))
+    key = stage_key("calibrate", **inputs)
+    assert key == hashlib.sha256(canonical.encode()).hexdigest()
+    assert key == "f7676faa5ae17a1c1d8297e9d2d6bcb7c3eee91256430b0a238ff33535f6b477"
+
+
+def test_any_change_changes_the_key(monkeypatch):
+    base = dict(model="ab" * 32, settings={"method": "entropy", "bins": 2048, "p": 99.99})
+    k = stage_key("calibrate", **base)
+    variants = [
+        stage_key("fp16", **base),
+        stage_key("calibrate", **{**base, "model": "cd" * 32}),
+        stage_key("calibrate", **{**base, "settings": {**base["settings"], "bins": 1024}}),
+        stage_key("calibrate", **{**base, "settings": {**base["settings"], "p": 99.999}}),
+        stage_key("calibrate", **{**base, "settings": {**base["settings"], "p": 100}}),
+        stage_key("calibrate", **{**base, "extra": None}),
+        stage_key("calibrate", **{**base, "settings": {**base["settings"], "bins": 2048.0}}),
+        stage_key("calibrate", model=base["model"]),
+        stage_key("calibrate", **base, arr=np.zeros(3, np.float32)),
+        stage_key("calibrate", **base, arr=np.zeros(3, np.float64)),
+        stage_key("calibrate", **base, arr=np.zeros((3, 1), np.float32)),
+    ]
+    assert len({k, *variants}) == len(variants) + 1
+    monkeypatch.setattr(cache_mod, "CACHE_VERSION", "quantkit-stage-cache/999")
+    assert stage_key("calibrate", **base) != k
+
+
+def test_key_rejects_unhashable_inputs():
+    with pytest.raises(ConfigError, match="cannot be hashed stably"):
+        stage_key("s", x=object())
+    with pytest.raises(ConfigError, match="string dict keys"):
+        stage_key("s", x={1: "a"})
+    with pytest.raises(ConfigError, match="stage name"):
+        stage_key("../etc", x=1)
+
+
+# ---------------------------------------------------------------------------------------
+# put / get
+
+def _key(n: int = 0) -> str:
+    return stage_key("calibrate", n=n)
+
+
+def test_put_get_round_trip(tmp_path):
+    src = tmp_path / "model.onnx"
+    src.write_bytes(b"onnx bytes")
+    cache = StageCache(tmp_path / "cache")
+    key = _key()
+    assert cache.get("calibrate", key) is None
+    arrays = {"amax": np.array([1.5, 2.5], np.float32), "file": np.arange(4)}
+    entry = cache.put("calibrate", key, {"model.onnx": src}, json_obj={"ranges": {"x": 1.0}},
+                      arrays=arrays, inputs={"n": 0})
+    assert entry == tmp_path / "cache" / "calibrate" / key[:2] / key
+
+    got = cache.get("calibrate", key)
+    assert got == entry
+    assert (got / "model.onnx").read_bytes() == b"onnx bytes"
+    assert cache.load_json(got) == {"ranges": {"x": 1.0}}
+    loaded = cache.load_arrays(got)
+    assert loaded.keys() == arrays.keys()
+    for name, a in arrays.items():
+        assert loaded[name].dtype == a.dtype and np.array_equal(loaded[name], a)
+
+    manifest = json.loads((got / "entry.json").read_text())
+    assert manifest["stage"] == "calibrate" and manifest["key"] == key
+    assert manifest["inputs"] == {"n": 0} and manifest["created"]
+    files = {f["name"]: f for f in manifest["files"]}
+    assert set(files) == {"model.onnx", "data.json", "arrays.npz"}
+    assert files["model.onnx"] == {"name": "model.onnx", "size": 10,
+                                   "sha256": sha256_file(src)}
+    assert cache.stats() == {"calibrate": {"hits": 1, "misses": 1}}
+    assert not [p for p in entry.parent.iterdir() if p.name.startswith(".")]
+
+
+def test_put_keeps_the_entry_that_is_already_there(tmp_path):
+    cache = StageCache(tmp_path)
+    first = cache.put("calibrate", _key(), json_obj={"who": "first"})
+    second = StageCache(tmp_path).put("calibrate", _key(), json_obj={"who": "second"})
+    assert first == second
+    assert cache.load_json(second) == {"who": "first"}
+    assert [p.name for p in first.parent.iterdir()] == [first.name]  # ours discarded
+
+
+def test_object_arrays_are_refused(tmp_path):
+    cache = StageCache(tmp_path)
+    with pytest.raises(DataError, match="numeric"):
+        cache.put("calibrate", _key(), arrays={"x": np.array([{}, []], dtype=object)})
+    assert cache.get("calibrate", _key()) is None
+
+
+# ---------------------------------------------------------------------------------------
+# corrupt and partial entries
+
+def _count_compute(counter: Path, payload: str = "ranges"):
+    def compute(out: Path) -> None:
+        with open(counter, "a") as f:
+            f.write("x\n")
+        (out / "ranges.json").write_text(json.dumps({"v": payload}))
+    return compute
+
+
+@pytest.mark.parametrize("damage", ["flip_byte", "delete_file", "bad_manifest",
+                                    "no_manifest", "manifest_for_other_key"])
+def test_corrupt_entry_is_a_miss_and_is_rebuilt(tmp_path, caplog, damage):
+    cache = StageCache(tmp_path / "cache")
+    counter = tmp_path / "count"
+    key = _key()
+    entry, hit = cache.get_or_compute("calibrate", key, _count_compute(counter))
+    assert not hit
+    f = entry / "ranges.json"
+    if damage == "flip_byte":
+        f.write_text(f.read_text().replace("ranges", "rangez"))  # same size, other bytes
+    elif damage == "delete_file":
+        f.unlink()
+    elif damage == "bad_manifest":
+        (entry / "entry.json").write_text("{not json")
+    elif damage == "no_manifest":
+        (entry / "entry.json").unlink()
+    else:
+        m = json.loads((entry / "entry.json").read_text())
+        (entry / "entry.json").write_text(json.dumps({**m, "key": _key(1)}))
+
+    with caplog.at_level(logging.WARNING, logger="quantkit.cache"):
+        assert cache.get("calibrate", key) is None
+    assert "corrupt" in caplog.text and key in caplog.text
+    assert not entry.exists()
+
+    entry2, hit2 = cache.get_or_compute("calibrate", key, _count_compute(counter))
+    assert (entry2, hit2) == (entry, False)
+    assert counter.read_text().count("x") == 2
+    assert cache.get("calibrate", key) == entry
+    assert [p.name for p in entry.parent.iterdir()] == [key]  # corrupt copy cleaned up
+
+
+def test_partial_entry_left_by_a_killed_writer_is_ignored(tmp_path):
+    cache = StageCache(tmp_path)
+    key = _key()
+    shard = tmp_path / "calibrate" / key[:2]
+    partial = shard / f".tmp-{key}-killed"
+    partial.mkdir(parents=True)
+    (partial / "ranges.json").write_text('{"v": "half')
+    assert cache.get("calibrate", key) is None
+
+    counter = tmp_path / "count"
+    entry, hit = cache.get_or_compute("calibrate", key, _count_compute(counter))
+    assert not hit and json.loads((entry / "ranges.json").read_text()) == {"v": "ranges"}
+    assert cache.get_or_compute("calibrate", key, _count_compute(counter)) == (entry, True)
+    assert counter.read_text() == "x\n"
+
+
+def test_failed_compute_stores_nothing_and_releases_the_lock(tmp_path):
+    cache = StageCache(tmp_path)
+    key = _key()
+
+    def broken(out: Path) -> None:
+        (out / "half.bin").write_bytes(b"half")
+        raise RuntimeError("stage failed")
+
+    with pytest.raises(RuntimeError, match="stage failed"):
+        cache.get_or_compute("calibrate", key, broken)
+    assert cache.get("calibrate", key) is None
+    assert list((tmp_path / "calibrate" / key[:2]).iterdir()) == []
+    entry, hit = cache.get_or_compute("calibrate", key, _count_compute(tmp_path / "count"))
+    assert not hit and entry.exists()
+    assert cache.stats() == {"calibrate": {"hits": 0, "misses": 3}}
+
+
+def test_disabled_cache_never_reuses_nor_touches_root(tmp_path):
+    root = tmp_path / "cache"
+    cache = StageCache(root, enabled=False)
+    counter = tmp_path / "count"
+    e1, hit1 = cache.get_or_compute("calibrate", _key(), _count_compute(counter, "a"))
+    e2, hit2 = cache.get_or_compute("calibrate", _key(), _count_compute(counter, "b"))
+    assert (hit1, hit2) == (False, False) and counter.read_text() == "x\nx\n"
+    assert json.loads((e2 / "ranges.json").read_text()) == {"v": "b"}
+    assert cache.get("calibrate", _key()) is None
+    assert not root.exists()
+
+
+def test_unwritable_cache_root_is_one_clear_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(ConfigError, match="writable directory") as ei:
+        StageCache(blocker / "cache").put("calibrate", _key(), json_obj={})
+    assert str(blocker / "cache") in str(ei.value)
+
+
+def test_disk_full_while_storing_is_one_clear_error(tmp_path):
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    try:
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)],
+                           capture_output=True, text=True)
+    except FileNotFoundError:
+        pytest.skip("no mount command to make a tiny tmpfs for the disk-full test")
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tiny tmpfs for the disk-full test: {r.stderr.strip()}")
+    try:
+        cache = StageCache(mnt)
+        with pytest.raises(QuantkitError, match="disk full") as ei:
+            cache.put("calibrate", _key(), arrays={"big": np.zeros(1 << 17)})
+        assert str(mnt) in str(ei.value)
+        shard = mnt / "calibrate" / _key()[:2]
+        assert list(shard.iterdir()) == []  # no staging dir, no half entry
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+
+
+# ---------------------------------------------------------------------------------------
+# two real processes, one key
+
+_WORKER = textwrap.dedent("""
+    import json, os, sys, time
+    from pathlib import Path
+    from quantkit.cache import StageCache, stage_key
+    from quantkit.fsutil import sha256_file
+
+    root, counter, go, ready = map(Path, sys.argv[1:5])
+    ready.touch()
+    while not go.exists():
+        time.sleep(0.005)
+
+    def compute(out):
+        with open(counter, "a") as f:
+            f.write(f"{os.getpid()}\\n")
+        time.sleep(0.5)  # widen the window: the other process arrives while we compute
+        (out / "ranges.json").write_text(json.dumps({"amax": 3.5}))
+
+    cache = StageCache(root)
+    key = stage_key("calibrate", model="ab" * 32, bins=2048)
+    entry, hit = cache.get_or_compute("calibrate", key, compute)
+    print(json.dumps({"entry": str(entry), "hit": hit,
+                      "sha": sha256_file(entry / "ranges.json"),
+                      "manifest": (entry / "entry.json").read_text()}))
+""")
+
+
+def test_two_processes_compute_one_key_once(tmp_path):
+    script = tmp_path / "worker.py"
+    script.write_text(_WORKER)
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    counter, go = tmp_path / "count", tmp_path / "go"
+    n = 3
+    procs = []
+    for i in range(n):
+        args = [str(tmp_path / "cache"), str(counter), str(go), str(tmp_path / f"ready{i}")]
+        procs.append(subprocess.Popen([sys.executable, str(script), *args], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True))
+    deadline = time.monotonic() + 120
+    while not all((tmp_path / f"ready{i}").exists() for i in range(n)):
+        assert all(p.poll() is None for p in procs), [p.communicate() for p in procs]
+        assert time.monotonic() < deadline, "workers did not start"
+        time.sleep(0.01)
+    go.touch()  # release all workers at once
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        results.append(json.loads(out))
+
+    assert len(counter.read_text().splitlines()) == 1  # computed exactly once
+    assert sorted(r["hit"] for r in results) == [False] + [True] * (n - 1)
+    assert len({r["entry"] for r in results}) == 1
+    assert len({r["sha"] for r in results}) == 1
+    assert len({r["manifest"] for r in results}) == 1
