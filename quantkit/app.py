@@ -226,6 +226,8 @@ def calibrate(settings: Settings, proto: onnx.ModelProto, splits, enc, run_dir: 
         raise CalibrationError("no tensors in the quantization scope", where="precision.op_types",
                                value=list(p.op_types), fix="widen precision.op_types or "
                                "precision.include_nodes")
+    if c.ranges_files:
+        return load_saved_ranges(c.ranges_files, tensors, len(targets))
     chunks = 16 if c.bootstrap > 0 else None
     res = collect_stats(proto, _feeds(enc, splits.calib.texts, c.batch_size),
                         tensors, num_bins=c.num_bins, progress=settings.progress,
@@ -254,6 +256,25 @@ def calibrate(settings: Settings, proto: onnx.ModelProto, splits, enc, run_dir: 
     return {"ranges": ranges, "record": record,
             "info": {"tensors": len(tensors), "samples": res.samples_seen,
                      "collect_seconds": round(res.seconds, 3)}}
+
+
+def load_saved_ranges(files: list[str], tensors: list[str], n_nodes: int) -> dict:
+    """Ranges from JSON files a previous run saved (``ranges/<calibrator>.json``)."""
+    from quantkit.calibrate import check_ranges_match, load_ranges
+
+    ranges = {}
+    for f in files:
+        r = load_ranges(f)
+        check_ranges_match(r, tensors)
+        ranges[r.calibrator] = r
+    first = next(iter(ranges.values()))
+    log.info("calibration skipped: ranges loaded from %s", ", ".join(files))
+    record = {"tensors": len(tensors), "quant_nodes": n_nodes, "samples": first.samples_seen,
+              "methods": list(ranges), "excluded": first.excluded, "notes": first.notes,
+              "amax": {m: r.amax for m, r in ranges.items()}, "files": list(files),
+              "loaded_from": list(files), "summary": first.summary, "seconds": 0.0}
+    return {"ranges": ranges, "record": record,
+            "info": {"tensors": len(tensors), "loaded": len(files)}}
 
 
 def fp16_overflow(settings: Settings, proto: onnx.ModelProto, splits, enc) -> dict[str, str]:
@@ -479,6 +500,38 @@ def layerwise(settings: Settings, ref_path, artifacts: dict[str, dict], tensors,
                               amax={n: a["activation_amax"] for n, a in artifacts.items()})
 
 
+def measure_sensitivity(settings: Settings, proto, plan_for, top: list[str], ranking: list[str],
+                        model, splits, enc, ref) -> tuple[dict, list[str]]:
+    """Measured damage (mean KL vs FP32 on a small subset) when each top layer alone is FP16.
+
+    Returns the scores and the new ranking: the measured top layers first (most sensitive
+    first), then the rest in proxy order.
+    """
+    from quantkit.backends.batched import run_split
+    from quantkit.compare.task import mean_kl
+    from quantkit.precision.sensitivity import measured_scores, rank
+    from quantkit.qdq.casts import emulate_fp16
+    from quantkit.qdq.insert import insert_qdq
+
+    n = min(settings.precision.search.subset, len(splits.eval))
+    texts = splits.eval.texts[:n]
+    ref_logits = ref["logits"][:n]
+
+    def damage(fp16: frozenset[str]) -> float:
+        plan = plan_for(fp16)
+        graph, _ = insert_qdq(proto, plan)
+        if settings.precision.remainder == "fp16":
+            graph = emulate_fp16(graph, plan)
+        with _ort(settings, graph, name="sensitivity") as r:
+            logits = run_split(r, enc, texts, output=model.output_name,
+                               batch_size=settings.backend.batch_size, progress=False)
+        return float(mean_kl(ref_logits, logits))
+
+    scores = measured_scores(damage, top, mode="restore")
+    head = rank(dict(scores), order=top)
+    return scores, head + [n for n in ranking if n not in set(head)]
+
+
 def _eval_result(cls, verdict: dict, *, seconds: float, **extra):
     delta = verdict["deltas"][verdict["metric"]]
     return cls(status=verdict["status"], metric=delta["point"],
@@ -508,17 +561,25 @@ def search_mixed(settings: Settings, proto, artifacts, record, model, splits, en
     outs, ins = int8_node_tensors(proto, nodes)
     proxy = proxy_scores(record.candidates[best]["layers"], outs, ins)
     ranking = rank(proxy, order=nodes)
+    cfg = settings.precision.search
+
+    def plan_for(fp16: frozenset[str], why: dict[str, str] | None = None):
+        plan = base_plan
+        for n in sorted(fp16):
+            plan = plan.with_precision([n], "fp16", f"kept FP16 by search: {(why or {}).get(n, '')}")
+        return plan
+
+    measured, measure_note = {}, "not needed: full INT8 passes"
+    if record.candidates[best]["verdict"]["status"] != "PASS" and cfg.measure_top > 0:
+        measured, ranking = measure_sensitivity(settings, proto, plan_for, ranking[:cfg.measure_top],
+                                                ranking, model, splits, enc, ref)
+        measure_note = f"top {cfg.measure_top} proxy layers re-ranked by measured damage " \
+                       f"(mean KL vs FP32 on {cfg.subset} eval examples)"
     reasons = {n: f"sensitivity rank {i + 1} of {len(ranking)}, output SQNR "
                   f"{proxy[n].get('sqnr_out_db') or float('nan'):.1f} dB in full INT8 ({best})"
+                  + (f", measured damage {measured[n]:.3g}" if n in measured else "")
                for i, n in enumerate(ranking)}
-    cfg = settings.precision.search
-    log.info("sensitivity search over %d INT8 layers of %s (proxy ranking)", len(ranking), best)
-
-    def plan_for(fp16: frozenset[str]):
-        plan = base_plan
-        for n in fp16:
-            plan = plan.with_precision([n], "fp16", f"kept FP16 by search: {reasons[n]}")
-        return plan
+    log.info("sensitivity search over %d INT8 layers of %s", len(ranking), best)
 
     def full_eval(fp16: frozenset[str]) -> EvalResult:
         if not fp16:
@@ -528,7 +589,7 @@ def search_mixed(settings: Settings, proto, artifacts, record, model, splits, en
         t0 = time.perf_counter()
         with tempfile.TemporaryDirectory(dir=run_dir) as tmp:
             art = build_artifact(settings, proto, Path(tmp), "search", ranges=None,
-                                 overflow={}, plan=plan_for(fp16))
+                                 overflow={}, plan=plan_for(fp16, reasons))
             res = evaluate_candidate(settings, "search", art["path"], model, splits, enc,
                                      lengths, reference=ref, emulated=art["emulated"])
         v = res["evidence"]["verdict"]
@@ -538,7 +599,7 @@ def search_mixed(settings: Settings, proto, artifacts, record, model, splits, en
     result = search_fp16_set(ranking, full_eval, max_full_evals=cfg.max_full_evals,
                              max_seconds=cfg.max_minutes * 60, prune=cfg.prune)
     found = result.fp16_set
-    plan = plan_for(found)
+    plan = plan_for(found, reasons)
     art = build_artifact(settings, proto, run_dir, "mixed", ranges=None, overflow={}, plan=plan)
     res = evaluate_candidate(settings, "mixed", art["path"], model, splits, enc, lengths,
                              reference=ref, plan_int8=plan.int8_nodes(), emulated=art["emulated"])
@@ -549,7 +610,8 @@ def search_mixed(settings: Settings, proto, artifacts, record, model, splits, en
                "plan_reasons": {n: plan.decisions[n].reason for n in result.fp16_nodes}})
     search = result.to_dict()
     search.update({"calibrator": best, "quantizable_layers": len(ranking), "ranking": ranking,
-                   "proxy": {n: proxy[n] for n in ranking},
+                   "proxy": {n: proxy[n] for n in ranking}, "measured": dict(measured),
+                   "measured_note": measure_note, "measure_cost": measured.cost() if hasattr(measured, "steps") else {},
                    "pareto": pareto(search["evaluations"]),
                    "full_evals_linear": linear_evals_needed(ranking, found if result else None)})
     return {"artifact": art, "evidence": ev, "search": search}

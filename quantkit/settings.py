@@ -82,6 +82,7 @@ class CalibratorConfig:
     num_quant_bins: int = 128
     bootstrap: int = 0  # > 0: recompute ranges on this many bootstrap resamples
     batch_size: int = 16  # calibration batches (small batches keep peak memory low)
+    ranges_files: list[str] = field(default_factory=list)  # saved ranges JSON: skip calibration
 
 
 @dataclass
@@ -89,7 +90,8 @@ class SearchConfig:
     enabled: bool = True
     max_full_evals: int = 14
     max_minutes: float = 8.0
-    subset: int = 512  # eval examples used to score per-layer sensitivity
+    subset: int = 256  # eval examples used to measure per-layer sensitivity
+    measure_top: int = 12  # re-rank the proxy's top N layers by measured damage (0 = proxy only)
     prune: bool = True
 
 
@@ -236,6 +238,8 @@ def validate(s: Settings) -> Settings:
     for pattern, prec in s.precision.force.items():
         _choice(f"precision.force[{pattern}]", prec, ("int8", "fp16", "fp32"))
     _positive("precision.search.max_full_evals", s.precision.search.max_full_evals, allow_zero=True)
+    _positive("precision.search.subset", s.precision.search.subset)
+    _positive("precision.search.measure_top", s.precision.search.measure_top, allow_zero=True)
     _positive("precision.search.max_minutes", s.precision.search.max_minutes, allow_zero=True)
     _choice("backend.name", s.backend.name, ("ort", "trt"))
     _positive("backend.batch_size", s.backend.batch_size)
