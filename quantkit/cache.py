@@ -238,7 +238,7 @@ class StageCache:
 
     def load_json(self, entry: str | os.PathLike, name: str = JSON_NAME) -> Any:
         """The JSON document ``name`` of an entry (written by ``put(json_obj=...)``)."""
-        p = Path(entry) / _check_name(name)
+        p = Path(entry) / name
         try:
             return json.loads(p.read_text(encoding="utf-8"))
         except (OSError, ValueError) as e:
@@ -247,7 +247,7 @@ class StageCache:
 
     def load_arrays(self, entry: str | os.PathLike, name: str = ARRAYS_NAME) -> dict[str, np.ndarray]:
         """The arrays of an entry (written by ``put(arrays=...)``), loaded without pickle."""
-        p = Path(entry) / _check_name(name)
+        p = Path(entry) / name
         try:
             with np.load(p, allow_pickle=False) as z:
                 return {k: z[k] for k in z.files}
@@ -442,3 +442,7 @@ def _save_arrays(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
                                     fix="convert object arrays to numeric arrays")
                 with zf.open(f"{name}.npy", "w", force_zip64=True) as f:
                     np.lib.format.write_array(f, a, allow_pickle=False)
+
+
+#: Public name for stage code that writes arrays into a ``get_or_compute`` directory.
+save_arrays = _save_arrays

@@ -164,6 +164,7 @@ class Settings:
     seed: int = 0
     cache_dir: Optional[str] = None  # default: $QUANTKIT_CACHE or ~/.cache/quantkit
     progress: bool = True
+    stage_cache: bool = True  # reuse stage results stored under <cache_dir>/stages
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     calibrator: CalibratorConfig = field(default_factory=CalibratorConfig)

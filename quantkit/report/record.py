@@ -64,6 +64,7 @@ class RunRecord:
     search: dict[str, Any] = field(default_factory=dict)
     recommended: str | None = None
     artifacts: dict[str, str] = field(default_factory=dict)  # relative path -> sha256
+    stage_cache: dict[str, dict[str, int]] = field(default_factory=dict)  # stage -> hits, misses
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:

@@ -1,0 +1,302 @@
+"""Image data: Fashion-MNIST from IDX files, users' image folders, and torch-free preprocessing.
+
+Fashion-MNIST comes from the Debian package ``dataset-fashion-mnist`` (gzip IDX files under
+``/usr/share/datasets/fashion-mnist``). :func:`preprocess` turns uint8 images into the
+float32 NCHW batches an ImageNet CNN wants: scale to [0, 1], bilinear resize (the same
+numbers as ``torch.nn.functional.interpolate(mode="bilinear", align_corners=False)``),
+grayscale replicated to 3 channels, per-channel normalization. numpy only; no torch.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import hashlib
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from quantkit.errors import ConfigError, DataError
+
+log = logging.getLogger(__name__)
+
+__all__ = ["FASHION_MNIST_CLASSES", "FASHION_MNIST_ROOT", "ImagePreprocess", "read_idx",
+           "load_fashion_mnist", "load_image_folder", "preprocess", "bilinear_matrix",
+           "iter_image_feeds", "images_sha256"]
+
+FASHION_MNIST_ROOT = "/usr/share/datasets/fashion-mnist"
+FASHION_MNIST_FILES = {
+    "train_images": "train-images-idx3-ubyte.gz",
+    "train_labels": "train-labels-idx1-ubyte.gz",
+    "test_images": "t10k-images-idx3-ubyte.gz",
+    "test_labels": "t10k-labels-idx1-ubyte.gz",
+}
+FASHION_MNIST_CLASSES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal",
+                         "Shirt", "Sneaker", "Bag", "Ankle boot"]
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+# IDX type codes (third magic byte) -> big-endian numpy dtype.
+_IDX_DTYPES = {0x08: np.dtype(">u1"), 0x09: np.dtype(">i1"), 0x0B: np.dtype(">i2"),
+               0x0C: np.dtype(">i4"), 0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
+_GZIP_MAGIC = b"\x1f\x8b"
+_IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
+
+
+# --------------------------------------------------------------------------- IDX files
+
+
+def read_idx(path: str | os.PathLike) -> np.ndarray:
+    """The array stored in an IDX file (gzip-compressed or plain), in native byte order.
+
+    IDX: two zero bytes, a type code, the number of dimensions, then one big-endian uint32
+    per dimension and the data. Any deviation is one :class:`DataError` naming the file.
+    """
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise DataError("IDX file not found", where=str(p), value=str(p),
+                        fix="check the path (Fashion-MNIST: apt-get install dataset-fashion-mnist)")
+    try:
+        raw = p.read_bytes()
+        if raw[:2] == _GZIP_MAGIC:
+            raw = gzip.decompress(raw)
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise DataError(f"could not read the IDX file ({type(exc).__name__}: {exc})", where=str(p),
+                        fix="the file is corrupt or truncated; reinstall or re-download it") from exc
+    if len(raw) < 4:
+        raise DataError("IDX file too short for its header", where=str(p), value=len(raw),
+                        fix="the file is corrupt or truncated; reinstall or re-download it")
+    zero, code, ndim = raw[:2], raw[2], raw[3]
+    if zero != b"\x00\x00" or code not in _IDX_DTYPES or ndim == 0:
+        raise DataError("not an IDX file: bad magic number", where=str(p), value=raw[:4].hex(),
+                        fix="expected 0000<type><ndim> with type one of "
+                            f"{sorted(hex(c) for c in _IDX_DTYPES)}; the file is corrupt or "
+                            "not IDX")
+    header = 4 + 4 * ndim
+    if len(raw) < header:
+        raise DataError("IDX file too short for its header", where=str(p), value=len(raw),
+                        fix="the file is corrupt or truncated; reinstall or re-download it")
+    shape = tuple(int(d) for d in np.frombuffer(raw, dtype=">u4", count=ndim, offset=4))
+    dtype = _IDX_DTYPES[code]
+    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if len(raw) - header != expected:
+        raise DataError("IDX data size does not match its header", where=str(p),
+                        value=f"{len(raw) - header} bytes for shape {shape} ({dtype.name})",
+                        fix=f"expected {expected} bytes; the file is corrupt or truncated")
+    arr = np.frombuffer(raw, dtype=dtype, offset=header).reshape(shape)
+    return arr.astype(dtype.newbyteorder("="), copy=True)
+
+
+def load_fashion_mnist(root: str | os.PathLike = FASHION_MNIST_ROOT
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(train_images uint8 [60000,28,28], train_labels int64, test_images [10000,28,28], test_labels).
+
+    Labels are class ids 0..9; names in :data:`FASHION_MNIST_CLASSES`.
+    """
+    folder = Path(root).expanduser()
+    missing = [n for n in FASHION_MNIST_FILES.values() if not (folder / n).is_file()]
+    if missing:
+        raise DataError("Fashion-MNIST files not found", where=str(folder), value=missing[0],
+                        fix="apt-get install dataset-fashion-mnist (Debian/Ubuntu), or point "
+                            "root at a folder with the four *-idx*-ubyte.gz files")
+    arrays = {k: read_idx(folder / n) for k, n in FASHION_MNIST_FILES.items()}
+    for split in ("train", "test"):
+        x, y = arrays[f"{split}_images"], arrays[f"{split}_labels"]
+        where = str(folder / FASHION_MNIST_FILES[f"{split}_images"])
+        if x.ndim != 3 or x.dtype != np.uint8:
+            raise DataError("Fashion-MNIST images are not uint8 [N, H, W]", where=where,
+                            value=f"{x.dtype} {x.shape}", fix="reinstall dataset-fashion-mnist")
+        if y.ndim != 1 or len(y) != len(x):
+            raise DataError("Fashion-MNIST labels do not match the images", where=where,
+                            value=f"{len(y)} labels for {len(x)} images",
+                            fix="reinstall dataset-fashion-mnist")
+        if len(y) and (y.min() < 0 or y.max() >= len(FASHION_MNIST_CLASSES)):
+            raise DataError("Fashion-MNIST labels outside 0..9", where=where,
+                            value=(int(y.min()), int(y.max())), fix="reinstall dataset-fashion-mnist")
+    log.info("Fashion-MNIST: %d train, %d test images from %s", len(arrays["train_images"]),
+             len(arrays["test_images"]), folder)
+    return (arrays["train_images"], arrays["train_labels"].astype(np.int64),
+            arrays["test_images"], arrays["test_labels"].astype(np.int64))
+
+
+# --------------------------------------------------------------------------- image folders
+
+
+def load_image_folder(path: str | os.PathLike, *, size: int | None = None, mode: str = "RGB"
+                      ) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Users' images, one subfolder per class: (images uint8 [N,H,W,C], labels, class names).
+
+    Classes are the sorted subfolder names. Images are converted to ``mode`` ("RGB" or "L")
+    with Pillow; with ``size`` each is resized to size x size (bilinear), else all must share
+    one size.
+    """
+    try:
+        from PIL import Image
+    except ImportError as exc:
+        raise DataError("reading image folders needs Pillow", where="data.path", value=str(path),
+                        fix="pip install pillow") from exc
+    if mode not in ("RGB", "L"):
+        raise ConfigError("unsupported image mode", where="mode", value=mode, fix="use RGB or L")
+    root = Path(path).expanduser()
+    if not root.is_dir():
+        raise DataError("image folder not found", where="data.path", value=str(root),
+                        fix="point it at a folder with one subfolder of images per class")
+    classes = sorted(d.name for d in root.iterdir() if d.is_dir() and not d.name.startswith("."))
+    images, labels = [], []
+    for label, name in enumerate(classes):
+        for f in sorted((root / name).iterdir()):
+            if f.suffix.lower() not in _IMAGE_SUFFIXES:
+                continue
+            try:
+                with Image.open(f) as im:
+                    im = im.convert(mode)
+                    if size is not None:
+                        im = im.resize((size, size), Image.Resampling.BILINEAR)
+                    arr = np.asarray(im, dtype=np.uint8)
+            except (OSError, ValueError) as exc:
+                raise DataError(f"could not read an image ({type(exc).__name__})", where=str(f),
+                                value=str(exc).splitlines()[0] if str(exc) else None,
+                                fix="remove or replace the file") from exc
+            images.append(arr if arr.ndim == 3 else arr[..., None])
+            labels.append(label)
+    if not images:
+        raise DataError("no images found", where=str(root), value=classes,
+                        fix=f"put images ({', '.join(_IMAGE_SUFFIXES)}) into one subfolder per class")
+    shapes = {a.shape for a in images}
+    if len(shapes) > 1:
+        raise DataError("images differ in size", where=str(root),
+                        value=sorted(shapes)[:3], fix="pass size=<pixels> to resize them all")
+    log.info("image folder %s: %d images, %d classes", root, len(images), len(classes))
+    return np.stack(images), np.asarray(labels, dtype=np.int64), classes
+
+
+# --------------------------------------------------------------------------- preprocessing
+
+
+@dataclass(frozen=True)
+class ImagePreprocess:
+    """How uint8 images become model input: resize to size x size, channels, normalization."""
+
+    size: int = 112
+    channels: int = 3  # 3: grayscale replicated; 1: RGB reduced to luma
+    mean: tuple[float, ...] = IMAGENET_MEAN  # per channel, on the [0, 1] scale
+    std: tuple[float, ...] = IMAGENET_STD
+    resize: str = "bilinear"  # bilinear (align_corners=False, as torch) | none
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mean", tuple(float(v) for v in self.mean))
+        object.__setattr__(self, "std", tuple(float(v) for v in self.std))
+        if self.channels not in (1, 3):
+            raise ConfigError("unsupported channel count", where="preprocess.channels",
+                              value=self.channels, fix="use 3 (RGB; grayscale replicated) or 1")
+        if len(self.mean) != self.channels or len(self.std) != self.channels:
+            raise ConfigError("mean/std need one value per channel", where="preprocess.mean/std",
+                              value=(self.mean, self.std), fix=f"give {self.channels} values each")
+        if any(s <= 0 for s in self.std):
+            raise ConfigError("std must be positive", where="preprocess.std", value=self.std,
+                              fix="use positive values, e.g. ImageNet's (0.229, 0.224, 0.225)")
+        if self.resize not in ("bilinear", "none"):
+            raise ConfigError("unsupported resize mode", where="preprocess.resize",
+                              value=self.resize, fix="use bilinear or none")
+        if self.size < 1:
+            raise ConfigError("size must be positive", where="preprocess.size", value=self.size,
+                              fix="use e.g. 112 or 224")
+
+    def to_dict(self) -> dict:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
+
+    def __call__(self, images: np.ndarray) -> np.ndarray:
+        return preprocess(images, self)
+
+
+@functools.lru_cache(maxsize=32)
+def bilinear_matrix(in_size: int, out_size: int) -> np.ndarray:
+    """[out, in] weights of 1-D linear interpolation, as torch's align_corners=False.
+
+    Source coordinate of output pixel d: (d + 0.5) * in / out - 0.5, clamped at 0; the two
+    neighbours i0 = floor(src), i1 = min(i0 + 1, in - 1) get weights 1 - frac, frac.
+    """
+    scale = in_size / out_size
+    src = np.maximum((np.arange(out_size, dtype=np.float64) + 0.5) * scale - 0.5, 0.0)
+    i0 = np.minimum(np.floor(src).astype(np.int64), in_size - 1)
+    i1 = np.minimum(i0 + 1, in_size - 1)
+    frac = src - i0
+    m = np.zeros((out_size, in_size), dtype=np.float64)
+    rows = np.arange(out_size)
+    np.add.at(m, (rows, i0), 1.0 - frac)
+    np.add.at(m, (rows, i1), frac)
+    m = m.astype(np.float32)
+    m.flags.writeable = False
+    return m
+
+
+def _as_nchw(images: np.ndarray) -> np.ndarray:
+    """uint8 [N,H,W] / [N,H,W,C] -> float32 [N,C,H,W] on [0, 1]."""
+    x = np.asarray(images)
+    if x.ndim == 3:
+        x = x[:, None]
+    elif x.ndim == 4 and x.shape[-1] in (1, 3, 4):
+        x = x[..., :3].transpose(0, 3, 1, 2)  # RGBA: alpha dropped
+    else:
+        raise DataError("images must be [N, H, W] or [N, H, W, C] with C in 1, 3, 4",
+                        where="images", value=x.shape, fix="pass a batch of HW or HWC images")
+    if x.dtype == np.uint8:
+        return x.astype(np.float32) / np.float32(255.0)
+    if np.issubdtype(x.dtype, np.floating):
+        return x.astype(np.float32, copy=False)
+    raise DataError("images must be uint8 (0..255) or float (0..1)", where="images",
+                    value=str(x.dtype), fix="convert with .astype(np.uint8)")
+
+
+def preprocess(images: np.ndarray, config: ImagePreprocess = ImagePreprocess()) -> np.ndarray:
+    """uint8 images [N,H,W] or [N,H,W,C] -> float32 [N, channels, size, size], normalized.
+
+    Channel changes happen before resizing (gray is resized once, then replicated).
+    """
+    x = _as_nchw(images)
+    c_in = x.shape[1]
+    if config.channels == 1 and c_in == 3:  # ITU-R 601 luma, as Pillow's "L"
+        x = np.tensordot(np.array([0.299, 0.587, 0.114], np.float32), x, axes=([0], [1]))[:, None]
+    n, c, h, w = x.shape
+    if config.resize == "bilinear" and (h, w) != (config.size, config.size):
+        rh, rw = bilinear_matrix(h, config.size), bilinear_matrix(w, config.size)
+        x = np.matmul(np.matmul(rh, x), rw.T)  # [out,h] @ [..,h,w] @ [w,out]
+    elif (h, w) != (config.size, config.size):
+        raise DataError("image size differs from preprocess.size and resize is none",
+                        where="images", value=(h, w), fix="set preprocess.resize=bilinear")
+    if config.channels == 3 and c == 1:
+        x = np.broadcast_to(x, (n, 3, config.size, config.size))
+    mean = np.asarray(config.mean, np.float32)[None, :, None, None]
+    inv_std = (1.0 / np.asarray(config.std, np.float64)).astype(np.float32)[None, :, None, None]
+    return np.ascontiguousarray((x - mean) * inv_std, dtype=np.float32)
+
+
+_preprocess = preprocess  # iter_image_feeds' argument named ``preprocess`` shadows it
+
+
+def iter_image_feeds(images: np.ndarray, batch_size: int, preprocess: ImagePreprocess,
+                     input_name: str = "input"
+                     ) -> Iterator[tuple[np.ndarray, dict[str, np.ndarray]]]:
+    """Yield (indices, {input_name: float32 batch}) in order; preprocessing per batch only."""
+    if batch_size < 1:
+        raise ConfigError("batch size must be positive", where="data.batch_size",
+                          value=batch_size, fix="use e.g. 64")
+    for start in range(0, len(images), batch_size):
+        idx = np.arange(start, min(start + batch_size, len(images)))
+        yield idx, {input_name: _preprocess(images[start:start + len(idx)], preprocess)}
+
+
+def images_sha256(images: np.ndarray, labels: Sequence[int] | np.ndarray | None = None) -> str:
+    """sha256 over shape, dtype, pixels (and labels): the data part of cache keys."""
+    x = np.ascontiguousarray(images)
+    h = hashlib.sha256(f"{x.dtype.str}{x.shape}".encode())
+    h.update(x.reshape(-1).view(np.uint8) if x.size else b"")
+    if labels is not None:
+        y = np.ascontiguousarray(np.asarray(labels, dtype=np.int64))
+        h.update(b"labels")
+        h.update(y.view(np.uint8))
+    return h.hexdigest()

