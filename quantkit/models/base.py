@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import onnx
 
-from quantkit.assets import sha256_file
+from quantkit.fsutil import atomic_path, atomic_write_json, sha256_file
 from quantkit.errors import ModelError
 
 log = logging.getLogger(__name__)
@@ -72,28 +70,9 @@ def inspect_onnx(path: str | os.PathLike, *, output: str | None = None, where: s
 
 def write_model_atomic(proto: onnx.ModelProto, path: str | os.PathLike) -> str:
     """Write ``proto`` to ``path`` via a temp file + rename; returns its sha256."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        onnx.save(proto, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with atomic_path(path) as tmp:
+        onnx.save(proto, str(tmp))
     return sha256_file(path)
 
 
-def write_json_atomic(obj, path: str | os.PathLike) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(obj, f, indent=2, sort_keys=False, default=str)
-            f.write("\n")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+write_json_atomic = atomic_write_json
