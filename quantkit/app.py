@@ -75,7 +75,8 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
     global _CACHE
     from quantkit.cache import StageCache
 
-    _CACHE = StageCache(cache_dir / "stages", enabled=settings.stage_cache)
+    _CACHE = StageCache(Path(settings.stage_cache_dir).expanduser() if settings.stage_cache_dir
+                        else cache_dir / "stages", enabled=settings.stage_cache)
     if settings.backend.name == "trt":  # fail fast: one clear error where tensorrt is missing
         from quantkit.backends.trt import require_cuda_runtime, require_tensorrt
 

@@ -165,6 +165,7 @@ class Settings:
     cache_dir: Optional[str] = None  # default: $QUANTKIT_CACHE or ~/.cache/quantkit
     progress: bool = True
     stage_cache: bool = True  # reuse stage results stored under <cache_dir>/stages
+    stage_cache_dir: Optional[str] = None  # default: <cache_dir>/stages
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     calibrator: CalibratorConfig = field(default_factory=CalibratorConfig)

@@ -75,4 +75,6 @@ def write_model_atomic(proto: onnx.ModelProto, path: str | os.PathLike) -> str:
     return sha256_file(path)
 
 
-write_json_atomic = atomic_write_json
+def write_json_atomic(obj, path: str | os.PathLike) -> None:
+    """Write ``obj`` as JSON to ``path`` atomically (argument order: object first)."""
+    atomic_write_json(path, obj)
