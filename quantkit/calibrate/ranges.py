@@ -110,10 +110,18 @@ class Ranges:
                    spread={k: dict(v) for k, v in d.get("spread", {}).items()})
 
 
+#: |x| at or above this is a sentinel, not a signal: attention masks carry finfo(float32).min
+#: (-3.4e38) where older exporters wrote -inf. An INT8 scale for it would zero every real value.
+SENTINEL_ABS = 1e30
+
+
 def exclusion_reason(stats: HistogramStats) -> str | None:
     """Why a tensor must not be quantized, or None."""
     if stats.n_nonfinite_:
         return f"non-finite values (n={stats.n_nonfinite_})"
+    if stats.amax_ >= SENTINEL_ABS:
+        return (f"sentinel values (|x| up to {stats.amax_:.3g}, e.g. an attention mask's "
+                "finfo.min): INT8 cannot represent them")
     if stats.count_ == 0:
         return "no values observed"
     return None

@@ -133,8 +133,13 @@ class HistogramStats:
         lo, hi = float(flat.min()), float(flat.max())
         self.min_ = lo if self.min_ is None else min(self.min_, lo)
         self.max_ = hi if self.max_ is None else max(self.max_, hi)
-        self.sum_ += float(flat.sum(dtype=np.float32))
-        self.sumsq_ += float(np.dot(a, a))
+        if amax > 1e18:  # float32 sums would overflow (e.g. finfo.min attention masks)
+            a64 = a.astype(np.float64)
+            self.sum_ += float(flat.sum(dtype=np.float64))
+            self.sumsq_ += float(np.dot(a64, a64))
+        else:
+            self.sum_ += float(flat.sum(dtype=np.float32))
+            self.sumsq_ += float(np.dot(a, a))
         if amax > self.amax_:
             self.amax_ = amax
         self._grow(amax)

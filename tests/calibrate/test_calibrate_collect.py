@@ -206,3 +206,20 @@ def test_bootstrap_from_collected_chunks():
         assert "masked" not in per_tensor
         assert per_tensor["zeroed"].std == 0.0 and per_tensor["zeroed"].amax == 1.0
         assert np.isfinite(per_tensor["h0"].rel_spread)
+
+
+def test_mask_sentinel_tensor_is_excluded_without_overflow():
+    """Attention masks exported by transformers 5 carry finfo(float32).min, not -inf."""
+    import warnings
+
+    from quantkit.calibrate import HistogramStats, compute_ranges, make_calibrator
+
+    x = np.zeros((4, 16), dtype=np.float32)
+    x[:, 10:] = np.finfo(np.float32).min
+    s = HistogramStats()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no float32 overflow in the running sums
+        s.observe(x)
+    r = compute_ranges({"mask": s}, {"minmax": make_calibrator("minmax")})["minmax"]
+    assert "mask" not in r.amax and "sentinel" in r.excluded["mask"]
+    assert np.isfinite(s.sumsq_) and np.isfinite(s.std)
