@@ -271,8 +271,9 @@ def prepare_mobilenet_classifier(*, cache_dir: str | os.PathLike, train_images: 
     """Folded MobileNetV2 backbone + LogisticRegression head as one ONNX, cached by content.
 
     ``n_train`` fits the head on a seeded subset (``seed``) of the training images;
-    ``max_iter`` caps lbfgs (300 with C=1 on all 60k Fashion-MNIST images stops before
-    convergence, at the best measured test accuracy). ``weights`` overrides the checkpoint
+    ``max_iter`` caps lbfgs: with C=1 on all 60k Fashion-MNIST images 300 iterations stop
+    before convergence and measured 0.8905 test accuracy (1000 iterations: 0.8902, 3x the
+    fit time). ``weights`` overrides the checkpoint
     path (it must still be the pinned file: it is sha256-checked). The key
     hashes the weights, the images and labels actually used, the preprocessing, the head
     parameters, the opset and ``PREP_VERSION``; a hit logs "using cached prepared model".
