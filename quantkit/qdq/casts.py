@@ -46,7 +46,7 @@ from quantkit.errors import GraphEditError
 from quantkit.precision.plan import Plan, Precision
 from quantkit.qdq.graph import (FLOAT, FLOAT16, constant_arrays, constant_tensors,
                                 ensure_node_names, node_names, opset_version,
-                                subgraph_captures, tensor_infos, with_value_info)
+                                subgraph_captures, tensor_infos, unique_name, with_value_info)
 
 log = logging.getLogger(__name__)
 
@@ -187,13 +187,7 @@ class _Rewrite:
         return bool(t) and info is not None and info.elem_type == FLOAT
 
     def _unique(self, name: str, taken: set[str] | None = None) -> str:
-        taken = self.taken if taken is None else taken
-        out, k = name, 0
-        while out in taken:
-            k += 1
-            out = f"{name}_{k}"
-        taken.add(out)
-        return out
+        return unique_name(name, self.taken if taken is None else taken)
 
     # -- analysis -------------------------------------------------------------------------
     def analyze(self) -> None:

@@ -265,3 +265,13 @@ def attr(node: onnx.NodeProto, name: str, default=None):
         if a.name == name:
             return onnx.helper.get_attribute_value(a)
     return default
+
+
+def unique_name(name: str, taken: set[str]) -> str:
+    """``name``, or ``name_1``, ``name_2``, ... : the first not in ``taken`` (then reserved)."""
+    out, k = name, 0
+    while out in taken:
+        k += 1
+        out = f"{name}_{k}"
+    taken.add(out)
+    return out

@@ -31,7 +31,7 @@ from quantkit.errors import GraphEditError
 from quantkit.precision.plan import Plan, Precision
 from quantkit.qdq.graph import (TensorInfo, attr, constant_tensors, consumers, ensure_node_names,
                                 node_names, quant_slots, require_qdq_opset, tensor_infos,
-                                with_value_info)
+                                unique_name, with_value_info)
 from quantkit.qdq.scales import int8_scale, per_channel_amax, weight_axis
 
 log = logging.getLogger(__name__)
@@ -242,14 +242,7 @@ class _Editor:
         self.qmap = QdqMap()
         self.pairs = 0
 
-    @staticmethod
-    def _unique(name: str, taken: set[str]) -> str:
-        out, k = name, 0
-        while out in taken:
-            k += 1
-            out = f"{name}_{k}"
-        taken.add(out)
-        return out
+    _unique = staticmethod(unique_name)
 
     def quantize(self, consumer: gs.Node, tensor_name: str, scale: np.ndarray,
                  axis: int | None = None) -> None:
