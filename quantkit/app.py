@@ -613,7 +613,8 @@ def layerwise(settings: Settings, ref_path, artifacts: dict[str, dict], tensors,
     inputs = {"model": sha256_file(ref_path), "artifacts": {n: a["sha256"] for n, a in artifacts.items()},
               "emulated": {n: a.get("emulated") is not None for n, a in artifacts.items()},
               "tensors": list(tensors), "eval": splits.eval.sha256, "subset": list(subset),
-              "batch": settings.data.batch_size, "amax": {n: a["activation_amax"] for n, a in artifacts.items()}}
+              "batch": settings.compare.batch_size,
+              "amax": {n: a["activation_amax"] for n, a in artifacts.items()}}
     obj, _, _ = cached("layerwise", inputs, lambda: (
         _layerwise(settings, ref_path, artifacts, tensors, splits, enc, subset), None))
     return obj
@@ -636,7 +637,7 @@ def _layerwise(settings: Settings, ref_path, artifacts: dict[str, dict], tensors
                 _ort(settings, cand_proto, name=f"debug-{name}", extra_outputs=names[name]))
         union = list(dict.fromkeys(t for ts in names.values() for t in ts))
         ref = stack.enter_context(_ort(settings, ref_proto, name="debug-fp32", extra_outputs=union))
-        return compare_layers(ref, runners, _feeds(enc, texts, settings.data.batch_size), names,
+        return compare_layers(ref, runners, _feeds(enc, texts, settings.compare.batch_size), names,
                               amax={n: a["activation_amax"] for n, a in artifacts.items()})
 
 

@@ -135,6 +135,7 @@ class BackendConfig:
 @dataclass
 class CompareConfig:
     subset: int = 256  # eval examples for the per-layer debug run
+    batch_size: int = 16  # per-layer debug run: every tensor is an output, keep batches small
     floor_multiple: float = 10000.0  # flag a layer whose INT8 noise > this x its FP16 noise (40 dB)
     backend_check_subset: int = 512  # eval examples for the FP16-vs-FP32-remainder check
     backend_check_min_agreement: float = 0.9
@@ -246,6 +247,7 @@ def validate(s: Settings) -> Settings:
     _choice("backend.name", s.backend.name, ("ort", "trt"))
     _positive("backend.batch_size", s.backend.batch_size)
     _positive("compare.subset", s.compare.subset)
+    _positive("compare.batch_size", s.compare.batch_size)
     _positive("compare.floor_multiple", s.compare.floor_multiple)
     _positive("compare.backend_check_subset", s.compare.backend_check_subset, allow_zero=True)
     _positive("compare.fp16_range_samples", s.compare.fp16_range_samples)
