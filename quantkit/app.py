@@ -103,7 +103,8 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
     with stage("fp32_reference"):
         enc = text_encoder(settings, model)
         eval_lengths = enc.lengths(splits.eval.texts)
-        ref = evaluate_candidate(settings, "fp32", model.path, model, splits, enc, eval_lengths)
+        ref = evaluate_candidate(settings, "fp32", model.path, model, splits, enc, eval_lengths,
+                                 artifact_sha=model.sha256)
         record.candidates["fp32"] = ref["evidence"]
 
     proto = onnx.load(model.path)
@@ -129,7 +130,7 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
         for name, art in artifacts.items():
             res = evaluate_candidate(settings, name, art["path"], model, splits, enc, eval_lengths,
                                      reference=ref, plan_int8=art["plan"].int8_nodes(),
-                                     emulated=art["emulated"])
+                                     emulated=art["emulated"], artifact_sha=art["sha256"])
             ev = res["evidence"]
             ev.update({"plan_counts": art["plan_counts"], "lint": art["lint"],
                        "artifact_sha256": art["sha256"]})
@@ -145,7 +146,7 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
     with stage("layerwise") as info:
         order = artifacts["fp16"]["compare_tensors"]
         sub = list(range(min(settings.compare.subset, len(splits.eval))))
-        layers = layerwise(settings, model.path, artifacts, order, splits, enc, sub)
+        layers = layerwise(settings, model, artifacts, order, splits, enc, sub)
         info["examples"] = len(sub)
         floor = layers.pop("fp16")
         producers = {o: n.name for n in proto.graph.node for o in n.output}
@@ -439,12 +440,16 @@ def build_artifact(settings: Settings, proto: onnx.ModelProto, run_dir: Path, na
 
 def evaluate_candidate(settings: Settings, name: str, path, model, splits, enc, lengths, *,
                        reference: dict | None = None, plan_int8: list[str] | None = None,
-                       emulated: onnx.ModelProto | None = None) -> dict:
-    """Cached :func:`_evaluate`: keyed by the artifact's and the data's hashes and settings."""
+                       emulated: onnx.ModelProto | None = None,
+                       artifact_sha: str | None = None) -> dict:
+    """Cached :func:`_evaluate`: keyed by the artifact's and the data's hashes and settings.
+
+    ``artifact_sha``: the artifact file's sha256 when the caller knows it (else computed).
+    """
     from dataclasses import asdict
 
-    inputs = {"name": name, "artifact": sha256_file(path) if not isinstance(path, onnx.ModelProto)
-              else None, "model": model.sha256, "emulated": emulated is not None,
+    inputs = {"name": name, "artifact": artifact_sha or sha256_file(path), "model": model.sha256,
+              "emulated": emulated is not None,
               "eval": splits.eval.sha256, "reference": reference is not None,
               "verdict": asdict(settings.verdict), "backend": asdict(settings.backend),
               "seed": settings.seed, "max_length": settings.data.max_length,
@@ -607,10 +612,11 @@ def _backend_check(settings: Settings, art: dict, model, splits, enc, lengths) -
             "compared": "artifact on the backend vs FP16 emulation of the same plan"}
 
 
-def layerwise(settings: Settings, ref_path, artifacts: dict[str, dict], tensors, splits, enc,
+def layerwise(settings: Settings, model, artifacts: dict[str, dict], tensors, splits, enc,
               subset) -> dict[str, dict[str, dict]]:
     """Per-layer stats of every artifact vs FP32 on an eval subset (a separate debug run)."""
-    inputs = {"model": sha256_file(ref_path), "artifacts": {n: a["sha256"] for n, a in artifacts.items()},
+    ref_path = model.path
+    inputs = {"model": model.sha256, "artifacts": {n: a["sha256"] for n, a in artifacts.items()},
               "emulated": {n: a.get("emulated") is not None for n, a in artifacts.items()},
               "tensors": list(tensors), "eval": splits.eval.sha256, "subset": list(subset),
               "batch": settings.compare.batch_size,
@@ -673,13 +679,6 @@ def measure_sensitivity(settings: Settings, proto, plan_for, top: list[str], ran
     return scores, head + [n for n in ranking if n not in set(head)]
 
 
-def _eval_result(cls, verdict: dict, *, seconds: float, **extra):
-    delta = verdict["deltas"][verdict["metric"]]
-    return cls(status=verdict["status"], metric=delta["point"],
-               interval=(delta["low"], delta["high"]), seconds=seconds,
-               extra={"verdict": verdict, **extra})
-
-
 def search_mixed(settings: Settings, proto, artifacts, record, model, splits, enc, lengths, ref,
                  run_dir: Path) -> dict | None:
     """Keep the fewest INT8 layers in FP16 that make the verdict PASS (issue: sensitivity).
@@ -725,16 +724,17 @@ def search_mixed(settings: Settings, proto, artifacts, record, model, splits, en
     def full_eval(fp16: frozenset[str]) -> EvalResult:
         if not fp16:
             v = record.candidates[best]["verdict"]
-            return _eval_result(EvalResult, v, seconds=record.candidates[best]["eval_seconds"],
+            return EvalResult.from_verdict(v, seconds=record.candidates[best]["eval_seconds"],
                                 reused=best)
         t0 = time.perf_counter()
         with tempfile.TemporaryDirectory(dir=run_dir) as tmp:
             art = build_artifact(settings, proto, Path(tmp), "search", ranges=None,
                                  overflow={}, plan=plan_for(fp16, reasons))
             res = evaluate_candidate(settings, "search", art["path"], model, splits, enc,
-                                     lengths, reference=ref, emulated=art["emulated"])
+                                     lengths, reference=ref, emulated=art["emulated"],
+                                     artifact_sha=art["sha256"])
         v = res["evidence"]["verdict"]
-        return _eval_result(EvalResult, v, seconds=time.perf_counter() - t0,
+        return EvalResult.from_verdict(v, seconds=time.perf_counter() - t0,
                             accuracy=res["evidence"]["metrics"]["accuracy"])
 
     result = search_fp16_set(ranking, full_eval, max_full_evals=cfg.max_full_evals,
@@ -743,7 +743,8 @@ def search_mixed(settings: Settings, proto, artifacts, record, model, splits, en
     plan = plan_for(found, reasons)
     art = build_artifact(settings, proto, run_dir, "mixed", ranges=None, overflow={}, plan=plan)
     res = evaluate_candidate(settings, "mixed", art["path"], model, splits, enc, lengths,
-                             reference=ref, plan_int8=plan.int8_nodes(), emulated=art["emulated"])
+                             reference=ref, plan_int8=plan.int8_nodes(), emulated=art["emulated"],
+                             artifact_sha=art["sha256"])
     ev = res["evidence"]
     ev.update({"plan_counts": art["plan_counts"], "lint": art["lint"],
                "artifact_sha256": art["sha256"], "calibrator": best,

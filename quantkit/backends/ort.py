@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -151,7 +150,3 @@ def kernel_census(optimized_model: str | os.PathLike) -> dict[str, int]:
         key = node.op_type if not node.domain or node.domain == "ai.onnx" else f"{node.domain}.{node.op_type}"
         counts[key] = counts.get(key, 0) + 1
     return dict(sorted(counts.items()))
-
-
-def model_path_exists(path: str | os.PathLike) -> bool:
-    return Path(path).is_file()

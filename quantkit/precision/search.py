@@ -82,9 +82,10 @@ class EvalResult:
 
     @classmethod
     def from_verdict(cls, verdict: Any, *, seconds: float = 0.0, **extra: Any) -> "EvalResult":
-        """From a ``quantkit.verdict.Verdict``: metric = the primary metric's delta
-        (candidate - FP32), interval = its CI; the verdict dict goes into ``extra``."""
-        d = verdict.to_dict()
+        """From a ``quantkit.verdict.Verdict`` (or its ``to_dict()``): metric = the primary
+        metric's delta (candidate - FP32), interval = its CI; the verdict dict goes into
+        ``extra``."""
+        d = dict(verdict) if isinstance(verdict, Mapping) else verdict.to_dict()
         delta = d["deltas"][d["metric"]]
         return cls(status=d["status"], metric=delta["point"],
                    interval=(delta["low"], delta["high"]), seconds=seconds,
