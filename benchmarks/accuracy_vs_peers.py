@@ -1,13 +1,18 @@
 """Full-INT8 accuracy: quantkit's best calibrator vs ONNX Runtime quantize_static (TensorRT style).
 
-Same model, same eval split, same 256 calibration samples, one run. The ORT peer uses QDQ,
-signed symmetric INT8 activations and weights, per-channel weights, MatMul/Gemm scope and
-the best of MinMax / Percentile 99.99 / Entropy (2048 bins). NVIDIA ModelOpt is measured where
-it imports (not here: it pulls onnxruntime-gpu). Usage:
+Same model, same eval split, same calibration samples, one run. The ORT peer uses QDQ,
+signed symmetric INT8 activations and weights, per-channel weights, the weighted-op scope of
+the model (MatMul/Gemm for MiniLM, Conv/Gemm for MobileNetV2) and the best of MinMax /
+Percentile 99.99 / Entropy (2048 bins). NVIDIA ModelOpt is measured where it imports (not
+here: it pulls onnxruntime-gpu). quantkit's candidates are evaluated exactly as a run does
+(same stage-cache keys: after a run of the experiment they are read back, not recomputed).
+Usage:
 
     python benchmarks/accuracy_vs_peers.py [--eval-limit N]
+    python benchmarks/accuracy_vs_peers.py --model mobilenet_int8   # or: model=mobilenet_int8
 
 Last line: acc_fp32=<a> acc_quantkit=<b> acc_ort=<c> acc_modelopt=<d|na>
+(prefixed ``model=<experiment> `` for models other than the default bert_int8)
 """
 
 from __future__ import annotations
@@ -24,9 +29,13 @@ import _common  # noqa: E402
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--eval-limit", type=int, default=None)
-    a = ap.parse_args()
+    ap.add_argument("--model", default="bert_int8", choices=["bert_int8", "mobilenet_int8"],
+                    help="the experiment whose model and data are measured")
+    a = ap.parse_args([f"--model={x.split('=', 1)[1]}" if x.startswith("model=") else x
+                       for x in sys.argv[1:]])
     overrides = [f"data.eval.limit={a.eval_limit}"] if a.eval_limit else []
-    s, model, splits, enc = _common.setup("bert_int8", *overrides)
+    s, model, splits, enc = _common.setup(a.model, *overrides)
+    text = s.data.kind == "text"
 
     import numpy as np
     import onnx
@@ -35,15 +44,24 @@ def main() -> None:
     from quantkit.app import build_artifact, calibrate, evaluate_candidate, fp16_overflow
     from quantkit.backends.batched import run_split
     from quantkit.backends.ort import OrtRunner
-    from quantkit.data.text import iter_feeds
+    from quantkit.data.feeds import as_feeds
     from quantkit.qdq.graph import ensure_node_names
 
-    lengths = enc.lengths(splits.eval.texts)
+    import quantkit.app as app
+    from quantkit.assets import cache_root
+    from quantkit.cache import StageCache
+
+    # the stage cache a run uses: evaluations a run of this experiment made are read back
+    app._CACHE = StageCache(Path(s.stage_cache_dir).expanduser() if s.stage_cache_dir
+                            else cache_root(s.cache_dir) / "stages", enabled=s.stage_cache)
+    enc = as_feeds(enc)
+    lengths = enc.lengths(splits.eval)
     y = splits.eval.labels
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        ref = evaluate_candidate(s, "fp32", model.path, model, splits, enc, lengths)
+        ref = evaluate_candidate(s, "fp32", model.path, model, splits, enc, lengths,
+                                 artifact_sha=model.sha256)
         acc_fp32 = ref["evidence"]["metrics"]["accuracy"]
         rows.append(("fp32", "-", acc_fp32))
         proto = onnx.load(model.path)
@@ -55,20 +73,26 @@ def main() -> None:
             art = build_artifact(s, proto, tmp, f"int8.{method}", ranges=rng, overflow=overflow)
             # as a quantkit run evaluates it: FP16 remainder on a faithful FP16 emulation
             res = evaluate_candidate(s, f"int8.{method}", art["path"], model, splits, enc, lengths,
-                                     emulated=art["emulated"])
+                                     reference=ref, plan_int8=art["plan"].int8_nodes(),
+                                     emulated=art["emulated"], artifact_sha=art["sha256"])
             qk[method] = res["evidence"]["metrics"]["accuracy"]
             rows.append(("quantkit", f"{method} (INT8 + FP16 remainder, emulated)", qk[method]))
-        feeds = [f for _, f in iter_feeds(enc, splits.calib.texts, s.calibrator.batch_size,
-                                              pad_to=s.data.max_length)]
+        # ORT stacks its calibration batches: text batches padded to max_length (images
+        # have one shape already)
+        kw = {"pad_to": s.data.max_length} if text else {}
+        feeds = [f for _, f in enc.batches(splits.calib, s.calibrator.batch_size, **kw)]
+        scope = ("MatMul", "Gemm") if text else ("Conv", "Gemm")
         ort = {}
         for method in ("minmax", "percentile", "entropy"):
             out = tmp / f"ort.{method}.onnx"
-            peers.ort_quantize(model.path, out, feeds, method=method, percentile=99.99)
+            peers.ort_quantize(model.path, out, feeds, method=method, percentile=99.99,
+                               op_types=scope)
             with OrtRunner(out, name=f"ort-{method}") as r:
-                logits = run_split(r, enc, splits.eval.texts, output=model.output_name,
+                logits = run_split(r, enc, splits.eval, output=model.output_name,
                                    batch_size=s.backend.batch_size, progress=False, lengths=lengths)
             ort[method] = float((logits.argmax(1) == y).mean())
-            rows.append(("ort", f"{method} (quantize_static QDQ, FP32 remainder)", ort[method]))
+            rows.append(("ort", f"{method} (quantize_static QDQ, {'/'.join(scope)}, FP32 rest)",
+                         ort[method]))
     acc_mo = "na"
     print(f"eval examples: {len(y)}; calibration samples: {len(splits.calib)}")
     print(f"{'tool':<10} {'configuration':<44} {'accuracy':>8}")
@@ -79,7 +103,8 @@ def main() -> None:
               "rounds fp16 QuantizeLinear toward zero here")
     best_q, best_o = max(qk.values()), max(ort.values())
     print(f"best quantkit calibrator: {max(qk, key=qk.get)}; best ORT method: {max(ort, key=ort.get)}")
-    print(f"acc_fp32={acc_fp32:.4f} acc_quantkit={best_q:.4f} acc_ort={best_o:.4f} "
+    prefix = "" if a.model == "bert_int8" else f"model={a.model} "
+    print(f"{prefix}acc_fp32={acc_fp32:.4f} acc_quantkit={best_q:.4f} acc_ort={best_o:.4f} "
           f"acc_modelopt={acc_mo}")
     _ = np
 

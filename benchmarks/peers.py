@@ -13,8 +13,12 @@ from pathlib import Path
 
 def ort_quantize(model_path: str | Path, out_path: str | Path, feeds: list[dict], *,
                  method: str = "percentile", percentile: float = 99.99,
-                 op_types=("MatMul", "Gemm")) -> float:
-    """Quantize with onnxruntime.quantization.quantize_static; returns seconds."""
+                 op_types=("MatMul", "Gemm"), nodes_to_quantize=None) -> float:
+    """Quantize with onnxruntime.quantization.quantize_static; returns seconds.
+
+    ``nodes_to_quantize``: restrict quantization to these node names (None: every node of
+    ``op_types``), e.g. the INT8 nodes of a quantkit plan, so both tools have the same scope.
+    """
     from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat,
                                           QuantType, quantize_static)
 
@@ -36,7 +40,8 @@ def ort_quantize(model_path: str | Path, out_path: str | Path, feeds: list[dict]
     quantize_static(str(model_path), str(out_path), Reader(), quant_format=QuantFormat.QDQ,
                     op_types_to_quantize=list(op_types), per_channel=True,
                     activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
-                    calibrate_method=methods[method], extra_options=extra)
+                    calibrate_method=methods[method], extra_options=extra,
+                    nodes_to_quantize=list(nodes_to_quantize) if nodes_to_quantize else None)
     return time.perf_counter() - t0
 
 

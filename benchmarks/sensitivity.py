@@ -1,10 +1,12 @@
 """Sensitivity search cost: quantkit's ranked galloping/bisection vs a one-layer-at-a-time
 fallback (Intel Neural Compressor style: restore layers in ranking order, one full evaluation
-after each, until the verdict passes) for the same result, on bert_int8.
+after each, until the verdict passes) for the same result, on bert_int8 or mobilenet_int8.
 
     python benchmarks/sensitivity.py [--calibrator all|minmax|percentile|entropy|mse]
+    python benchmarks/sensitivity.py --model mobilenet_int8   # or: model=mobilenet_int8
 
 Last line: full_evals_quantkit=<n> full_evals_linear=<m> mixed_verdict=<...> fp16_layers=<k>/<L>
+(prefixed ``model=<experiment> `` for models other than the default bert_int8)
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ import _common  # noqa: E402
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--calibrator", default="all")
-    ap.add_argument("--experiment", default="bert_int8")
+    ap.add_argument("--experiment", "--model", dest="experiment", default="bert_int8")
     ap.add_argument("--eval-limit", type=int, default=None)
-    a = ap.parse_args()
+    a = ap.parse_args([f"--model={x.split('=', 1)[1]}" if x.startswith("model=") else x
+                       for x in sys.argv[1:]])
     from hydra import compose, initialize_config_dir
 
     from quantkit.app import run
@@ -59,7 +62,8 @@ def main() -> None:
     print(f"one-layer-at-a-time fallback: {linear} full evaluations in this ranking order "
           f"({linear_inc} counting INC's own per-layer measurement)")
     mixed = rec.candidates.get("mixed", {}).get("verdict", {}).get("status", "na")
-    print(f"full_evals_quantkit={s['full_evals']} full_evals_linear={linear} "
+    prefix = "" if a.experiment == "bert_int8" else f"model={a.experiment} "
+    print(f"{prefix}full_evals_quantkit={s['full_evals']} full_evals_linear={linear} "
           f"mixed_verdict={mixed} fp16_layers={len(s['fp16_nodes'])}/{L}")
 
 

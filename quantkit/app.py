@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import shlex
 import sys
@@ -72,16 +73,26 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
                        config=OmegaConf.to_container(cfg, resolve=True),
                        started=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     stage = _Stages(record)
+    record.notes.append(target_note(settings))
     global _CACHE
     from quantkit.cache import StageCache
 
     _CACHE = StageCache(Path(settings.stage_cache_dir).expanduser() if settings.stage_cache_dir
                         else cache_dir / "stages", enabled=settings.stage_cache)
+    from quantkit.fsutil import ensure_dir  # fail fast: one clear error per unwritable dir
+
+    ensure_dir(cache_dir, key="cache_dir")
+    if settings.stage_cache:
+        ensure_dir(_CACHE.root, key="stage_cache_dir" if settings.stage_cache_dir else "cache_dir")
     if settings.backend.name == "trt":  # fail fast: one clear error where tensorrt is missing
         from quantkit.backends.trt import require_cuda_runtime, require_tensorrt
 
         require_tensorrt()
         require_cuda_runtime()
+    else:  # an execution provider this onnxruntime lacks: one clear error, before any work
+        from quantkit.backends.ort import check_providers
+
+        check_providers(settings.backend.providers)
     if settings.model.kind == "onnx":  # fail fast, before any data work
         from quantkit.models.base import inspect_onnx
 
@@ -95,14 +106,18 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
         record.data = {"name": settings.data.name, "source": settings.data.source,
                        "sizes": splits.sizes(), "sha256": splits.hashes(),
                        "label_names": splits.label_names}
+        if settings.data.kind != "text":  # text records keep their original keys
+            record.data["kind"] = settings.data.kind
     with stage("model") as info:
         model = prepare_model(settings, splits, cache_dir=cache_dir)
         info["cached"] = model.cached
         record.model = model.to_dict()
 
     with stage("fp32_reference"):
-        enc = text_encoder(settings, model)
-        eval_lengths = enc.lengths(splits.eval.texts)
+        enc = make_feeds(settings, model)  # TextFeeds | ImageFeeds: every stage's batches
+        eval_lengths = enc.lengths(splits.eval)  # token counts (text) or None (images)
+        if enc.kind != "text":
+            record.data["feeds"] = enc.describe()
         ref = evaluate_candidate(settings, "fp32", model.path, model, splits, enc, eval_lengths,
                                  artifact_sha=model.sha256)
         record.candidates["fp32"] = ref["evidence"]
@@ -161,7 +176,11 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
             cand["first_diverging"] = tensor
             cand["first_diverging_node"] = producers.get(tensor) if tensor else None
 
-    if settings.precision.search.enabled and len(artifacts) > 1:
+    skip = search_skip_reason(settings) if settings.precision.search.enabled else None
+    if skip:
+        log.info("precision search skipped: %s", skip)
+        record.search = {"skipped": skip}
+    elif settings.precision.search.enabled and len(artifacts) > 1:
         with stage("search") as info:
             mixed = search_mixed(settings, proto, artifacts, record, model, splits, enc,
                                  eval_lengths, ref, run_dir)
@@ -171,6 +190,21 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
                 record.search = mixed["search"]
                 info.update({"full_evals": mixed["search"]["full_evals"],
                              "bound": mixed["search"]["bound"]})
+
+    if settings.bench.enabled:
+        with stage("latency") as info:  # timings: reused only for the same artifact and host
+            from quantkit.bench import measure_latency
+
+            models = {"fp32": model.path, **{n: a["path"] for n, a in artifacts.items()}}
+            shas = {"fp32": model.sha256, **{n: a["sha256"] for n, a in artifacts.items()}}
+            lat = measure_latency(settings, {n: record.candidates[n].get("engine") or m
+                                             for n, m in models.items()},  # engine on backend=trt
+                                  lambda b: latency_feeds(settings, enc, splits, b),
+                                  reuse=latency_reuse(settings, shas))
+            for name, per_batch in lat["candidates"].items():
+                record.candidates[name]["latency"] = per_batch
+            record.latency = lat["summary"]
+            info["candidates"] = len(lat["candidates"])
 
     record.recommended = recommend(record.candidates)
     record.artifacts = {Path(a["path"]).name: a["sha256"] for a in artifacts.values()}
@@ -219,7 +253,15 @@ def cached(stage: str, inputs: dict, compute):
     return obj, arrays, hit
 
 
+def make_feeds(settings: Settings, model):
+    """The model's feeds from the data settings: TextFeeds or ImageFeeds (data/feeds.py)."""
+    from quantkit.data.feeds import make_feeds as _make
+
+    return _make(settings, model)
+
+
 def text_encoder(settings: Settings, model):
+    """The bare TextEncoder of a text model (benchmarks); runs use :func:`make_feeds`."""
     from quantkit.data.text import TextEncoder, load_tokenizer
 
     if not model.tokenizer:
@@ -231,10 +273,72 @@ def text_encoder(settings: Settings, model):
                        input_names=model.input_names)
 
 
-def _feeds(enc, texts, batch_size: int, lengths=None):
-    from quantkit.data.text import iter_feeds
+def _feeds(enc, data, batch_size: int, lengths=None):
+    """Feed dicts of ``data`` (a split or its raw items) from ``enc`` (a Feeds or TextEncoder)."""
+    from quantkit.data.feeds import as_feeds
 
-    return (feed for _, feed in iter_feeds(enc, texts, batch_size, lengths))
+    return as_feeds(enc).feeds(data, batch_size, lengths=lengths)
+
+
+def latency_reuse(settings: Settings, shas: dict[str, str]):
+    """The latency stage's cache hook: one timing per (artifact, feeds, host, settings).
+
+    A warm rerun or a sibling sweep job reuses this host's measurement of the same artifact
+    instead of timing it again; each reused entry carries ``measured_at`` and ``reused``.
+    ``bench.remeasure=true`` always times afresh (and refreshes the cache).
+    """
+    import dataclasses as dc
+
+    import onnxruntime
+
+    from quantkit.bench.stage import execution_label
+
+    label = execution_label(settings)
+    b = settings.bench
+    timing = {k: v for k, v in dc.asdict(b).items()
+              if k not in ("target_qps", "p99_budget_ms", "candidates", "enabled", "remeasure")}
+    backend = {k: v for k, v in dc.asdict(settings.backend).items() if k != "batch_size"}
+
+    def reuse(name: str, feeds_sha: str, measure):
+        def compute():
+            raw, per = measure()
+            at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+            for s in per.values():
+                s["measured_at"] = at
+            return {"per": per}, {f"b{k}": v for k, v in raw.items()}
+
+        inputs = {"artifact": shas.get(name, name), "feeds": feeds_sha, "timing": timing,
+                  "backend": backend, "host": label["host"], "target": label["target"],
+                  "onnxruntime": onnxruntime.__version__, "seed": settings.seed}
+        if b.remeasure and _CACHE is not None:
+            from quantkit.cache import stage_key
+
+            _CACHE.invalidate("latency", stage_key("latency", **inputs))
+        obj, arrays, hit = cached("latency", inputs, compute)
+        per = obj["per"]
+        for s in per.values():
+            s["reused"] = bool(hit)
+        return {int(k[1:]): v for k, v in arrays.items()}, per
+
+    return reuse
+
+
+def latency_feeds(settings: Settings, enc, splits, batch_size: int):
+    """Feeds for the latency stage: batches of ``batch_size`` from the head of the eval split
+    (``bench.feeds`` of them, the same for every candidate)."""
+    return _feeds(enc, _head(splits.eval, batch_size * settings.bench.feeds), batch_size)
+
+
+def _head(split, n: int):
+    """The first ``n`` examples of a split (the whole split when it is shorter)."""
+    return split.subset(range(min(n, len(split))))
+
+
+def _feeds_key(enc) -> dict:
+    """What a stage-cache key needs about the feeds beyond the data hash (text: nothing)."""
+    from quantkit.data.feeds import as_feeds
+
+    return as_feeds(enc).cache_key()
 
 
 def _ort(settings: Settings, model, *, name: str, extra_outputs=(), optimized_to=None,
@@ -242,6 +346,7 @@ def _ort(settings: Settings, model, *, name: str, extra_outputs=(), optimized_to
     from quantkit.backends.ort import OrtRunner
 
     return OrtRunner(model, name=name, providers=settings.backend.providers,
+                     provider_options=settings.backend.provider_options,
                      disabled_optimizers=settings.backend.disabled_optimizers if disable_unsafe else (),
                      intra_op_threads=settings.backend.intra_op_threads,
                      extra_outputs=extra_outputs, save_optimized_to=optimized_to)
@@ -268,7 +373,7 @@ def calibrate(settings: Settings, proto: onnx.ModelProto, splits, enc, run_dir: 
     chunks = 16 if c.bootstrap > 0 else None
 
     def collect():
-        return collect_stats(proto, _feeds(enc, splits.calib.texts, c.batch_size),
+        return collect_stats(proto, _feeds(enc, splits.calib, c.batch_size),
                              tensors, num_bins=c.num_bins, progress=settings.progress,
                              runner_factory=lambda m, outs: _ort(settings, m, name="calibrate",
                                                                  extra_outputs=outs),
@@ -277,7 +382,7 @@ def calibrate(settings: Settings, proto: onnx.ModelProto, splits, enc, run_dir: 
     if chunks:  # bootstrap keeps per-chunk statistics: not cached
         res = collect()
     else:
-        res = cached_stats(settings, proto, splits, tensors, collect)
+        res = cached_stats(settings, proto, splits, tensors, collect, feeds_key=_feeds_key(enc))
     params = {"percentile": {"percentile": c.percentile},
               "entropy": {"num_quant_bins": c.num_quant_bins}}
     cals = {m: make_calibrator(m, **params.get(m, {})) for m in c.methods}
@@ -303,7 +408,8 @@ def calibrate(settings: Settings, proto: onnx.ModelProto, splits, enc, run_dir: 
                      "collect_seconds": round(res.seconds, 3)}}
 
 
-def cached_stats(settings: Settings, proto, splits, tensors: list[str], collect):
+def cached_stats(settings: Settings, proto, splits, tensors: list[str], collect, *,
+                 feeds_key: dict | None = None):
     """Calibration histograms, cached without the calibrator choice: every calibrator (and
     every sweep job) reuses one pass."""
     from types import SimpleNamespace
@@ -313,7 +419,8 @@ def cached_stats(settings: Settings, proto, splits, tensors: list[str], collect)
     c = settings.calibrator
     inputs = {"model": _proto_digest(proto), "calib": splits.calib.sha256, "tensors": tensors,
               "num_bins": c.num_bins, "batch_size": c.batch_size,
-              "max_length": settings.data.max_length, "backend": list(settings.backend.providers)}
+              "max_length": settings.data.max_length, "backend": list(settings.backend.providers),
+              **(feeds_key or {})}
 
     def compute():
         res = collect()
@@ -344,6 +451,11 @@ def residual_inputs(settings: Settings, proto: onnx.ModelProto, tensors: list[st
     provisional = build_plan(proto, amax={t: 1.0 for t in tensors}, op_types=p.op_types,
                              include_nodes=p.include_nodes, exclude_nodes=p.exclude_nodes,
                              remainder=p.remainder)
+    if settings.target == "ort_cpu":  # + Conv / residual-Add outputs ORT fuses (qdq/targets.py)
+        from quantkit.qdq.insert import ort_cpu_output_tensors
+
+        return list(dict.fromkeys(residual_add_inputs(proto, provisional)
+                                  + ort_cpu_output_tensors(proto, provisional)))
     return residual_add_inputs(proto, provisional)
 
 
@@ -351,16 +463,23 @@ def load_saved_ranges(files: list[str], tensors: list[str], n_nodes: int) -> dic
     """Ranges from JSON files a previous run saved (``ranges/<calibrator>.json``)."""
     from quantkit.calibrate import check_ranges_match, load_ranges
 
-    ranges = {}
+    ranges, paths = {}, {}
     for f in files:
         r = load_ranges(f)
         check_ranges_match(r, tensors)
+        if r.calibrator in ranges:
+            from quantkit.errors import CalibrationError
+
+            raise CalibrationError("two ranges files name the same calibrator",
+                                   where="calibrator.ranges_files", value=r.calibrator,
+                                   fix="list one ranges file per calibrator")
         ranges[r.calibrator] = r
+        paths[r.calibrator] = f
     first = next(iter(ranges.values()))
     log.info("calibration skipped: ranges loaded from %s", ", ".join(files))
     record = {"tensors": len(tensors), "quant_nodes": n_nodes, "samples": first.samples_seen,
               "methods": list(ranges), "excluded": first.excluded, "notes": first.notes,
-              "amax": {m: r.amax for m, r in ranges.items()}, "files": list(files),
+              "amax": {m: r.amax for m, r in ranges.items()}, "files": paths,
               "loaded_from": list(files), "summary": first.summary, "seconds": 0.0}
     return {"ranges": ranges, "record": record,
             "info": {"tensors": len(tensors), "loaded": len(files)}}
@@ -370,7 +489,7 @@ def fp16_overflow(settings: Settings, proto: onnx.ModelProto, splits, enc) -> di
     """Nodes whose FP32 values exceed the FP16 range on a few calibration samples stay FP32."""
     n = settings.compare.fp16_range_samples
     inputs = {"model": _proto_digest(proto), "calib": splits.calib.sha256, "n": n,
-              "max_length": settings.data.max_length}
+              "max_length": settings.data.max_length, **_feeds_key(enc)}
     obj, _, _ = cached("fp16_range", inputs,
                        lambda: (_fp16_overflow(settings, proto, splits, enc), None))
     return obj
@@ -384,9 +503,9 @@ def _fp16_overflow(settings: Settings, proto: onnx.ModelProto, splits, enc) -> d
     outs = [o for n in proto.graph.node for o in n.output
             if o and infos.get(o, onnx.TensorProto.FLOAT) == onnx.TensorProto.FLOAT]
     absmax: dict[str, float] = {}
-    texts = splits.calib.texts[: settings.compare.fp16_range_samples]
+    calib = _head(splits.calib, settings.compare.fp16_range_samples)
     with _ort(settings, proto, name="fp16-range", extra_outputs=outs) as r:
-        for feed in _feeds(enc, texts, settings.data.batch_size):
+        for feed in _feeds(enc, calib, settings.data.batch_size):
             for t, v in r.infer(feed, outs).items():
                 if v.dtype != np.float32 or v.size == 0:
                     continue
@@ -404,9 +523,11 @@ def build_artifact(settings: Settings, proto: onnx.ModelProto, run_dir: Path, na
     from quantkit.precision.plan import build_plan
     from quantkit.qdq.casts import convert_fp16, emulate_fp16
     from quantkit.qdq.insert import insert_qdq
-    from quantkit.qdq.lint import lint_qdq
+    from quantkit.qdq.lint import lint_for_target
+    from quantkit.qdq.targets import activation_ranges, get_target
 
     p = settings.precision
+    target = get_target(settings.target)
     if plan is None:
         plan = build_plan(proto, amax=ranges.amax if ranges else {},
                           excluded=ranges.excluded if ranges else {}, op_types=p.op_types,
@@ -414,12 +535,17 @@ def build_artifact(settings: Settings, proto: onnx.ModelProto, run_dir: Path, na
                           force=dict(p.force), remainder=p.remainder,
                           fp32_nodes_reasons=overflow,
                           calibrator=ranges.calibrator if ranges else "")
+        if ranges:  # signed min/max for asymmetric targets (ort_cpu); carried by the plan
+            seen = activation_ranges(ranges.summary)
+            plan = dataclasses.replace(plan, activation_range={
+                t: seen[t] for t in plan.activation_amax if t in seen})
     nonfinite = set(ranges.excluded) if ranges else set()
-    edited, qmap = insert_qdq(proto, plan) if plan.int8_nodes() else (proto, None)
+    edited, qmap = (insert_qdq(proto, plan, target=target) if plan.int8_nodes()
+                    else (proto, None))
     final = convert_fp16(edited, plan) if p.remainder == "fp16" else edited
-    violations = lint_qdq(final, nonfinite_tensors=nonfinite)
+    violations = lint_for_target(final, target.name, nonfinite_tensors=nonfinite)
     if violations:
-        raise GraphEditError(f"{len(violations)} TensorRT Q/DQ rule violations in {name}",
+        raise GraphEditError(f"{len(violations)} {target.lint} Q/DQ rule violations in {name}",
                              where=str(violations[0]), fix="report this as a bug")
     path = run_dir / f"model.{name}.onnx"
     sha = write_model_atomic(final, path)
@@ -433,7 +559,7 @@ def build_artifact(settings: Settings, proto: onnx.ModelProto, run_dir: Path, na
         compare_tensors.extend(o for n in proto.graph.node if n.name == t.node for o in n.output)
     compare_tensors = list(dict.fromkeys(compare_tensors))
     return {"path": str(path), "sha256": sha, "plan": plan, "plan_counts": plan.counts(),
-            "lint": {"violations": 0},
+            "lint": {"violations": 0, "rules": target.lint}, "target": target.name,
             "emulated": emulate_fp16(edited, plan) if p.remainder == "fp16" and plan.nodes_with("fp16") else None,
             "activation_amax": dict(plan.activation_amax), "compare_tensors": compare_tensors}
 
@@ -453,7 +579,7 @@ def evaluate_candidate(settings: Settings, name: str, path, model, splits, enc, 
               "eval": splits.eval.sha256, "reference": reference is not None,
               "verdict": asdict(settings.verdict), "backend": asdict(settings.backend),
               "seed": settings.seed, "max_length": settings.data.max_length,
-              "tokenizer": model.tokenizer, "plan_int8": plan_int8 or []}
+              "tokenizer": model.tokenizer, "plan_int8": plan_int8 or [], **_feeds_key(enc)}
 
     def compute():
         res = _evaluate(settings, name, path, model, splits, enc, lengths, reference=reference,
@@ -479,7 +605,8 @@ def _evaluate(settings: Settings, name: str, path, model, splits, enc, lengths, 
 
     from quantkit.backends.batched import run_split
     from quantkit.backends.ort import kernel_census
-    from quantkit.compare.task import agreement, length_buckets, mean_kl, slice_metrics, task_metrics
+    from quantkit.compare.task import agreement, mean_kl, slice_metrics, task_metrics
+    from quantkit.data.feeds import as_feeds
     from quantkit.verdict import Margin, ab_verdict
 
     labels = list(range(len(splits.label_names)))
@@ -496,17 +623,17 @@ def _evaluate(settings: Settings, name: str, path, model, splits, enc, lengths, 
             settings, emulated if use_emulation else path, name=name,
             optimized_to=None if use_emulation else optimized)
         with runner as r:
-            logits = run_split(r, enc, splits.eval.texts, output=model.output_name,
+            logits = run_split(r, enc, splits.eval, output=model.output_name,
                                batch_size=settings.backend.batch_size, progress=settings.progress,
                                desc=f"eval {name}", lengths=lengths)
         seconds = time.perf_counter() - t0
         census = kernel_census(optimized) if optimized.exists() else {}
     pred = logits.argmax(axis=1)
-    buckets = length_buckets(lengths)
+    extra_slices = as_feeds(enc).slices(lengths)  # text: {"length": token-count buckets}
     ev = {"artifact": Path(path).name,
           "numerics": numerics_note(name, settings, emulated=engine is None and emulated is not None),
           "metrics": task_metrics(y, logits, labels=labels, label_names=splits.label_names),
-          "slices": slice_metrics(y, pred, {"class": y, "length": buckets}),
+          "slices": slice_metrics(y, pred, {"class": y, **extra_slices}),
           "eval_seconds": round(seconds, 3), "n": int(len(y)), "kernel_census": census,
           "backend": settings.backend.name}
     if engine is not None:
@@ -520,7 +647,7 @@ def _evaluate(settings: Settings, name: str, path, model, splits, enc, lengths, 
         verdict = ab_verdict(y, ref_pred, pred, margin=Margin(v.margin_kind, v.margin),
                              alpha=v.alpha, metric=v.metric, n_boot=v.n_boot, seed=settings.seed,
                              slices={"class": np.array([splits.label_names[i] for i in y]),
-                                     "length": buckets},
+                                     **extra_slices},
                              min_slice_n=v.min_slice_n, labels=labels)
         ev["verdict"] = verdict.to_dict()
     return {"logits": logits, "evidence": ev}
@@ -553,6 +680,20 @@ def _trt_runner(engine: dict, name: str):
     return TrtRunner(engine["engine_path"], name=name)
 
 
+def target_note(settings: Settings) -> str:
+    """One line for the record: which deployment target the INT8 artifacts realize."""
+    from quantkit.qdq.targets import get_target
+
+    t = get_target(settings.target)
+    note = f"target {t.name}: {t.description}"
+    if t.forced_remainder:
+        note += f"; precision.remainder forced to {t.forced_remainder}"
+    if t.name == "ort_cpu":
+        note += ("; every number of this run is on ONNX Runtime CPU, target ort_cpu, and "
+                 "says nothing about TensorRT")
+    return note
+
+
 def numerics_note(name: str, settings: Settings, *, emulated: bool = False) -> str:
     if settings.backend.name == "trt":
         return (f"{name} artifact built into a strongly typed TensorRT engine (precision from "
@@ -563,6 +704,11 @@ def numerics_note(name: str, settings: Settings, *, emulated: bool = False) -> s
         return f"FP32 on ONNX Runtime {prov}"
     rem = settings.precision.remainder.upper()
     what = "FP16 graph" if name == "fp16" else f"INT8 Q/DQ + {rem} remainder graph"
+    if name == "fp16" and rem == "FP32":
+        what = "FP32 graph (precision.remainder=fp32: this candidate has no FP16 node)"
+    if settings.target != "tensorrt" and name != "fp16":
+        what += (f" for target {settings.target} (numbers on ONNX Runtime CPU; not a "
+                 "TensorRT prediction)")
     if emulated:
         return (f"{what}, FP16 emulated on ONNX Runtime {prov}: FP32 compute with FP16 rounding "
                 f"at every FP16 tensor (ORT CPU lacks FP16 kernels); INT8 Q/DQ exact; disabled "
@@ -574,7 +720,8 @@ def backend_check(settings: Settings, art: dict, model, splits, enc, lengths) ->
     from dataclasses import asdict
 
     inputs = {"artifact": art["sha256"], "eval": splits.eval.sha256,
-              "compare": asdict(settings.compare), "backend": asdict(settings.backend)}
+              "compare": asdict(settings.compare), "backend": asdict(settings.backend),
+              **_feeds_key(enc)}
     obj, _, _ = cached("backend_check", inputs,
                        lambda: (_backend_check(settings, art, model, splits, enc, lengths), None))
     return obj
@@ -592,13 +739,14 @@ def _backend_check(settings: Settings, art: dict, model, splits, enc, lengths) -
     n = min(settings.compare.backend_check_subset, len(splits.eval))
     if n == 0 or art.get("emulated") is None:
         return {"checked": False}
-    texts, y = splits.eval.texts[:n], splits.eval.labels[:n]
+    sub, y = _head(splits.eval, n), splits.eval.labels[:n]
     preds = {}
     for key, m in (("artifact", art["path"]), ("emulated", art["emulated"])):
         with _ort(settings, m, name=f"check-{key}") as r:
-            preds[key] = run_split(r, enc, texts, output=model.output_name,
+            preds[key] = run_split(r, enc, sub, output=model.output_name,
                                    batch_size=settings.backend.batch_size, progress=False,
-                                   lengths=lengths[:n]).argmax(axis=1)
+                                   lengths=lengths[:n] if lengths is not None else None
+                                   ).argmax(axis=1)
     agree = float((preds["artifact"] == preds["emulated"]).mean())
     acc = {k: float((v == y).mean()) for k, v in preds.items()}
     gap = abs(acc["artifact"] - acc["emulated"])
@@ -620,7 +768,7 @@ def layerwise(settings: Settings, model, artifacts: dict[str, dict], tensors, sp
               "emulated": {n: a.get("emulated") is not None for n, a in artifacts.items()},
               "tensors": list(tensors), "eval": splits.eval.sha256, "subset": list(subset),
               "batch": settings.compare.batch_size,
-              "amax": {n: a["activation_amax"] for n, a in artifacts.items()}}
+              "amax": {n: a["activation_amax"] for n, a in artifacts.items()}, **_feeds_key(enc)}
     obj, _, _ = cached("layerwise", inputs, lambda: (
         _layerwise(settings, ref_path, artifacts, tensors, splits, enc, subset), None))
     return obj
@@ -633,7 +781,7 @@ def _layerwise(settings: Settings, ref_path, artifacts: dict[str, dict], tensors
     from quantkit.compare.layerwise import compare_layers, shared_tensors
 
     ref_proto = onnx.load(ref_path)
-    texts = [splits.eval.texts[i] for i in subset]
+    data = splits.eval.subset(subset)
     with contextlib.ExitStack() as stack:
         runners, names = {}, {}
         for name, art in artifacts.items():
@@ -643,7 +791,7 @@ def _layerwise(settings: Settings, ref_path, artifacts: dict[str, dict], tensors
                 _ort(settings, cand_proto, name=f"debug-{name}", extra_outputs=names[name]))
         union = list(dict.fromkeys(t for ts in names.values() for t in ts))
         ref = stack.enter_context(_ort(settings, ref_proto, name="debug-fp32", extra_outputs=union))
-        return compare_layers(ref, runners, _feeds(enc, texts, settings.compare.batch_size), names,
+        return compare_layers(ref, runners, _feeds(enc, data, settings.compare.batch_size), names,
                               amax={n: a["activation_amax"] for n, a in artifacts.items()})
 
 
@@ -661,22 +809,44 @@ def measure_sensitivity(settings: Settings, proto, plan_for, top: list[str], ran
     from quantkit.qdq.insert import insert_qdq
 
     n = min(settings.precision.search.subset, len(splits.eval))
-    texts = splits.eval.texts[:n]
+    sub = _head(splits.eval, n)
     ref_logits = ref["logits"][:n]
 
     def damage(fp16: frozenset[str]) -> float:
         plan = plan_for(fp16)
-        graph, _ = insert_qdq(proto, plan)
+        graph, _ = insert_qdq(proto, plan, target=settings.target)
         if settings.precision.remainder == "fp16":
             graph = emulate_fp16(graph, plan)
         with _ort(settings, graph, name="sensitivity") as r:
-            logits = run_split(r, enc, texts, output=model.output_name,
+            logits = run_split(r, enc, sub, output=model.output_name,
                                batch_size=settings.backend.batch_size, progress=False)
         return float(mean_kl(ref_logits, logits))
 
     scores = measured_scores(damage, top, mode="restore")
     head = rank(dict(scores), order=top)
     return scores, head + [n for n in ranking if n not in set(head)]
+
+
+def search_skip_reason(settings: Settings) -> str | None:
+    """Why this run skips the sensitivity search, or None.
+
+    A Hydra multirun job (``-m``) compares one setting against its siblings on full INT8;
+    searching in every job would repeat the most expensive stage once per swept value. The
+    search runs once, for the setting the sweep picks (``precision.search.in_sweeps=true``
+    keeps it in every job).
+    """
+    if settings.precision.search.in_sweeps:
+        return None
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+            return None
+    except Exception:  # pragma: no cover - Hydra internals; a plain run searches
+        return None
+    return ("sweep job (python -m quantkit -m ...): the search runs once for the chosen "
+            "setting; rerun it without -m, or set precision.search.in_sweeps=true")
 
 
 def search_mixed(settings: Settings, proto, artifacts, record, model, splits, enc, lengths, ref,
@@ -703,10 +873,13 @@ def search_mixed(settings: Settings, proto, artifacts, record, model, splits, en
     ranking = rank(proxy, order=nodes)
     cfg = settings.precision.search
 
+    keep = settings.precision.remainder  # fp16 (TensorRT) or fp32 (an FP32 remainder, ort_cpu)
+
     def plan_for(fp16: frozenset[str], why: dict[str, str] | None = None):
         plan = base_plan
         for n in sorted(fp16):
-            plan = plan.with_precision([n], "fp16", f"kept FP16 by search: {(why or {}).get(n, '')}")
+            plan = plan.with_precision([n], keep, f"kept {keep.upper()} by search: "
+                                                  f"{(why or {}).get(n, '')}")
         return plan
 
     measured, measure_note = {}, "not needed: full INT8 passes"

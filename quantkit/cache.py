@@ -61,6 +61,8 @@ ARRAYS_NAME = "arrays.npz"
 _FORMAT = "quantkit.stage_cache"
 _STAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 _KEY_RE = re.compile(r"^[0-9a-f]{16,128}$")
+# staging directory names carry host and pid; '-' is the field separator
+_HOST = re.sub(r"[^A-Za-z0-9_.]", "_", os.uname().nodename if hasattr(os, "uname") else "host")
 
 
 # ---------------------------------------------------------------------------------------
@@ -325,6 +327,21 @@ class StageCache:
         log.info("stage cache hit: %s %s", stage, key[:12])
         return entry, True
 
+    def invalidate(self, stage: str, key: str) -> bool:
+        """Remove the entry for ``key`` (under its lock) so the next lookup recomputes it.
+
+        For measurements a user asks to refresh (``bench.remeasure=true``). True if removed.
+        """
+        if not self.enabled:
+            return False
+        with self.lock(stage, key):
+            entry = self.entry_dir(stage, key)
+            if not entry.exists():
+                return False
+            self._discard(entry, "invalidated")
+            log.info("stage cache entry %s %s invalidated", stage, key[:12])
+            return True
+
     @contextlib.contextmanager
     def lock(self, stage: str, key: str) -> Iterator[None]:
         """Exclusive ``flock`` on ``root/locks/<key>.lock`` (blocks until it is free)."""
@@ -370,11 +387,17 @@ class StageCache:
 
     @contextlib.contextmanager
     def _staging(self, stage: str, key: str) -> Iterator[Path]:
-        """A temp directory beside the entry; removed unless it was renamed into place."""
+        """A temp directory beside the entry; removed unless it was renamed into place.
+
+        Its name carries this host and pid, so staging directories left by a killed process
+        (SIGKILL, power loss) are recognized and removed by the next writer of the key.
+        """
         final = self.entry_dir(stage, key)
         try:
             final.parent.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".tmp-{key}-"))
+            self._remove_dead_staging(final.parent, key)
+            tmp = Path(tempfile.mkdtemp(dir=final.parent,
+                                        prefix=f".tmp-{key}-{_HOST}-{os.getpid()}-"))
             os.chmod(tmp, 0o777 & ~current_umask())  # mkdtemp makes 0700
         except OSError as e:
             raise self._root_error(e, final.parent) from e
@@ -383,6 +406,23 @@ class StageCache:
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
+
+    @staticmethod
+    def _remove_dead_staging(shard: Path, key: str) -> None:
+        """Remove ``.tmp-<key>-<host>-<pid>-*`` directories whose process (on this host) is gone."""
+        for d in shard.glob(f".tmp-{key}-{_HOST}-*-*"):
+            pid_text = d.name[len(f".tmp-{key}-{_HOST}-"):].split("-", 1)[0]
+            if not pid_text.isdigit() or int(pid_text) == os.getpid():
+                continue
+            try:
+                os.kill(int(pid_text), 0)
+                continue  # alive (or a reused pid): leave it
+            except ProcessLookupError:
+                pass
+            except OSError:
+                continue
+            log.info("stage cache: removing %s left by a process that no longer runs", d)
+            shutil.rmtree(d, ignore_errors=True)
 
     def _commit(self, stage: str, key: str, tmp: Path, inputs: Mapping[str, Any] | None) -> Path:
         """Write the manifest and rename ``tmp`` into place. Call under :meth:`lock`."""

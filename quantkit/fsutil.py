@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import glob
 import hashlib
 import json
 import logging
@@ -22,7 +23,7 @@ from pathlib import Path
 from quantkit.errors import ConfigError
 
 __all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_write_json",
-           "sha256_file", "current_umask", "is_disk_full", "write_error"]
+           "sha256_file", "current_umask", "ensure_dir", "is_disk_full", "write_error"]
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,28 @@ def write_error(err: OSError, path: str | os.PathLike) -> ConfigError:
                        fix="choose a writable directory")
 
 
+def ensure_dir(path: str | os.PathLike, *, key: str) -> Path:
+    """Create directory ``path`` (and parents) and check a file can be written in it.
+
+    ``key`` is the config key that set the path; a failure is one :class:`ConfigError`
+    naming it, the path and the fix, before any work is done.
+    """
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=path, prefix=".quantkit-write-check-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        if is_disk_full(e, path / "x"):
+            raise write_error(e, path) from e
+        raise ConfigError(f"the {key} directory cannot be created or written",
+                          where=key, value=str(path),
+                          fix=f"set {key} to a writable directory "
+                              f"({e.strerror or type(e).__name__})") from e
+    return path
+
+
 def current_umask() -> int:
     """The process umask, read without changing it where /proc allows."""
     try:
@@ -84,6 +107,29 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def _remove_dead_temps(path: Path) -> None:
+    """Remove temp files for ``path`` left by a process that was killed mid-write.
+
+    Temp names are ``.<name>.<pid>.<random>.tmp<suffix>``; one whose pid no longer runs
+    is garbage (on this host; a directory shared across hosts keeps them, harmlessly).
+    """
+    head = f".{path.name}."
+    for p in path.parent.glob(f"{glob.escape(head)}*.tmp{glob.escape(path.suffix)}"):
+        pid_text = p.name[len(head):].split(".", 1)[0]
+        if not pid_text.isdigit() or int(pid_text) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid_text), 0)
+            continue  # alive (or the pid was reused): leave it
+        except ProcessLookupError:
+            pass
+        except OSError:
+            continue
+        with contextlib.suppress(OSError):
+            p.unlink()
+            log.info("removed %s, left by a process that no longer runs", p)
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike, *, durable: bool = True) -> Iterator[Path]:
     """Yield a temp path beside ``path``; on success it replaces ``path``, on failure it is removed.
@@ -96,7 +142,8 @@ def atomic_path(path: str | os.PathLike, *, durable: bool = True) -> Iterator[Pa
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
+        _remove_dead_temps(path)
+        fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.",
                                         suffix=f".tmp{path.suffix}")
         os.close(fd)
     except OSError as e:

@@ -29,6 +29,13 @@ def _load(path: Path):
         onnx.checker.check_model(str(path))
     except Exception as exc:  # onnx.checker.ValidationError and friends
         raise OSError(f"invalid ONNX model: {path}: {str(exc).splitlines()[0]}") from exc
+    from quantkit.errors import ModelError
+    from quantkit.models.base import check_tensor_types
+
+    try:
+        check_tensor_types(model, where=str(path))
+    except ModelError as exc:
+        raise OSError(f"invalid ONNX model: {exc}") from exc
     return model
 
 

@@ -9,6 +9,7 @@ one :class:`~quantkit.errors.ConfigError` line naming the key, the value and the
 from __future__ import annotations
 
 import importlib
+import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -26,6 +27,9 @@ class HeadConfig:
 
     C: float = 1.0
     max_iter: int = 2000
+    # image zoo models: fit on a seeded subset of this many train images (null = all); the
+    # calibration images are then drawn from the train images the head never saw
+    n_train: Optional[int] = None
 
 
 @dataclass
@@ -52,8 +56,21 @@ class EvalSplitConfig:
 
 
 @dataclass
+class ImageConfig:
+    """How images become model input (data.kind=image): resize, channels, normalization."""
+
+    size: int = 112  # resized to size x size
+    channels: int = 3  # 3: grayscale replicated; 1: RGB reduced to luma
+    mean: list[float] = field(default_factory=lambda: [0.485, 0.456, 0.406])  # on [0, 1]
+    std: list[float] = field(default_factory=lambda: [0.229, 0.224, 0.225])
+    resize: str = "bilinear"  # bilinear (as torch, align_corners=False) | none
+    layout: str = "NCHW"  # NCHW | NHWC: the model input's layout
+
+
+@dataclass
 class DataConfig:
     name: str = MISSING
+    kind: str = "text"  # text | image
     source: str = "embedded"  # embedded | local | hub
     path: Optional[str] = None  # local: csv/json/parquet file(s); hub: dataset id
     format: Optional[str] = None  # local: csv | json | parquet (default: from the suffix)
@@ -61,6 +78,7 @@ class DataConfig:
     train_split: str = "train"  # hub datasets that come pre-split
     eval_split: Optional[str] = None  # hub: a named split for eval; None = split train
     text_column: str = "text"
+    image_column: str = "image"  # hub image datasets: the column with the images
     label_column: str = "label"
     group_column: Optional[str] = None  # split by this column: no group in both splits
     label_names: list[str] = field(default_factory=list)  # class id -> name
@@ -72,6 +90,7 @@ class DataConfig:
     batch_size: int = 32
     calib: CalibSplitConfig = field(default_factory=CalibSplitConfig)
     eval: EvalSplitConfig = field(default_factory=EvalSplitConfig)
+    image: ImageConfig = field(default_factory=ImageConfig)
 
 
 @dataclass
@@ -93,6 +112,9 @@ class SearchConfig:
     subset: int = 256  # eval examples used to measure per-layer sensitivity
     measure_top: int = 12  # re-rank the proxy's top N layers by measured damage (0 = proxy only)
     prune: bool = True
+    # Hydra multirun jobs skip the search: a sweep compares calibrators / margins on full
+    # INT8, and the search is run once, for the chosen setting (the sweep report names it).
+    in_sweeps: bool = False
 
 
 @dataclass
@@ -126,6 +148,8 @@ class TrtConfig:
 class BackendConfig:
     name: str = "ort"
     providers: list[str] = field(default_factory=lambda: ["CPUExecutionProvider"])
+    # per provider, e.g. {TensorrtExecutionProvider: {trt_engine_cache_enable: true}}
+    provider_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     disabled_optimizers: list[str] = field(default_factory=lambda: ["WeightBiasQuantization"])
     intra_op_threads: int = 0
     batch_size: int = 64
@@ -160,8 +184,32 @@ class ReportConfig:
 
 
 @dataclass
+class BenchConfig:
+    """Latency stage (quantkit/bench): warm-up, then timed runs per candidate and batch size."""
+
+    enabled: bool = True
+    batch_sizes: list[int] = field(default_factory=lambda: [1, 32])
+    warmup: int = 2  # untimed runs per candidate and batch size
+    min_repeats: int = 4  # timed runs at least (then whole cycles over the feeds) ...
+    repeats: int = 200  # ... and at most (bounds memory and time)
+    max_seconds: float = 2.0  # stop timing after this long once min_repeats are done
+    feeds: int = 4  # distinct eval batches per batch size, cycled (same for every candidate)
+    n_boot: int = 1000  # bootstrap resamples for the intervals
+    level: float = 0.95
+    target_qps: float = 1000.0  # cost projection: queries per second to serve ...
+    p99_budget_ms: float = 250.0  # ... with P99 batch latency within this budget
+    candidates: list[str] = field(default_factory=list)  # empty = every candidate
+    # reuse a measurement of the same artifact, feeds, host and settings from the stage
+    # cache (the report says when it was taken); true = always time afresh
+    remeasure: bool = False
+
+
+@dataclass
 class Settings:
     experiment_name: str = "default"
+    # deployment target the INT8 artifacts are written for (quantkit/qdq/targets.py):
+    # tensorrt (TRT_RULES.md) | ort_cpu (ONNX Runtime x86 INT8 kernels; forces an FP32 remainder)
+    target: str = "tensorrt"
     seed: int = 0
     cache_dir: Optional[str] = None  # default: $QUANTKIT_CACHE or ~/.cache/quantkit
     progress: bool = True
@@ -175,6 +223,7 @@ class Settings:
     compare: CompareConfig = field(default_factory=CompareConfig)
     verdict: VerdictConfig = field(default_factory=VerdictConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
+    bench: BenchConfig = field(default_factory=BenchConfig)
 
 
 def register() -> None:
@@ -182,6 +231,18 @@ def register() -> None:
     from hydra.core.config_store import ConfigStore
 
     ConfigStore.instance().store(name="base_config", node=Settings)
+
+
+_PLAIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+
+def check_plain_name(key: str, value: Any) -> None:
+    """``value`` names a file or directory: a plain name that cannot leave its parent
+    directory (no ``/``, no ``..``, not hidden). ConfigError otherwise."""
+    if not isinstance(value, str) or not _PLAIN_NAME.match(value) or ".." in value:
+        raise ConfigError(f"config key {key} must be a plain name (it names a directory or "
+                          "file, which must stay inside its parent)", where=key, value=value,
+                          fix=f"use letters, digits and _ . - only, e.g. {key}=my_experiment")
 
 
 def _choice(key: str, value: Any, allowed: tuple[str, ...] | list[str]) -> None:
@@ -201,6 +262,7 @@ def _positive(key: str, value: float | int | None, *, allow_none: bool = False,
 
 def validate(s: Settings) -> Settings:
     """Range checks that types cannot express. Raises ConfigError (one line)."""
+    check_plain_name("experiment_name", s.experiment_name)
     _choice("model.kind", s.model.kind, ("zoo", "onnx", "hub"))
     if s.model.kind == "onnx" and not s.model.path:
         raise ConfigError("model=onnx needs a file", where="model.path", value=s.model.path,
@@ -210,6 +272,13 @@ def validate(s: Settings) -> Settings:
                           value=s.model.hub_id, fix="add model.hub_id=<org/name or local dir>")
     _choice("model.pooling", s.model.pooling, ("mean", "cls"))
     _choice("data.source", s.data.source, ("embedded", "local", "hub"))
+    _choice("data.kind", s.data.kind, ("text", "image"))
+    if s.data.kind == "image":
+        validate_image(s)
+    elif s.model.head.n_train is not None:
+        raise ConfigError("model.head.n_train applies to image zoo models only",
+                          where="model.head.n_train", value=s.model.head.n_train,
+                          fix="remove it (text heads are fitted on the whole train split)")
     if s.data.source in ("local", "hub") and not s.data.path:
         raise ConfigError(f"data.source={s.data.source} needs a path", where="data.path",
                           value=s.data.path,
@@ -245,6 +314,11 @@ def validate(s: Settings) -> Settings:
     _positive("precision.search.measure_top", s.precision.search.measure_top, allow_zero=True)
     _positive("precision.search.max_minutes", s.precision.search.max_minutes, allow_zero=True)
     _choice("backend.name", s.backend.name, ("ort", "trt"))
+    _choice("target", s.target, ("tensorrt", "ort_cpu"))
+    if s.target == "ort_cpu" and s.backend.name == "trt":
+        raise ConfigError("target=ort_cpu artifacts are for ONNX Runtime, not TensorRT",
+                          where="target", value=s.target,
+                          fix="use target=tensorrt with backend=trt, or backend=ort")
     _positive("backend.batch_size", s.backend.batch_size)
     _positive("compare.subset", s.compare.subset)
     _positive("compare.batch_size", s.compare.batch_size)
@@ -265,7 +339,62 @@ def validate(s: Settings) -> Settings:
     _positive("verdict.n_boot", s.verdict.n_boot)
     for i, f in enumerate(s.report.formats):
         _choice(f"report.formats[{i}]", f, ("json", "md", "html"))
+    validate_backend_bench(s)
     return s
+
+
+def validate_backend_bench(s: Settings) -> None:
+    """backend.providers / provider_options and the bench (latency) settings."""
+    for p in s.backend.provider_options:
+        if p not in s.backend.providers:
+            raise ConfigError("config key backend.provider_options names a provider that "
+                              "backend.providers does not request", value=p,
+                              fix=f"add {p} to backend.providers or drop its options")
+    b = s.bench
+    if not b.batch_sizes:
+        raise ConfigError("config key bench.batch_sizes is empty", value=[],
+                          fix="e.g. bench.batch_sizes=[1,32], or bench.enabled=false")
+    for i, n in enumerate(b.batch_sizes):
+        _positive(f"bench.batch_sizes[{i}]", n)
+    if len(set(b.batch_sizes)) != len(b.batch_sizes):
+        raise ConfigError("config key bench.batch_sizes repeats a value",
+                          value=list(b.batch_sizes), fix="list each batch size once")
+    _positive("bench.warmup", b.warmup, allow_zero=True)
+    _positive("bench.min_repeats", b.min_repeats)
+    if b.repeats < b.min_repeats:
+        raise ConfigError("config key bench.repeats must be >= bench.min_repeats",
+                          value=b.repeats, fix=f"set bench.repeats >= {b.min_repeats}")
+    _positive("bench.max_seconds", b.max_seconds, allow_zero=True)
+    _positive("bench.feeds", b.feeds)
+    _positive("bench.n_boot", b.n_boot)
+    if not 0.0 < b.level < 1.0:
+        raise ConfigError("config key bench.level must be in (0, 1)", value=b.level,
+                          fix="e.g. bench.level=0.95")
+    _positive("bench.target_qps", b.target_qps)
+    _positive("bench.p99_budget_ms", b.p99_budget_ms)
+
+
+def validate_image(s: Settings) -> None:
+    """Image data settings (data.kind=image)."""
+    im = s.data.image
+    _positive("data.image.size", im.size)
+    _choice("data.image.channels", im.channels, (3, 1))
+    _choice("data.image.resize", im.resize, ("bilinear", "none"))
+    _choice("data.image.layout", im.layout, ("NCHW", "NHWC"))
+    for key in ("mean", "std"):
+        values = getattr(im, key)
+        if len(values) != im.channels:
+            raise ConfigError(f"config key data.image.{key} needs one value per channel",
+                              value=list(values), fix=f"give {im.channels} values "
+                              f"(data.image.channels={im.channels})")
+    if any(v <= 0 for v in im.std):
+        raise ConfigError("config key data.image.std must be positive", value=list(im.std),
+                          fix="e.g. data.image.std=[0.229,0.224,0.225] (ImageNet)")
+    if s.model.kind == "hub":
+        raise ConfigError("model=hub exports text encoders; it cannot take image data",
+                          where="model.kind", value="hub",
+                          fix="use model=mobilenet_fashion or model=onnx with data.kind=image")
+    _positive("model.head.n_train", s.model.head.n_train, allow_none=True)
 
 
 def build(cfg: DictConfig | dict) -> Settings:
@@ -278,7 +407,20 @@ def build(cfg: DictConfig | dict) -> Settings:
         raise ConfigError(omegaconf_message(exc),
                           fix="see `python -m quantkit --cfg job` for the valid keys") from exc
     assert isinstance(obj, Settings)
-    return validate(obj)
+    return apply_target(validate(obj))
+
+
+def apply_target(s: Settings) -> Settings:
+    """What a deployment target forces: target=ort_cpu runs the remainder in FP32 (ONNX
+    Runtime CPU has no fast FP16 kernels). Logged; the run record notes it."""
+    if s.target == "ort_cpu" and s.precision.remainder != "fp32":
+        import logging
+
+        logging.getLogger(__name__).info(
+            "target=ort_cpu: precision.remainder %s -> fp32 (ONNX Runtime CPU has no fast "
+            "FP16 kernels)", s.precision.remainder)
+        s.precision.remainder = "fp32"
+    return s
 
 
 def omegaconf_message(exc: BaseException) -> str:
@@ -297,7 +439,16 @@ def instantiate(node: Any, **kwargs: Any) -> Any:
         raise ConfigError("only quantkit.* targets may be instantiated", where="_target_",
                           value=target, fix="point _target_ at a quantkit class or function")
     module_name, _, attr = target.rpartition(".")
-    obj = getattr(importlib.import_module(module_name), attr)
+    try:
+        obj = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError("_target_ does not name a quantkit class or function",
+                          where="_target_", value=target, fix="check the spelling") from exc
+    if not callable(obj) or not str(getattr(obj, "__module__", "")).startswith("quantkit."):
+        # e.g. quantkit.assets.subprocess: reachable through a quantkit module, not ours
+        raise ConfigError("only classes and functions defined in quantkit may be "
+                          "instantiated", where="_target_", value=target,
+                          fix="point _target_ at a quantkit class or function")
     params = {k: v for k, v in dict(node).items() if k != "_target_"}
     params.update(kwargs)
     return obj(**params)

@@ -37,6 +37,16 @@ def test_bert_int8_end_to_end(cli, tmp_path):
     assert cands["fp16"]["verdict"]["status"] in ("PASS", "INCONCLUSIVE")
     assert "mixed" in cands and rec["search"]["full_evals"] <= rec["search"]["bound"]
     assert set(rec["stages"]) >= {"data", "model", "fp32_reference", "calibration", "evaluate"}
+    # every candidate was timed on this CPU, labelled as such, with a cost projection
+    for name in cands:
+        assert cands[name]["latency"]["1"]["p50_ms"] > 0, name
+    assert rec["latency"]["device"] == "CPU" and "NOT a prediction of TensorRT" in rec["latency"]["caveat"]
+    assert set(rec["latency"]["cost"]["per_candidate"]) == set(cands)
+    assert "Cost projection" in (run_dir / "report.md").read_text()
+    # the signed candidate exports as a Triton model repository that passes its structural check
+    tri = subprocess.run([sys.executable, "-m", "quantkit.export.triton", str(run_dir), "--out",
+                          str(tmp_path / "triton")], capture_output=True, text=True)
+    assert tri.returncode == (0 if rec["recommended"] else 2), tri.stderr
     sums = (run_dir / "SHA256SUMS").read_text()
     assert "model.int8.minmax.onnx" in sums and "model.mixed.onnx" in sums
     # the artifacts quantkit writes pass its own TensorRT-rules lint from the CLI
@@ -57,7 +67,7 @@ def test_bert_int8_end_to_end(cli, tmp_path):
 
 
 VOLATILE = {"run_dir", "started", "finished", "stages", "stage_cache", "notes", "seconds",
-            "eval_seconds", "command"}
+            "eval_seconds", "command", "latency"}  # latency: timings, never deterministic
 
 
 def comparable(obj):

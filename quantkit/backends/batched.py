@@ -1,4 +1,8 @@
-"""Run a model over a text split in length-sorted batches; outputs back in original order."""
+"""Run a model over a split in batches from its Feeds; outputs back in original order.
+
+Text batches come in length order (less padding), image batches in order; either way each
+batch carries its indices, so the result rows line up with the split's examples.
+"""
 
 from __future__ import annotations
 
@@ -6,25 +10,34 @@ from collections.abc import Callable
 
 import numpy as np
 
-from quantkit.data.text import TextEncoder, iter_feeds
 from quantkit.progress import track
 
 
-def run_split(runner, encoder: TextEncoder, texts: list[str], *, output: str, batch_size: int,
+def run_split(runner, feeds, data, *, output: str, batch_size: int,
               progress: bool = True, desc: str = "", lengths: np.ndarray | None = None,
               output_names: list[str] | None = None,
               on_batch: Callable[[np.ndarray, dict[str, np.ndarray]], None] | None = None
               ) -> np.ndarray:
-    """Logits (``output``) for every text; ``on_batch(idx, outputs)`` sees every batch's outputs."""
+    """Logits (``output``) for every example of ``data``; ``on_batch(idx, outputs)`` sees
+    every batch's outputs.
+
+    ``feeds``: a :class:`~quantkit.data.feeds.TextFeeds` / ``ImageFeeds`` (or a bare
+    ``TextEncoder``); ``data``: a split or its raw items (texts, uint8 images).
+    ``lengths``: token counts of text examples (computed when omitted; unused for images).
+    """
+    from quantkit.data.feeds import as_feeds
+
+    feeds = as_feeds(feeds)
     result: np.ndarray | None = None
-    n_batches = -(-len(texts) // batch_size)
+    n = len(data)
+    n_batches = -(-n // batch_size)
     names = output_names or [output]
-    for idx, feed in track(iter_feeds(encoder, texts, batch_size, lengths), total=n_batches,
+    for idx, feed in track(feeds.batches(data, batch_size, lengths=lengths), total=n_batches,
                            desc=desc, enabled=progress):
         outs = runner.infer(feed, names) if output_names else runner.infer(feed, [output])
         y = outs[output]
         if result is None:
-            result = np.zeros((len(texts),) + y.shape[1:], dtype=np.float32)
+            result = np.zeros((n,) + y.shape[1:], dtype=np.float32)
         result[idx] = y
         if on_batch is not None:
             on_batch(idx, outs)

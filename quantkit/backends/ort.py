@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -20,19 +20,54 @@ _LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC",
            "extended": "ORT_ENABLE_EXTENDED", "all": "ORT_ENABLE_ALL"}
 
 
-def _providers(requested: Sequence[str] | None) -> list[str]:
+#: What to install for an execution provider this onnxruntime build lacks.
+_PROVIDER_FIX = {
+    "CUDAExecutionProvider": "install onnxruntime-gpu (it replaces the CPU onnxruntime package) "
+                             "on a machine with an NVIDIA GPU, CUDA 12 and cuDNN 9",
+    "TensorrtExecutionProvider": "install onnxruntime-gpu plus TensorRT (pip install tensorrt) on "
+                                 "a machine with an NVIDIA GPU, or use backend=trt for quantkit's "
+                                 "own strongly typed engines",
+}
+
+
+def check_providers(requested: Sequence[str] | None) -> list[str]:
+    """The providers to use, in order; one clear error for any this onnxruntime lacks.
+
+    The error names the provider, what this build has and the fix. Empty = CPU.
+    """
     import onnxruntime as ort
 
-    available = ort.get_available_providers()
     if not requested:
         return ["CPUExecutionProvider"]
+    available = list(ort.get_available_providers())
     missing = [p for p in requested if p not in available]
     if missing:
+        p = missing[0]
+        how = _PROVIDER_FIX.get(p, "install the onnxruntime build that has it")
         raise BackendUnavailable(
-            "ONNX Runtime execution provider not available", where="backend.providers",
-            value=missing[0],
-            fix=f"choose from {available} or install the onnxruntime build that has it")
+            f"ONNX Runtime execution provider {p} is not available in this onnxruntime "
+            f"{ort.__version__} (available: {', '.join(available)})", where="backend.providers",
+            value=list(requested),
+            fix=f"{how}; or run on the CPU with backend=ort (providers=[CPUExecutionProvider])")
     return list(requested)
+
+
+def provider_args(providers: Sequence[str],
+                  options: Mapping[str, Mapping[str, object]] | None) -> list:
+    """``providers`` for ``InferenceSession``: names, or (name, {option: str}) where options
+    are configured. Booleans become "True"/"False", everything else ``str``."""
+    options = options or {}
+    unknown = [k for k in options if k not in providers]
+    if unknown:
+        raise BackendError("provider options given for a provider that is not requested",
+                           where="backend.provider_options", value=unknown[0],
+                           fix=f"add it to backend.providers or remove its options "
+                               f"(requested: {list(providers)})")
+    out: list = []
+    for p in providers:
+        opts = options.get(p)
+        out.append((p, {str(k): str(v) for k, v in opts.items()}) if opts else p)
+    return out
 
 
 class OrtRunner:
@@ -44,6 +79,7 @@ class OrtRunner:
 
     def __init__(self, model: str | os.PathLike | onnx.ModelProto, *, name: str = "ort",
                  providers: Sequence[str] | None = None,
+                 provider_options: Mapping[str, Mapping[str, object]] | None = None,
                  disabled_optimizers: Sequence[str] = (),
                  graph_optimization_level: str = "all",
                  intra_op_threads: int = 0,
@@ -52,6 +88,7 @@ class OrtRunner:
         self.model = model
         self.name = name
         self.providers = providers
+        self.provider_options = dict(provider_options or {})
         self.disabled_optimizers = tuple(disabled_optimizers)
         self.graph_optimization_level = graph_optimization_level
         self.intra_op_threads = intra_op_threads
@@ -82,7 +119,7 @@ class OrtRunner:
         try:
             self.session_ = ort.InferenceSession(
                 self._model_bytes(), sess_options=opts,
-                providers=_providers(self.providers),
+                providers=provider_args(check_providers(self.providers), self.provider_options),
                 disabled_optimizers=list(self.disabled_optimizers) or None)
         except BackendUnavailable:
             raise
@@ -114,8 +151,42 @@ class OrtRunner:
               output_names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
         sess = self._session()
         names = list(output_names) if output_names else self.output_names
-        values = sess.run(names, feed)
+        try:
+            values = sess.run(names, feed)
+        except Exception as exc:  # onnxruntime raises its own untyped errors
+            raise self._run_error(feed, exc) from exc
         return dict(zip(names, values))
+
+    def _run_error(self, feed: dict[str, np.ndarray], exc: Exception) -> BackendError:
+        """Name the input whose name, rank or dtype does not fit the model, with the fix."""
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        declared = {i.name: i for i in self._session().get_inputs()}
+        spec = ", ".join(f"{i.name}: {i.type}{list(i.shape)}" for i in declared.values())
+        fix = f"feed what the model declares ({spec}), or re-export the model to take " \
+              "what the data pipeline feeds"
+        for name, arg in declared.items():
+            if name not in feed:
+                return BackendError("the model needs an input the data pipeline does not feed",
+                                    where=f"{self.name} input {name}",
+                                    value=sorted(feed), fix=fix)
+            got = np.asarray(feed[name])
+            if len(arg.shape) != got.ndim:
+                return BackendError(f"input rank differs from the model's: it declares rank "
+                                    f"{len(arg.shape)} {list(arg.shape)}, the feed has rank "
+                                    f"{got.ndim}", where=f"{self.name} input {name}",
+                                    value=f"{got.dtype}{list(got.shape)}", fix=fix)
+            for axis, (want, have) in enumerate(zip(arg.shape, got.shape)):
+                if isinstance(want, int) and want >= 0 and want != have:
+                    return BackendError(f"input dim {axis} differs from the model's: it declares "
+                                        f"{list(arg.shape)}", where=f"{self.name} input {name}",
+                                        value=f"{got.dtype}{list(got.shape)}", fix=fix)
+        extra = sorted(set(feed) - set(declared))
+        if extra:
+            return BackendError("the feed has an input the model does not declare",
+                                where=f"{self.name} input {extra[0]}", value=extra, fix=fix)
+        return BackendError(f"ONNX Runtime could not run the model: {first}", where=self.name,
+                            value={k: f"{np.asarray(v).dtype}{list(np.shape(v))}"
+                                   for k, v in feed.items()}, fix=fix)
 
 
 def with_outputs(model: onnx.ModelProto, names: Sequence[str]) -> onnx.ModelProto:

@@ -322,7 +322,7 @@ def _dynamic_range(input_name: str, axis: int, dim_name: str,
     override = dim_name or "<dim name>"
     raise ProfileError(
         f"input {input_name!r} dim {axis} ({label}) is dynamic and has no profile value",
-        where=f"input {input_name}",
+        where=f"input {input_name}", value=dim_name or f"dim {axis}",
         fix=f"set backend.opt_sequence and backend.max_sequence, "
             f"backend.dim_overrides.{override}=[min, opt, max], or "
             f"backend.shape_overrides.{input_name}=[min_shape, opt_shape, max_shape]")

@@ -26,7 +26,7 @@ import onnx
 from quantkit.calibrate.ranges import Ranges, compute_ranges
 from quantkit.calibrate.stats import DEFAULT_NUM_BINS, HistogramStats, combine_stats
 from quantkit.calibrate.weights import WEIGHTED_OPS, weight_axis
-from quantkit.errors import CalibrationError, ConfigError, QuantkitError
+from quantkit.errors import BackendError, CalibrationError, ConfigError, DataError, QuantkitError
 
 __all__ = ["QuantTarget", "WeightTarget", "select_tensors", "activation_tensors",
            "CollectResult", "collect_stats", "compute_ranges", "Ranges"]
@@ -260,6 +260,15 @@ def collect_stats(model_path_or_proto: str | os.PathLike | onnx.ModelProto,
             if not isinstance(feed, Mapping):
                 raise CalibrationError("each calibration batch must be a dict name -> array",
                                        where=f"batch {b}", value=type(feed).__name__)
+            for name, value in feed.items():  # bad input data, not a model property (rule 9)
+                arr = np.asarray(value)
+                if arr.dtype.kind in "fc" and not np.isfinite(arr).all():
+                    bad = int(arr.size - np.count_nonzero(np.isfinite(arr)))
+                    raise DataError("calibration input data contains NaN or Inf",
+                                    where=f"calibration batch {b} input {name}",
+                                    value=f"{bad} of {arr.size} values",
+                                    fix="clean or drop those samples before calibrating "
+                                        "(check the image decoding / normalization)")
             outputs: Mapping[str, Any] = {}
             if runner is not None:
                 try:
@@ -267,6 +276,11 @@ def collect_stats(model_path_or_proto: str | os.PathLike | onnx.ModelProto,
                         outputs = runner.infer(dict(feed), output_names=fetch)
                     else:
                         outputs = runner.infer(dict(feed))
+                except BackendError as exc:  # the runner named the input that does not fit
+                    raise CalibrationError(f"inference failed: {exc.what}",
+                                           where=f"calibration batch {b}"
+                                                 + (f", {exc.where}" if exc.where else ""),
+                                           value=exc.value, fix=exc.fix) from exc
                 except QuantkitError:
                     raise
                 except Exception as exc:  # ORT raises untyped errors

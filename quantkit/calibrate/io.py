@@ -91,7 +91,7 @@ def check_ranges_match(ranges: Ranges, tensor_names: Iterable[str]) -> None:
         shown = ", ".join(missing[:10]) + more
         raise CalibrationError(
             f"{len(missing)} of {len(names)} tensors have no calibrated range: {shown}",
-            where=f"ranges[{ranges.calibrator}]",
+            where=f"ranges[{ranges.calibrator}]", value=missing[:10],
             fix="re-run calibration for this model (the ranges may be from another model "
                 "or another tensor selection)")
 

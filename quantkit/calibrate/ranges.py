@@ -8,6 +8,7 @@ tensors get a safe amax and a note. Pure python/numpy, no I/O (see ``io.py``).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -20,6 +21,9 @@ __all__ = ["Ranges", "compute_ranges", "RANGES_FORMAT", "RANGES_VERSION"]
 
 RANGES_FORMAT = "quantkit.ranges"
 RANGES_VERSION = 1
+
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
 @dataclass
@@ -82,6 +86,10 @@ class Ranges:
                 raise bad("missing key", key)
         if not isinstance(d["calibrator"], str):
             raise bad("calibrator must be a string", "calibrator", d["calibrator"])
+        if not _NAME.match(d["calibrator"]) or ".." in d["calibrator"]:
+            # it names artifacts (model.int8.<calibrator>.onnx): it must stay in the run dir
+            raise bad("calibrator must be a plain name (letters, digits, _ . -)", "calibrator",
+                      d["calibrator"])
         for key in ("params", "amax", "excluded", "notes", "summary", "spread"):
             if key in d and not isinstance(d[key], Mapping):
                 raise bad("must be an object", key, type(d[key]).__name__)

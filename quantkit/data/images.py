@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["FASHION_MNIST_CLASSES", "FASHION_MNIST_ROOT", "ImagePreprocess", "read_idx",
            "load_fashion_mnist", "load_image_folder", "preprocess", "bilinear_matrix",
-           "iter_image_feeds", "images_sha256"]
+           "iter_image_feeds", "images_sha256", "hub_images"]
 
 FASHION_MNIST_ROOT = "/usr/share/datasets/fashion-mnist"
 FASHION_MNIST_FILES = {
@@ -172,6 +172,60 @@ def load_image_folder(path: str | os.PathLike, *, size: int | None = None, mode:
                         value=sorted(shapes)[:3], fix="pass size=<pixels> to resize them all")
     log.info("image folder %s: %d images, %d classes", root, len(images), len(classes))
     return np.stack(images), np.asarray(labels, dtype=np.int64), classes
+
+
+def hub_images(ds, cfg) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """(uint8 images [N,S,S,C], labels, class names) from a Hugging Face image dataset.
+
+    ``cfg`` is the data config: ``image_column`` holds PIL images (or {"bytes": ...}),
+    ``label_column`` integer class ids (names from a ClassLabel feature or
+    ``label_names``). Every image is converted to RGB / L and resized to
+    ``image.size`` x ``image.size`` (bilinear) with Pillow.
+    """
+    import io
+
+    from PIL import Image
+
+    for key, col in (("data.image_column", cfg.image_column), ("data.label_column", cfg.label_column)):
+        if col not in ds.column_names:
+            raise DataError("column not found in the dataset", where=key, value=col,
+                            fix=f"set {key} to one of {ds.column_names}")
+    feature = ds.features.get(cfg.label_column) if hasattr(ds, "features") else None
+    names = list(cfg.label_names) or list(getattr(feature, "names", None) or [])
+    mode = "L" if cfg.image.channels == 1 else "RGB"
+    size = cfg.image.size
+    images, labels = [], []
+    for i, row in enumerate(ds):
+        im, y = row[cfg.image_column], row[cfg.label_column]
+        if isinstance(im, dict) and im.get("bytes") is not None:
+            im = Image.open(io.BytesIO(im["bytes"]))
+        if not hasattr(im, "convert"):
+            raise DataError("image column does not hold images", where=f"row {i} column "
+                            f"{cfg.image_column}", value=type(im).__name__,
+                            fix="set data.image_column to the dataset's image column")
+        try:
+            yi = int(y)
+        except (TypeError, ValueError):
+            if str(y) not in names:
+                raise DataError("label is not a class id or a known class name",
+                                where=f"row {i} column {cfg.label_column}", value=y,
+                                fix="set data.label_names=[...] in class-id order") from None
+            yi = names.index(str(y))
+        arr = np.asarray(im.convert(mode).resize((size, size), Image.Resampling.BILINEAR),
+                         dtype=np.uint8)
+        images.append(arr if arr.ndim == 3 else arr[..., None])
+        labels.append(yi)
+    if not images:
+        raise DataError("no images in the dataset split", where="data.path", value=cfg.path,
+                        fix="check data.train_split / data.eval_split")
+    y = np.asarray(labels, dtype=np.int64)
+    if not names:
+        names = [str(i) for i in range(int(y.max()) + 1)]
+    if y.min() < 0 or y.max() >= len(names):
+        raise DataError("label ids outside the declared classes", where="data.label_names",
+                        value=sorted(set(y.tolist()))[:12], fix=f"declare {int(y.max()) + 1} names")
+    log.info("hub images: %d images, %d classes", len(images), len(names))
+    return np.stack(images), y, names
 
 
 # --------------------------------------------------------------------------- preprocessing

@@ -44,10 +44,51 @@ class TextSplit:
 
 
 @dataclass
+class ImageSplit:
+    """uint8 images ([N,H,W] or [N,H,W,C]) with integer labels; ``sha256`` hashes pixels + labels.
+
+    ``source_index`` is each image's row in the source it was taken from (e.g. Fashion-MNIST's
+    60,000 train images), so disjointness between splits can be checked.
+    """
+
+    name: str
+    images: np.ndarray
+    labels: np.ndarray
+    source_index: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        self.labels = np.asarray(self.labels, dtype=np.int64)
+        if len(self.labels) != len(self.images):
+            raise DataError("image split has a different number of labels than images",
+                            where=f"split {self.name}",
+                            value=f"{len(self.labels)} labels for {len(self.images)} images",
+                            fix="pass one label per image")
+        if self.source_index is None:
+            self.source_index = np.arange(len(self.images), dtype=np.int64)
+        self._sha256: str | None = None
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    @property
+    def sha256(self) -> str:
+        if self._sha256 is None:
+            from quantkit.data.images import images_sha256
+
+            self._sha256 = images_sha256(self.images, self.labels)
+        return self._sha256
+
+    def subset(self, idx: np.ndarray | list[int] | range, name: str | None = None) -> "ImageSplit":
+        idx = np.asarray(list(idx) if isinstance(idx, range) else idx, dtype=np.int64)
+        return ImageSplit(name or self.name, self.images[idx], self.labels[idx],
+                          self.source_index[idx])
+
+
+@dataclass
 class Splits:
-    train: TextSplit
-    calib: TextSplit
-    eval: TextSplit
+    train: TextSplit | ImageSplit
+    calib: TextSplit | ImageSplit
+    eval: TextSplit | ImageSplit
     label_names: list[str]
 
     def hashes(self) -> dict[str, str]:
@@ -64,6 +105,15 @@ def _column(ds, name: str, key: str):
     return ds[name]
 
 
+def _numeric_label(v) -> bool:
+    """An integer label, also as a csv reader upcasts it (1.0), or a missing one (None, NaN)."""
+    if v is None:
+        return True
+    if isinstance(v, (float, np.floating)):
+        return not np.isfinite(v) or float(v).is_integer()
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
 def to_examples(ds, cfg: DataConfig) -> tuple[list[str], np.ndarray, list[str], list[str]]:
     """(texts, labels, groups, label_names) from a datasets table, per the data config."""
     texts_raw = _column(ds, cfg.text_column, "data.text_column")
@@ -73,9 +123,17 @@ def to_examples(ds, cfg: DataConfig) -> tuple[list[str], np.ndarray, list[str], 
     texts, labels, groups, seen = [], [], [], set()
     label_names = list(cfg.label_names)
     label_map = {str(k): int(v) for k, v in cfg.label_map.items()}
-    if not label_map and label_names and not all(isinstance(v, (int, np.integer)) for v in labels_raw[:50]):
+    if not label_map and label_names and not all(_numeric_label(v) for v in labels_raw[:50]):
         label_map = {name: i for i, name in enumerate(label_names)}
     for i, (t, y) in enumerate(zip(texts_raw, labels_raw)):
+        if isinstance(y, (float, np.floating)):  # csv readers upcast a column with a gap
+            if not np.isfinite(y):
+                raise DataError("label is missing or not finite (NaN / Inf)",
+                                where=f"row {i} column {cfg.label_column}", value=y,
+                                fix="fill in or remove that row (an empty label cell reads "
+                                    "as NaN)")
+            if float(y).is_integer():
+                y = int(y)
         if y is None or str(y) in drop:
             continue
         if not isinstance(t, str) or not t.strip():
@@ -152,8 +210,13 @@ def make_splits(texts, labels, groups, label_names, cfg: DataConfig, *, seed: in
     if cfg.eval.limit is not None:
         evals = evals.subset(range(min(cfg.eval.limit, len(evals))), "eval")
     if len(evals) == 0:
-        raise DataError("the eval split is empty", where="data.eval", value=0,
-                        fix="lower data.eval_fraction's complement, or add data")
+        raise DataError("the eval split is empty", where="data.eval_fraction",
+                        value=cfg.eval_fraction,
+                        fix=f"raise data.eval_fraction or add data ({len(texts)} examples)")
+    if len(train) == 0:
+        raise DataError("the train split is empty: nothing to calibrate on",
+                        where="data.eval_fraction", value=cfg.eval_fraction,
+                        fix=f"lower data.eval_fraction or add data ({len(texts)} examples)")
     n_cal = cfg.calib.num_samples
     if n_cal > len(train):
         raise DataError("more calibration samples requested than the train split has",
@@ -166,4 +229,56 @@ def make_splits(texts, labels, groups, label_names, cfg: DataConfig, *, seed: in
         raise DataError("a group is in both train and eval", where="data.group_column",
                         value=cfg.group_column, fix="report this as a bug")
     log.info("splits: train %d, calib %d (from train), eval %d", len(train), len(calib), len(evals))
+    return Splits(train=train, calib=calib, eval=evals, label_names=list(label_names))
+
+
+def make_image_splits(train_images: np.ndarray, train_labels: np.ndarray,
+                      label_names: list[str], cfg: DataConfig, *, seed: int,
+                      eval_part: tuple[np.ndarray, np.ndarray] | None = None,
+                      n_train: int | None = None) -> Splits:
+    """Seeded disjoint image splits: train (what a head is fitted on), calib, eval.
+
+    ``eval_part`` (images, labels) is a pre-made eval set (Fashion-MNIST's 10,000 test
+    images); without it ``cfg.eval_fraction`` of the images go to eval. ``n_train`` keeps a
+    seeded subset of the remaining train images as the train split; calibration images are
+    then drawn from the rest, so they are disjoint from what the head was fitted on. Without
+    that rest (or when it is too small) they come from train, as for text.
+    """
+    source = ImageSplit("all", train_images, train_labels)
+    if eval_part is None:
+        is_eval = np.zeros(len(source), dtype=bool)
+        rng = np.random.default_rng(seed)
+        is_eval[rng.permutation(len(source))[: int(round(cfg.eval_fraction * len(source)))]] = True
+        pool, evals = source.subset(np.flatnonzero(~is_eval), "train"), \
+            source.subset(np.flatnonzero(is_eval), "eval")
+    else:
+        pool, evals = ImageSplit("train", train_images, train_labels), ImageSplit("eval", *eval_part)
+    if cfg.eval.limit is not None:
+        evals = evals.subset(range(min(cfg.eval.limit, len(evals))), "eval")
+    if len(evals) == 0:
+        raise DataError("the eval split is empty", where="data.eval", value=0,
+                        fix="lower data.eval_fraction's complement, or add images")
+    if n_train is not None and n_train < 1:
+        raise DataError("model.head.n_train must be positive", where="model.head.n_train",
+                        value=n_train, fix="use null (every train image) or a positive count")
+    if n_train is not None and n_train < len(pool):
+        pick = np.zeros(len(pool), dtype=bool)
+        pick[np.random.default_rng(seed + 2).choice(len(pool), size=n_train, replace=False)] = True
+        train, rest = pool.subset(np.flatnonzero(pick), "train"), pool.subset(np.flatnonzero(~pick))
+    else:
+        train, rest = ImageSplit("train", pool.images, pool.labels, pool.source_index), None
+    n_cal = cfg.calib.num_samples
+    if rest is not None and n_cal <= len(rest):
+        calib_from, where = rest, "train images the head was not fitted on"
+    else:
+        calib_from, where = train, "the train split"
+    if n_cal > len(calib_from):
+        raise DataError("more calibration samples requested than the train split has",
+                        where="data.calib.num_samples", value=n_cal,
+                        fix=f"use at most {len(calib_from)}")
+    cal_idx = np.sort(np.random.default_rng(seed + 1).choice(len(calib_from), size=n_cal,
+                                                             replace=False))
+    calib = calib_from.subset(cal_idx, "calib")
+    log.info("image splits: train %d, calib %d (from %s), eval %d", len(train), len(calib),
+             where, len(evals))
     return Splits(train=train, calib=calib, eval=evals, label_names=list(label_names))

@@ -22,12 +22,23 @@ def load_tokenizer(name_or_path: str):
     p = Path(name_or_path).expanduser()
     if p.is_dir():
         p = p / "tokenizer.json"
-    if p.suffix == ".json" or p.exists():
+    # A path (absolute, ./ ../ ~, two or more '/'), not a hub id ("name" or "org/name"):
+    # never ask the hub for it.
+    looks_local = (p.is_absolute() or name_or_path.startswith((".", "~"))
+                   or name_or_path.count("/") >= 2 or "\\" in name_or_path)
+    if p.suffix == ".json" or p.exists() or looks_local:
         if not p.is_file():
             raise DataError("tokenizer not found", where="data.tokenizer", value=str(p),
                             fix="point data.tokenizer at a directory with tokenizer.json "
                                 "or at a hub tokenizer name")
-        return Tokenizer.from_file(str(p))
+        try:
+            return Tokenizer.from_file(str(p))
+        except Exception as exc:  # tokenizers raises a bare Exception for bad files
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise DataError(f"could not read the tokenizer ({reason})",
+                            where="data.tokenizer", value=str(p),
+                            fix="point data.tokenizer at a valid tokenizer.json "
+                                "(saved by tokenizers or transformers)") from exc
     try:
         return Tokenizer.from_pretrained(name_or_path)
     except Exception as exc:

@@ -6,7 +6,10 @@ from pathlib import Path
 
 from quantkit.models.base import Model
 
-__all__ = ["Model", "prepare_model"]
+__all__ = ["Model", "prepare_model", "ZOO"]
+
+#: zoo model name -> the data kind it takes
+ZOO = {"minilm_sentiment": "text", "mobilenet_fashion": "image"}
 
 
 def prepare_model(settings, splits, *, cache_dir: Path) -> Model:
@@ -15,15 +18,33 @@ def prepare_model(settings, splits, *, cache_dir: Path) -> Model:
     if cfg.kind == "onnx":
         from quantkit.models.onnx_file import load_onnx_model
 
-        return load_onnx_model(cfg, label_names=splits.label_names, tokenizer=settings.data.tokenizer)
+        return load_onnx_model(cfg, label_names=splits.label_names,
+                               tokenizer=settings.data.tokenizer if settings.data.kind == "text" else None)
+    from quantkit.errors import ConfigError
+
+    if cfg.kind == "zoo" and cfg.name not in ZOO:
+        raise ConfigError("unknown zoo model", where="model.name", value=cfg.name,
+                          fix=f"use model={' | '.join(ZOO)}, model=onnx or model=hub")
+    if cfg.kind == "zoo" and ZOO[cfg.name] != settings.data.kind:
+        raise ConfigError(f"zoo model {cfg.name} takes {ZOO[cfg.name]} data", where="data.kind",
+                          value=settings.data.kind,
+                          fix=f"use {ZOO[cfg.name]} data (e.g. "
+                              f"data={'fashion_mnist' if ZOO[cfg.name] == 'image' else 'rotten_tomatoes'})")
+    if cfg.kind == "zoo" and cfg.name == "mobilenet_fashion":
+        from quantkit.data.feeds import image_preprocess
+        from quantkit.models.mobilenet import prepare_mobilenet_classifier
+
+        # splits.train is already the seeded n_train subset (data/splits.py), so the head
+        # is fitted on all of it
+        return prepare_mobilenet_classifier(
+            cache_dir=cache_dir, train_images=splits.train.images,
+            train_labels=splits.train.labels, preprocess=image_preprocess(settings),
+            head_C=cfg.head.C, max_iter=cfg.head.max_iter, n_train=None, seed=settings.seed,
+            label_names=splits.label_names, name=cfg.name, batch_size=settings.data.batch_size,
+            progress=settings.progress, opset=cfg.opset)
     from quantkit.models.export import prepare_text_classifier
 
     if cfg.kind == "zoo":
-        if cfg.name != "minilm_sentiment":
-            from quantkit.errors import ConfigError
-
-            raise ConfigError("unknown zoo model", where="model.name", value=cfg.name,
-                              fix="use model=minilm_sentiment, model=onnx or model=hub")
         from quantkit.assets import ASSETS, asset_path
 
         encoder = str(asset_path("minilm", cache_dir))

@@ -92,13 +92,16 @@ class Plan:
     """node name -> NodeDecision for every node of the main graph, plus the ranges used.
 
     ``activation_amax`` holds the finite calibrated amax of every tensor that may be
-    quantized (INT8 node inputs and residual-Add skip inputs). Treat a Plan as a value:
+    quantized (INT8 node inputs and residual-Add skip inputs). ``activation_range`` holds
+    the signed (min, max) calibration observed for those tensors; only targets with
+    asymmetric activations (``qdq/targets.py``: ort_cpu) read it. Treat a Plan as a value:
     :meth:`with_precision` returns a new one.
     """
 
     decisions: dict[str, NodeDecision]
     activation_amax: dict[str, float] = field(default_factory=dict)
     calibrator: str = ""
+    activation_range: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         fixed = {}
@@ -109,6 +112,9 @@ class Plan:
         object.__setattr__(self, "decisions", fixed)
         object.__setattr__(self, "activation_amax",
                            {k: float(v) for k, v in self.activation_amax.items()})
+        object.__setattr__(self, "activation_range",
+                           {k: (float(v[0]), float(v[1]))
+                            for k, v in self.activation_range.items()})
 
     def precision_of(self, node: str) -> Precision:
         if node not in self.decisions:
@@ -143,16 +149,18 @@ class Plan:
         decisions = dict(self.decisions)
         for n in names:
             decisions[n] = NodeDecision(p, reason)
-        return Plan(decisions, dict(self.activation_amax), self.calibrator)
+        return Plan(decisions, dict(self.activation_amax), self.calibrator,
+                    dict(self.activation_range))
 
     def to_dict(self) -> dict:
         """JSON-ready: ``{"calibrator", "decisions": {node: {"precision", "reason"}},
-        "activation_amax"}``."""
+        "activation_amax", "activation_range": {tensor: [min, max]}}``."""
         return {
             "calibrator": self.calibrator,
             "decisions": {n: {"precision": d.precision.value, "reason": d.reason}
                           for n, d in self.decisions.items()},
             "activation_amax": dict(self.activation_amax),
+            "activation_range": {k: list(v) for k, v in self.activation_range.items()},
         }
 
     @classmethod
@@ -171,7 +179,8 @@ class Plan:
             decisions[name] = NodeDecision(_precision(d["precision"], f"decisions[{name!r}]"),
                                            str(d.get("reason", "")))
         return cls(decisions, dict(data.get("activation_amax", {})),
-                   str(data.get("calibrator", "")))
+                   str(data.get("calibrator", "")),
+                   {k: tuple(v) for k, v in data.get("activation_range", {}).items()})
 
 
 def _close_names_fix(name: str, known: Iterable[str]) -> str:

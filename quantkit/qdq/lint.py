@@ -19,6 +19,11 @@ q-without-dq           a QuantizeLinear output read by anything but DequantizeLi
 =====================  ==========================================================  =====
 
 Nodes are named as ``ensure_node_names`` would name them; the model is not edited.
+
+These are TensorRT's rules (target ``tensorrt``). Artifacts for target ``ort_cpu``
+(``qdq/targets.py``) use uint8 activations on purpose; :func:`lint_ort_cpu` checks them
+against that target's own rules (:data:`ORT_CPU_RULES`), and :func:`lint_for_target` picks
+the rule set of a target.
 """
 
 from __future__ import annotations
@@ -30,9 +35,9 @@ import numpy as np
 import onnx
 
 from quantkit.qdq.graph import attr, constant_arrays, consumers, node_names, producers
-from quantkit.qdq.scales import WEIGHT_SLOT, weight_axis
+from quantkit.qdq.scales import BIAS_SLOT, WEIGHT_SLOT, weight_axis
 
-__all__ = ["Violation", "lint_qdq", "RULES"]
+__all__ = ["Violation", "lint_qdq", "lint_ort_cpu", "lint_for_target", "RULES", "ORT_CPU_RULES"]
 
 RULES = ("zero-point-dtype", "zero-point-nonzero", "scale-not-constant", "scale-invalid",
          "weight-per-tensor", "weight-axis", "unsupported-op", "nonfinite-quantized",
@@ -43,6 +48,18 @@ UNSUPPORTED_OPS = frozenset({"QLinearConv", "ConvInteger", "MatMulInteger",
                              # ONNX Runtime contrib ops that quantization tools emit
                              "QGemm", "QAttention", "DynamicQuantizeMatMul",
                              "MatMulIntegerToFloat"})
+#: target ort_cpu: activation-not-uint8 (an activation Q whose zero point is not uint8:
+#: MLAS's fast x86 GEMMs take uint8 A), weight-not-int8 (a weight DQ whose data or zero
+#: point is not int8, or a non-zero weight zero point; int32 data is allowed for a DQ that
+#: feeds only bias inputs), plus the shared scale-not-constant,
+#: scale-invalid, weight-axis, nonfinite-quantized, dq-shared and q-without-dq rules;
+#: q-not-shared (an activation quantized by several QuantizeLinear nodes: ORT fuses a
+#: producer with its output Q only when that output feeds one Q) and output-not-fused (an
+#: INT8 Conv whose output, past a single-reader Relu / Clip, is read by a QuantizeLinear and
+#: by float nodes too: ORT CPU has no INT8 Conv with float output, so the Conv stays float).
+ORT_CPU_RULES = ("activation-not-uint8", "weight-not-int8", "scale-not-constant",
+                 "scale-invalid", "weight-axis", "nonfinite-quantized", "dq-shared",
+                 "q-without-dq", "q-not-shared", "output-not-fused")
 _INT8 = onnx.TensorProto.INT8
 _SCALE_DTYPES = (np.float32, np.float16)
 
@@ -119,6 +136,121 @@ def lint_qdq(model: onnx.ModelProto, *, nonfinite_tensors: Iterable[str] = ()) -
                                   "each consumer its own Q/DQ pair (rule 7)")
             _check_weight(node, name, x, consts, prod, readers, flag)
     return out
+
+
+def lint_for_target(model: onnx.ModelProto, target: str, *,
+                    nonfinite_tensors: Iterable[str] = ()) -> list[Violation]:
+    """The violations of ``target``'s rule set: TensorRT's or ort_cpu's."""
+    from quantkit.qdq.targets import get_target
+
+    rules = get_target(target).lint
+    if rules == "ort_cpu":
+        return lint_ort_cpu(model, nonfinite_tensors=nonfinite_tensors)
+    return lint_qdq(model, nonfinite_tensors=nonfinite_tensors)
+
+
+def lint_ort_cpu(model: onnx.ModelProto, *,
+                 nonfinite_tensors: Iterable[str] = ()) -> list[Violation]:
+    """Violations of target ort_cpu's rules (:data:`ORT_CPU_RULES`) in graph order.
+
+    Every quantized activation is uint8 with a constant, positive scale; every weight is
+    per-channel signed INT8 with zero point 0 on its output-channel axis; every Q feeds only
+    DequantizeLinear and every DQ feeds one consumer (so ONNX Runtime can fuse each
+    quantized op on its own); an activation has one QuantizeLinear; a quantized Conv output
+    is read through DQs only; no tensor with inf / nan is quantized.
+    """
+    graph = model.graph
+    names = node_names(graph)
+    consts = constant_arrays(graph)
+    readers = consumers(graph)
+    prod = producers(graph)
+    outputs = {o.name for o in graph.output}
+    nonfinite = set(nonfinite_tensors)
+    out: list[Violation] = []
+    first_q: dict[str, str] = {}
+    for node, name in zip(graph.node, names):
+        def flag(rule: str, message: str) -> None:
+            out.append(Violation(rule, name, message))
+
+        op = node.op_type
+        if op == "Conv":
+            _check_conv_output(node, readers, prod, consts, outputs, flag)
+        if op not in ("QuantizeLinear", "DequantizeLinear"):
+            continue
+        x = node.input[0] if node.input else ""
+        zp = node.input[2] if len(node.input) > 2 else ""
+        shared: list[Violation] = []  # TensorRT's scale checks hold here too; its zp ones not
+        _check_scale_zp(node, consts, lambda rule, msg: shared.append(Violation(rule, name, msg)))
+        out.extend(v for v in shared if v.rule in ("scale-not-constant", "scale-invalid"))
+        if op == "QuantizeLinear":
+            weight = x in consts
+            if x in nonfinite:
+                flag("nonfinite-quantized", f"quantizes {x}, which carries non-finite values; "
+                                            "keep it in float")
+            elif weight and not np.all(np.isfinite(consts[x])):
+                flag("nonfinite-quantized", f"quantizes constant {x}, which holds inf/nan")
+            if not weight and x in first_q:
+                flag("q-not-shared", f"activation {x} is already quantized by {first_q[x]}; "
+                                     "use one QuantizeLinear per tensor and one "
+                                     "DequantizeLinear per reader (ORT fuses a producer with "
+                                     "its output Q only when that output feeds one Q)")
+            first_q.setdefault(x, name)
+            q_out = node.output[0] if node.output else ""
+            bad = [n for n in readers.get(q_out, []) if n.op_type != "DequantizeLinear"]
+            if not readers.get(q_out) or bad or q_out in outputs:
+                flag("q-without-dq", f"output {q_out} is not read by DequantizeLinear only")
+            zp_dtype = consts[zp].dtype if zp in consts else (
+                np.uint8 if not zp and not attr(node, "output_dtype", 0) else None)
+            if weight:
+                if zp_dtype != np.int8 or (zp in consts and np.any(consts[zp] != 0)):
+                    flag("weight-not-int8", f"weight {x} is not signed INT8 with zero point 0")
+            elif zp_dtype != np.uint8:
+                flag("activation-not-uint8", f"activation {x} is quantized to {zp_dtype}; "
+                                             "ONNX Runtime's fast x86 kernels take uint8 "
+                                             "activations (target ort_cpu)")
+        else:
+            dq_out = node.output[0] if node.output else ""
+            n_readers = len(readers.get(dq_out, [])) + (dq_out in outputs)
+            if n_readers > 1:
+                flag("dq-shared", f"output {dq_out} is read by {n_readers} consumers; give "
+                                  "each consumer its own Q/DQ pair so each one fuses")
+            bias = x in consts and consts[x].dtype == np.int32 and readers.get(dq_out) and all(
+                BIAS_SLOT.get(r.op_type) is not None and len(r.input) > BIAS_SLOT[r.op_type]
+                and r.input[BIAS_SLOT[r.op_type]] == dq_out for r in readers[dq_out])
+            if x in consts and consts[x].dtype != np.int8 and not bias:
+                flag("weight-not-int8", f"dequantizes {consts[x].dtype} constant {x}; "
+                                        "weights are signed INT8 (int32 only for biases)")
+            trt: list[Violation] = []
+            _check_weight(node, name, x, consts, prod, readers,
+                          lambda rule, msg: trt.append(Violation(rule, name, msg)))
+            out.extend(v for v in trt if v.rule == "weight-axis")
+            out.extend(Violation("weight-not-int8", v.node, v.message) for v in trt
+                       if v.rule == "weight-per-tensor")
+    return out
+
+
+def _check_conv_output(conv: onnx.NodeProto, readers, prod, consts, outputs, flag) -> None:
+    """ort_cpu output-not-fused: an INT8 Conv (activation and weight behind DQ) whose output,
+    past single-reader Relu / Clip nodes, is quantized but also read in float."""
+    def from_dq(t: str) -> bool:
+        p = prod.get(t)
+        return p is not None and p.op_type == "DequantizeLinear"
+
+    if len(conv.input) < 2 or not (from_dq(conv.input[0]) and from_dq(conv.input[1])) \
+            or not conv.output:
+        return
+    t = conv.output[0]
+    while t not in outputs and len(readers.get(t, ())) == 1 \
+            and readers[t][0].op_type in ("Relu", "Clip") and readers[t][0].output:
+        t = readers[t][0].output[0]
+    rs = readers.get(t, [])
+    qs = [r for r in rs if r.op_type == "QuantizeLinear"]
+    if qs and (len(rs) > len(qs) or t in outputs):
+        others = sorted({r.op_type for r in rs if r.op_type != "QuantizeLinear"}
+                        | ({"graph output"} if t in outputs else set()))
+        flag("output-not-fused", f"output {t} is quantized but also read in float by "
+                                 f"{', '.join(others)}; read it through DequantizeLinear so "
+                                 "ONNX Runtime fuses the Conv into QLinearConv")
 
 
 def _has_int8_output(q: onnx.NodeProto, consts: dict[str, np.ndarray]) -> bool:

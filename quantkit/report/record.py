@@ -62,6 +62,7 @@ class RunRecord:
     calibration: dict[str, Any] = field(default_factory=dict)
     candidates: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> evidence
     search: dict[str, Any] = field(default_factory=dict)
+    latency: dict[str, Any] = field(default_factory=dict)  # what the timings belong to, cost
     recommended: str | None = None
     artifacts: dict[str, str] = field(default_factory=dict)  # relative path -> sha256
     stage_cache: dict[str, dict[str, int]] = field(default_factory=dict)  # stage -> hits, misses

@@ -158,6 +158,7 @@ def build_context(record: Mapping[str, Any], *, with_plots: bool = True) -> dict
     ctx["plots"] = _plots(record) if with_plots else []
     ctx["metrics"] = _metrics(record, cands)
     ctx["latency"] = _latency(cands)
+    ctx["latency_info"] = _latency_info(record)
     ctx["search"] = _search(record)
     ctx["stages"] = _stages(record)
     ctx["kernel_census"] = _kernel_census(cands)
@@ -518,7 +519,37 @@ def _batch_key(b: str):
     return (0, float(b)) if str(b).replace(".", "", 1).isdigit() else (1, str(b))
 
 
+def _ms_ci(s: Mapping[str, Any], key: str) -> str:
+    """``1.234 [1.100, 1.400]`` from ``<key>`` and ``<key>_ci`` (3 decimals)."""
+    text = num(s.get(key), 3)
+    ci = s.get(f"{key}_ci")
+    if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(finite(v) for v in ci):
+        text += f" [{num(float(ci[0]), 3)}, {num(float(ci[1]), 3)}]"
+    return text
+
+
+def _thr_ci(s: Mapping[str, Any]) -> str:
+    text = num(s.get("throughput"), 1)
+    ci = s.get("throughput_ci")
+    if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(finite(v) for v in ci):
+        text += f" [{num(float(ci[0]), 1)}, {num(float(ci[1]), 1)}]"
+    return text
+
+
+def _vs_fp16(s: Mapping[str, Any]) -> str:
+    c = s.get("vs_fp16")
+    if not isinstance(c, Mapping):
+        return ""
+    ratio = num(c.get("median_ratio_vs_fp16"), 2)
+    ci = c.get("median_ratio_vs_fp16_ci")
+    if isinstance(ci, (list, tuple)) and len(ci) == 2:
+        ratio += f" [{num(ci[0], 2)}, {num(ci[1], 2)}]"
+    flag = "INT8 NOT FASTER than FP16" if c.get("int8_not_faster") else "faster than FP16"
+    return f"{flag} (median ratio {ratio}, {_text(c.get('status'))})"
+
+
 def _latency(cands) -> list[dict[str, str]]:
+    """Latency rows: per candidate and batch size, percentiles and throughput with intervals."""
     rows = []
     for name, c in cands.items():
         lat = c.get("latency")
@@ -528,9 +559,88 @@ def _latency(cands) -> list[dict[str, str]]:
             s = lat[batch]
             if not isinstance(s, Mapping):
                 continue
-            rows.append({"name": name, "batch": str(batch), "p50": num(s.get("p50_ms"), 3),
-                         "p90": num(s.get("p90_ms"), 3), "throughput": num(s.get("throughput"), 1)})
+            vs = _vs_fp16(s)
+            rows.append({"name": name, "batch": str(batch), "p50": _ms_ci(s, "p50_ms"),
+                         "p90": _ms_ci(s, "p90_ms"), "p99": _ms_ci(s, "p99_ms"),
+                         "throughput": _thr_ci(s), "n": num(s.get("n")), "vs_fp16": vs,
+                         "flagged": bool(isinstance(s.get("vs_fp16"), Mapping)
+                                         and s["vs_fp16"].get("int8_not_faster"))})
     return rows
+
+
+def _feed_shapes(batch: Any, shapes: Any) -> str:
+    """``batch 32: input_ids [32, 18] / [32, 25] (+ attention_mask)``: the timed feeds' shapes."""
+    feeds = [f for f in (shapes if isinstance(shapes, list) else [shapes]) if isinstance(f, Mapping) and f]
+    if not feeds:
+        return f"batch {batch}: {DASH}"
+    first, *rest = list(feeds[0])
+    text = f"batch {batch}: {first} " + " / ".join(str(f.get(first)) for f in feeds)
+    return text + (f" (+ {', '.join(rest)})" if rest else "")
+
+
+def _latency_info(record) -> dict[str, Any] | None:
+    """What the latency numbers belong to (backend, provider, device, host) and the cost table."""
+    lat = record.get("latency")
+    if not isinstance(lat, Mapping) or not lat:
+        return None
+    host = lat.get("host") if isinstance(lat.get("host"), Mapping) else {}
+    st = lat.get("settings") if isinstance(lat.get("settings"), Mapping) else {}
+    level = st.get("level")
+    reused = sorted({f"{n} (measured {s.get('measured_at')})"
+                     for n, c in (record.get("candidates") or {}).items()
+                     if isinstance(c, Mapping) and isinstance(c.get("latency"), Mapping)
+                     for s in c["latency"].values() if isinstance(s, Mapping) and s.get("reused")})
+    info: dict[str, Any] = {
+        "reused": reused,
+        "execution": _text(lat.get("execution")), "device": _text(lat.get("device")),
+        "backend": _text(lat.get("backend")), "providers": _text(lat.get("providers")),
+        "target": _text(lat.get("target")), "caveat": _text(lat.get("caveat")),
+        "host": f"{_text(host.get('cpu'))}, {_text(host.get('cpu_count'))} cores, "
+                f"intra-op threads {_text(host.get('intra_op_threads'))} (0 = ORT default)",
+        "method": (f"{_text(st.get('warmup'))} warm-up runs, then timed runs until "
+                   f"{_text(st.get('repeats'))} runs or {_text(st.get('max_seconds'))} s (at least "
+                   f"{_text(st.get('min_repeats'))}), cycling {_text(st.get('feeds'))} eval batches, "
+                   "the same for every candidate; latency per batch; intervals: "
+                   f"{num(level * 100, 0) + '% ' if finite(level) else ''}percentile bootstrap "
+                   f"({_text(st.get('n_boot'))} resamples, seeded)"),
+        "inputs": [_feed_shapes(b, shapes) for b, shapes in
+                   sorted((lat.get("inputs") or {}).items(), key=lambda t: _batch_key(t[0]))],
+        "skipped": [f"{k}: {v}" for k, v in (lat.get("skipped") or {}).items()]
+        + [f"batch {k}: {v}" for k, v in (lat.get("skipped_batches") or {}).items()],
+        "flags": [f"{f.get('candidate')} at batch {f.get('batch_size')}: INT8 / FP16 latency "
+                  f"ratio {num(f.get('median_ratio_vs_fp16'), 2)} (median run by run; "
+                  f"{_text(f.get('status'))})"
+                  for f in lat.get("int8_not_faster") or [] if isinstance(f, Mapping)],
+    }
+    cost = lat.get("cost") if isinstance(lat.get("cost"), Mapping) else {}
+    rows = []
+    for name, c in (cost.get("per_candidate") or {}).items():
+        if not isinstance(c, Mapping):
+            continue
+        rng = c.get("instances_range")
+        saving = c.get("saving_vs_fp32")
+        rows.append({
+            "name": name,
+            "batch": _text(c.get("batch_size")),
+            "p99": num(c.get("p99_ms"), 3) if c.get("fits_budget") else DASH,
+            "qps": num(c.get("qps_per_instance"), 1),
+            "instances": (f"{c['instances']}" + (f" [{rng[0]}, {rng[1]}]"
+                                                 if isinstance(rng, (list, tuple)) and len(rng) == 2
+                                                 and rng[0] != rng[1] else ""))
+            if c.get("instances") else DASH,
+            "saving": (f"{pct(saving, 1)} ({c.get('instances_saved_vs_fp32'):+d} instances)"
+                       if finite(saving) and isinstance(c.get("instances_saved_vs_fp32"), int)
+                       else "FP32 cannot meet the budget" if c.get("fits_budget") else DASH),
+            "note": _text(c.get("reason")) if not c.get("fits_budget") else ""})
+    fp32 = (cost.get("per_candidate") or {}).get("fp32")
+    info["cost_fp32_note"] = (
+        "FP32 fits no measured batch size within the P99 budget, so no saving against it can be "
+        "computed; raise bench.p99_budget_ms or measure smaller batch sizes to compare"
+        if isinstance(fp32, Mapping) and not fp32.get("fits_budget") else "")
+    info["cost"] = {"target_qps": num(cost.get("target_qps"), 1),
+                    "p99_budget_ms": num(cost.get("p99_budget_ms"), 1),
+                    "method": _text(cost.get("method")), "rows": rows} if cost else None
+    return info
 
 
 #: Search summary fields shown first, in this order, with their labels.
@@ -559,6 +669,8 @@ def _search(record) -> dict[str, Any] | None:
     s = record.get("search")
     if not isinstance(s, Mapping) or not s:
         return None
+    if s.get("skipped"):
+        return {"skipped": _text(s["skipped"])}
     from quantkit.report.plots import search_interval, search_k, search_margin, search_metric
 
     metric_name, _ = search_margin([e for e in s.get("evaluations") or [] if isinstance(e, Mapping)])

@@ -86,8 +86,10 @@ def sweep_summary(records: Sequence[Mapping[str, Any]], *,
         recommended = rec.get("recommended")
         rec_status = (((cands.get(recommended) or {}).get("verdict") or {}).get("status")
                       if recommended else None)
+        search = rec.get("search") if isinstance(rec.get("search"), Mapping) else {}
         jobs.append({"job": i, "label": label, "experiment": rec.get("experiment"),
                      "run_dir": rec.get("run_dir"), "command": rec.get("command"),
+                     "search_skipped": bool(search.get("skipped")),
                      "recommended": recommended, "recommended_status": rec_status,
                      "candidates": len(cands)})
         for name, c in cands.items():
@@ -119,7 +121,12 @@ def sweep_summary(records: Sequence[Mapping[str, Any]], *,
     rows.sort(key=key)  # stable: ties keep job order, then candidate order
     for rank, r in enumerate(rows, 1):
         r["rank"] = rank
-    return {"ranking": RANKING, "jobs": jobs, "rows": rows, "best": rows[0] if rows else None}
+    best = rows[0] if rows else None
+    next_step = None
+    if best is not None and jobs[best["job"]]["search_skipped"] and jobs[best["job"]]["command"]:
+        # sweep jobs skip the sensitivity search; the best job's own command runs it once
+        next_step = jobs[best["job"]]["command"]
+    return {"ranking": RANKING, "jobs": jobs, "rows": rows, "best": best, "next_step": next_step}
 
 
 def _context(summary: Mapping[str, Any], links: Sequence[str | None] | None) -> dict[str, Any]:
@@ -143,7 +150,8 @@ def _context(summary: Mapping[str, Any], links: Sequence[str | None] | None) -> 
              "cls": status_class(j["recommended_status"]),
              "link": links[j["job"]] if links else None} for j in summary["jobs"]]
     best = rows[0] if rows else None
-    return {"ranking": summary["ranking"], "rows": rows, "jobs": jobs, "best": best}
+    return {"ranking": summary["ranking"], "rows": rows, "jobs": jobs, "best": best,
+            "next_step": summary.get("next_step")}
 
 
 def render_sweep(records: Sequence[Mapping[str, Any]], out_dir: str | Path, *,

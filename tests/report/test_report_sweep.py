@@ -74,6 +74,21 @@ def test_two_real_runs(record, record_search):
         ("out3", "int8.minmax"), ("out5", "mixed")}
 
 
+def test_next_step_names_the_best_jobs_command_when_jobs_skipped_the_search(record, tmp_path):
+    a = _job(record, "a", {"int8.minmax": ("INCONCLUSIVE", 0.76, -0.01)})
+    b = _job(record, "b", {"int8.mse": ("PASS", 0.77, -0.002)})
+    for rec, cal in ((a, "minmax"), (b, "mse")):
+        rec["command"] = f"python -m quantkit experiment=bert_int8 calibrator={cal}"
+        rec["search"] = {"skipped": "sweep job"}
+    s = sweep_summary([a, b])
+    assert s["next_step"] == "python -m quantkit experiment=bert_int8 calibrator=mse"
+    paths = render_sweep([a, b], tmp_path)
+    for fmt in ("md", "html"):
+        assert "calibrator=mse" in paths[fmt].read_text().split("## Ranking")[0].split('id="ranking"')[0]
+    b["search"] = {"status": "PASS", "fp16_nodes": []}  # the best job searched: nothing to add
+    assert sweep_summary([a, b])["next_step"] is None
+
+
 def test_labels_must_match(record):
     with pytest.raises(ConfigError):
         sweep_summary([record, record], labels=["only one"])

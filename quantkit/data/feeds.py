@@ -1,0 +1,187 @@
+"""Feeds: one object per modality that turns a split into batches of ONNX feed dicts.
+
+Every stage that runs a model (FP32 reference, calibration, FP16 range check, evaluation,
+backend check, per-layer comparison, sensitivity) asks a ``Feeds`` for its batches and
+never looks at texts or pixels itself:
+
+- :class:`TextFeeds` wraps a :class:`~quantkit.data.text.TextEncoder`: batches in length
+  order (less padding), ``lengths()`` are token counts and give the "length" slice.
+- :class:`ImageFeeds` wraps an :class:`~quantkit.data.images.ImagePreprocess`: batches in
+  order, preprocessing per batch only (memory O(batch)); no lengths, no length slice.
+
+``batches(data, batch_size)`` yields ``(indices, feed)``: results go back in original order
+by the indices. ``data`` is a split (``TextSplit`` / ``ImageSplit``) or its raw items (a list
+of texts, a uint8 image array). ``cache_key()`` is what a stage-cache key needs beyond the
+data's hash (text: nothing new, so text keys are what they always were).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from quantkit.errors import ConfigError, DataError
+
+__all__ = ["Feeds", "TextFeeds", "ImageFeeds", "make_feeds", "image_preprocess"]
+
+LAYOUTS = ("NCHW", "NHWC")
+
+
+class Feeds(Protocol):
+    kind: str
+    input_names: list[str]
+
+    def lengths(self, data: Any) -> np.ndarray | None: ...
+
+    def batches(self, data: Any, batch_size: int, *, lengths: np.ndarray | None = None
+                ) -> Iterator[tuple[np.ndarray, dict[str, np.ndarray]]]: ...
+
+    def feeds(self, data: Any, batch_size: int) -> Iterator[dict[str, np.ndarray]]: ...
+
+    def slices(self, lengths: np.ndarray | None) -> dict[str, np.ndarray]: ...
+
+    def cache_key(self) -> dict: ...
+
+
+def _texts(data: Any) -> Sequence[str]:
+    texts = getattr(data, "texts", data)
+    if hasattr(data, "images"):
+        raise DataError("a text model cannot be fed images", where="data.kind", value="image",
+                        fix="use a text model (model=minilm_sentiment, onnx, hub) or set "
+                            "data.kind=image with an image model")
+    return texts
+
+
+def _images(data: Any) -> np.ndarray:
+    if hasattr(data, "texts"):
+        raise DataError("an image model cannot be fed texts", where="data.kind", value="text",
+                        fix="use image data (data=fashion_mnist, or data.kind=image) with an "
+                            "image model")
+    return getattr(data, "images", data)
+
+
+class TextFeeds:
+    """Texts -> tokenized feeds, batched by length (each batch padded to its longest text)."""
+
+    kind = "text"
+
+    def __init__(self, encoder) -> None:
+        self.encoder = encoder
+        self.input_names = list(encoder.input_names)
+
+    def lengths(self, data: Any) -> np.ndarray:
+        return self.encoder.lengths(_texts(data))
+
+    def batches(self, data: Any, batch_size: int, *, lengths: np.ndarray | None = None,
+                pad_to: int | None = None) -> Iterator[tuple[np.ndarray, dict[str, np.ndarray]]]:
+        from quantkit.data.text import iter_feeds
+
+        return iter_feeds(self.encoder, _texts(data), batch_size, lengths, pad_to=pad_to)
+
+    def feeds(self, data: Any, batch_size: int, *, lengths: np.ndarray | None = None
+              ) -> Iterator[dict[str, np.ndarray]]:
+        return (feed for _, feed in self.batches(data, batch_size, lengths=lengths))
+
+    def slices(self, lengths: np.ndarray | None) -> dict[str, np.ndarray]:
+        from quantkit.compare.task import length_buckets
+
+        return {"length": length_buckets(lengths)} if lengths is not None else {}
+
+    def cache_key(self) -> dict:
+        return {}  # max_length and tokenizer are in the text stages' keys already
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "inputs": self.input_names,
+                "max_length": self.encoder.max_length}
+
+
+class ImageFeeds:
+    """uint8 images -> one float32 input (NCHW or NHWC), preprocessed batch by batch, in order."""
+
+    kind = "image"
+
+    def __init__(self, preprocess, *, input_name: str = "input", layout: str = "NCHW") -> None:
+        from quantkit.data.images import ImagePreprocess
+
+        if not isinstance(preprocess, ImagePreprocess):
+            raise ConfigError("image feeds need an ImagePreprocess", where="data.image",
+                              value=type(preprocess).__name__,
+                              fix="pass quantkit.data.images.ImagePreprocess(...)")
+        if layout not in LAYOUTS:
+            raise ConfigError("unsupported image layout", where="data.image.layout", value=layout,
+                              fix=f"use one of {list(LAYOUTS)}")
+        self.preprocess = preprocess
+        self.layout = layout
+        self.input_names = [input_name]
+
+    def lengths(self, data: Any) -> None:
+        _images(data)
+        return None
+
+    def batches(self, data: Any, batch_size: int, *, lengths: np.ndarray | None = None
+                ) -> Iterator[tuple[np.ndarray, dict[str, np.ndarray]]]:
+        from quantkit.data.images import iter_image_feeds
+
+        name = self.input_names[0]
+        for idx, feed in iter_image_feeds(_images(data), batch_size, self.preprocess,
+                                          input_name=name):
+            if self.layout == "NHWC":
+                feed = {name: np.ascontiguousarray(feed[name].transpose(0, 2, 3, 1))}
+            yield idx, feed
+
+    def feeds(self, data: Any, batch_size: int, *, lengths: np.ndarray | None = None
+              ) -> Iterator[dict[str, np.ndarray]]:
+        return (feed for _, feed in self.batches(data, batch_size))
+
+    def slices(self, lengths: np.ndarray | None) -> dict[str, np.ndarray]:
+        return {}
+
+    def cache_key(self) -> dict:
+        return {"preprocess": self.preprocess.to_dict(), "layout": self.layout,
+                "input": self.input_names[0]}
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "inputs": self.input_names, "layout": self.layout,
+                "preprocess": self.preprocess.to_dict()}
+
+
+def image_preprocess(settings):
+    """The :class:`ImagePreprocess` that ``data.image`` describes (ConfigError if invalid)."""
+    from quantkit.data.images import ImagePreprocess
+
+    c = settings.data.image
+    return ImagePreprocess(size=c.size, channels=c.channels, mean=tuple(c.mean), std=tuple(c.std),
+                           resize=c.resize)
+
+
+def make_feeds(settings, model) -> TextFeeds | ImageFeeds:
+    """The feeds for ``model``'s inputs from ``settings.data`` (text or image)."""
+    if settings.data.kind == "image":
+        if len(model.input_names) != 1:
+            raise DataError("an image model must have exactly one input", where="model inputs",
+                            value=model.input_names,
+                            fix="export the model with one image input [N, C, H, W] (or NHWC)")
+        return ImageFeeds(image_preprocess(settings), input_name=model.input_names[0],
+                          layout=settings.data.image.layout)
+    from quantkit.data.text import TextEncoder, load_tokenizer
+
+    if not model.tokenizer:
+        raise ConfigError("a text model needs a tokenizer", where="data.tokenizer", value=None,
+                          fix="set data.tokenizer=<directory with tokenizer.json or hub name>")
+    return TextFeeds(TextEncoder(load_tokenizer(model.tokenizer),
+                                 max_length=settings.data.max_length,
+                                 input_names=model.input_names))
+
+
+def as_feeds(obj) -> TextFeeds | ImageFeeds:
+    """``obj`` if it is a Feeds, a TextFeeds around a bare TextEncoder (older callers)."""
+    if hasattr(obj, "batches") and hasattr(obj, "cache_key"):
+        return obj
+    from quantkit.data.text import TextEncoder
+
+    if isinstance(obj, TextEncoder):
+        return TextFeeds(obj)
+    raise ConfigError("not a feeds object", where="feeds", value=type(obj).__name__,
+                      fix="pass a quantkit.data.feeds.TextFeeds / ImageFeeds")
