@@ -159,7 +159,11 @@ def ort_cpu_output_tensors(model: onnx.ModelProto, plan: Plan) -> list[str]:
     INT8 Conv outputs (past a single-reader Relu / Clip with constant bounds), outputs of
     float Adds whose two inputs are quantized (residual Adds: QLinearAdd) and of
     GlobalAveragePools of a quantized tensor (QLinearGlobalAveragePool); never graph
-    outputs, nor a tensor a weighted op that the Plan keeps float reads (it reads float). Calibrate these for target ort_cpu and put their amax / min / max into the Plan.
+    outputs. Every reader of such a tensor reads it through a DQ, also a layer the Plan
+    keeps float (as in ONNX Runtime's own QDQ models): its INT8 producer still runs as
+    QLinearConv, and the float layer computes in float32 on the uint8 values (an INT8 Conv
+    with float output does not exist on ORT CPU, so the alternative would be a float Conv).
+    Calibrate these for target ort_cpu and put their amax / min / max into the Plan.
     Does not edit ``model``.
     """
     infos = tensor_infos(model)
@@ -167,9 +171,6 @@ def ort_cpu_output_tensors(model: onnx.ModelProto, plan: Plan) -> list[str]:
                                has_range=lambda t: True)
     return list(outs)
 
-
-#: ops the Plan quantizes as weighted layers (a float one never reads a quantized tensor)
-_WEIGHTED_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
 
 #: single-reader activations between a Conv and its output Q that ONNX Runtime folds into
 #: the uint8 Q range (ReluQuantFusion / ClipQuantFusion)
@@ -195,12 +196,6 @@ def _ort_cpu_fusions(graph: onnx.GraphProto, plan: Plan, infos: dict[str, Tensor
     def is_float(t: str) -> bool:
         return bool(t) and t not in constants and bool(infos.get(t)) and infos[t].is_float32
 
-    def kept_float(t: str) -> bool:
-        # a weighted op the Plan keeps float (excluded, forced, searched) must read t in
-        # float: quantizing t for it would put INT8 error into a layer the Plan spared
-        return any(r.op_type in _WEIGHTED_OPS and _decision(plan, r.name) is not Precision.INT8
-                   for r in readers.get(t, ()))
-
     for node, name in zip(nodes, names):
         op = node.op_type
         decision = _decision(plan, name)
@@ -213,8 +208,7 @@ def _ort_cpu_fusions(graph: onnx.GraphProto, plan: Plan, infos: dict[str, Tensor
                     break
                 t, bounds = r.output[0], (b if bounds is None else
                                           (max(bounds[0], b[0]), min(bounds[1], b[1])))
-            if t not in outputs and readers.get(t) and is_float(t) and has_range(t) \
-                    and not kept_float(t):
+            if t not in outputs and readers.get(t) and is_float(t) and has_range(t):
                 quantized[t] = bounds
         elif op == "Add" and decision is not Precision.INT8 and len(node.input) == 2 \
                 and node.output and node.input[0] != node.input[1]:
@@ -225,14 +219,13 @@ def _ort_cpu_fusions(graph: onnx.GraphProto, plan: Plan, infos: dict[str, Tensor
             y = node.output[0]
             if (a in known and b in known and (a in quantized or b in quantized)
                     and has_range(a) and has_range(b) and y not in outputs and readers.get(y)
-                    and is_float(y) and has_range(y) and not kept_float(y)):
+                    and is_float(y) and has_range(y)):
                 quantized[y] = None
                 qnodes.append(name)
         elif op == "GlobalAveragePool" and decision is not Precision.INT8 and node.input \
                 and node.input[0] in quantized and node.output:
             y = node.output[0]
-            if y not in outputs and readers.get(y) and is_float(y) and has_range(y) \
-                    and not kept_float(y):
+            if y not in outputs and readers.get(y) and is_float(y) and has_range(y):
                 quantized[y] = None
                 qnodes.append(name)
     return quantized, qnodes

@@ -135,7 +135,8 @@ def test_ort_cpu_weights_are_int8_per_channel_and_every_consumer_has_its_own_pai
         assert next(a.i for a in qn.attribute if a.name == "axis") == 1
     x_qs = [n for n in nodes_by_op(q, "QuantizeLinear") if n.input[0] == "x"]
     assert len(x_qs) == 1  # one Q per tensor (ORT's layout), one DQ per reader
-    assert len([n for n in nodes_by_op(q, "DequantizeLinear") if n.input[0] == x_qs[0].output[0]]) == 3
+    x_dqs = [n for n in nodes_by_op(q, "DequantizeLinear") if n.input[0] == x_qs[0].output[0]]
+    assert len(x_dqs) == 3
     dq_outs = qmap.inserted_for("x")
     assert len(set(dq_outs)) == 3
     readers = {t: [n.name for n in q.graph.node if t in n.input] for t in dq_outs}
@@ -459,16 +460,23 @@ def test_uint8_qparams_bounds_keep_the_q_range_inside_a_clip():
     assert scale == pytest.approx(6.0 / 255, rel=1e-5)
 
 
-def test_a_conv_the_plan_keeps_float_reads_its_input_in_float(cnn_realized):
+def test_a_float_conv_after_an_int8_conv_reads_its_uint8_output(cnn_realized, tmp_path: Path):
     model, feeds, plan, _, _ = cnn_realized
     spared = plan.with_precision("conv_e", "fp32", "test: sensitivity search")
     q, qmap = insert_qdq(model, spared, target="ort_cpu")
     assert lint_ort_cpu(q) == []
+    # conv_p0 is INT8: its output p is quantized for every reader, the float conv_e too,
+    # so conv_p0 still runs as QLinearConv (ORT CPU has no INT8 Conv with float output)
+    assert {e.consumer for e in qmap.tensors.values()
+            if e.original == "p" and e.role == "dequantized"} == {"conv_e", "res_add"}
     conv_e = next(n for n in q.graph.node if n.name == "conv_e")
-    assert conv_e.input[0] == "p"  # no DQ in front of the float layer
-    # so p is not a fused output and the residual Add reads it in float: no QLinearAdd
-    outs = ort_cpu_output_tensors(model, spared)
-    assert "p" not in outs and "s" not in outs and "c" in outs
-    assert "p" in next(n for n in q.graph.node if n.name == "res_add").input
-    assert not qmap.inserted_for("p")
-    assert sqnr_db(run(model, feeds[0])["y"], run(q, feeds[0], qdq=True)["y"]) > 20
+    assert producer_of(q, conv_e.input[1]) is None  # its weight stays float32
+    opt = tmp_path / "optimized.onnx"
+    with OrtRunner(q, disabled_optimizers=UNSAFE_QDQ_OPTIMIZERS, save_optimized_to=opt) as r:
+        out = r.infer(feeds[0])
+    optimized = onnx.load(str(opt))
+    ops = {n.name.split("_token_")[0]: n.op_type for n in optimized.graph.node}
+    assert all(ops.get(n) == "QLinearConv" for n in spared.int8_nodes()), ops
+    census = [n.op_type for n in optimized.graph.node]
+    assert census.count("QLinearConv") == len(spared.int8_nodes()) == 4  # conv_e stays float
+    assert sqnr_db(run(model, feeds[0])["y"], out["y"]) > 20
