@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import errno
 import json
-import logging
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
