@@ -982,8 +982,23 @@ def summary_lines(record: RunRecord) -> list[str]:
         any_v = next((c["verdict"] for c in record.candidates.values() if "verdict" in c), None)
         if any_v:
             mg = any_v["margin"]
-            lines.append(f"margin: {mg}")
+            if isinstance(mg, dict) and {"kind", "value", "abs", "metric"} <= set(mg):
+                lines.append(f"margin: {mg['metric']} within {mg['value']:g} {mg['kind']} of FP32 "
+                             f"(absolute {mg['abs']:.4f})")
+            else:
+                lines.append(f"margin: {mg}")
     lines.append(f"recommended: {record.recommended or 'none (no candidate passed)'}")
+    lat = {n: c["latency"] for n, c in record.candidates.items() if isinstance(c.get("latency"), dict)}
+    if lat:
+        batch = max((b for per in lat.values() for b in per), key=lambda b: int(b))
+        thr = ", ".join(f"{n} {per[batch]['throughput']:.0f}/s" for n, per in lat.items()
+                        if isinstance(per.get(batch), dict) and "throughput" in per[batch])
+        info = record.latency or {}
+        where = info.get("execution", "")
+        if info.get("device") == "CPU" and info.get("target") == "tensorrt":
+            where += ", not a TensorRT prediction"
+        lines.append(f"latency (batch {batch}, {where}; P50/P90/P99 and cost in the report): "
+                     f"{thr}")
     stages = ", ".join(f"{k} {v.get('seconds', 0):.1f}s" for k, v in record.stages.items())
     lines.append(f"stages: {stages}")
     lines.append(f"record: {Path(record.run_dir) / 'record.json'}")
