@@ -95,17 +95,11 @@ def feeds_for(settings, model, splits, *, seq_len: int):
 def ort_quantize_uint8(model_path, out_path, feeds: list[dict]) -> None:
     """ONNX Runtime's own CPU recipe: quantize_static with its defaults for x86 (QDQ, uint8
     activations, per-channel int8 weights, MinMax, every op type it quantizes)."""
-    from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat,
-                                          QuantType, quantize_static)
+    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.it = iter(feeds)
+    import peers
 
-        def get_next(self):
-            return next(self.it, None)
-
-    quantize_static(str(model_path), str(out_path), Reader(), quant_format=QuantFormat.QDQ,
+    quantize_static(str(model_path), str(out_path), peers.feed_reader(feeds), quant_format=QuantFormat.QDQ,
                     per_channel=True, activation_type=QuantType.QUInt8,
                     weight_type=QuantType.QInt8, calibrate_method=CalibrationMethod.MinMax)
 

@@ -11,6 +11,20 @@ import time
 from pathlib import Path
 
 
+
+def feed_reader(feeds):
+    """An ONNX Runtime CalibrationDataReader over a list of feed dicts (read once)."""
+    from onnxruntime.quantization import CalibrationDataReader
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter(feeds)
+
+        def get_next(self):
+            return next(self.it, None)
+
+    return Reader()
+
 def ort_quantize(model_path: str | Path, out_path: str | Path, feeds: list[dict], *,
                  method: str = "percentile", percentile: float = 99.99,
                  op_types=("MatMul", "Gemm"), nodes_to_quantize=None) -> float:
@@ -19,15 +33,7 @@ def ort_quantize(model_path: str | Path, out_path: str | Path, feeds: list[dict]
     ``nodes_to_quantize``: restrict quantization to these node names (None: every node of
     ``op_types``), e.g. the INT8 nodes of a quantkit plan, so both tools have the same scope.
     """
-    from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat,
-                                          QuantType, quantize_static)
-
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.it = iter(feeds)
-
-        def get_next(self):
-            return next(self.it, None)
+    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 
     methods = {"minmax": CalibrationMethod.MinMax, "percentile": CalibrationMethod.Percentile,
                "entropy": CalibrationMethod.Entropy}
@@ -37,7 +43,7 @@ def ort_quantize(model_path: str | Path, out_path: str | Path, feeds: list[dict]
     if method == "entropy":
         extra["CalibNumBins"] = 2048
     t0 = time.perf_counter()
-    quantize_static(str(model_path), str(out_path), Reader(), quant_format=QuantFormat.QDQ,
+    quantize_static(str(model_path), str(out_path), feed_reader(feeds), quant_format=QuantFormat.QDQ,
                     op_types_to_quantize=list(op_types), per_channel=True,
                     activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
                     calibrate_method=methods[method], extra_options=extra,

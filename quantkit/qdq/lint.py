@@ -79,6 +79,13 @@ class Violation:
         return asdict(self)
 
 
+def _graph_facts(graph):
+    """What every lint reads: node names, constants, readers and producer of each tensor,
+    and the graph's output names."""
+    return (node_names(graph), constant_arrays(graph), consumers(graph), producers(graph),
+            {o.name for o in graph.output})
+
+
 def lint_qdq(model: onnx.ModelProto, *, nonfinite_tensors: Iterable[str] = ()) -> list[Violation]:
     """Every TensorRT Q/DQ rule violation in ``model``'s main graph, in graph order.
 
@@ -86,11 +93,7 @@ def lint_qdq(model: onnx.ModelProto, *, nonfinite_tensors: Iterable[str] = ()) -
     quantizing them is flagged. Constant inputs of Q are checked for inf / nan directly.
     """
     graph = model.graph
-    names = node_names(graph)
-    consts = constant_arrays(graph)
-    readers = consumers(graph)
-    prod = producers(graph)
-    outputs = {o.name for o in graph.output}
+    names, consts, readers, prod, outputs = _graph_facts(graph)
     nonfinite = set(nonfinite_tensors)
     out: list[Violation] = []
 
@@ -160,11 +163,7 @@ def lint_ort_cpu(model: onnx.ModelProto, *,
     is read through DQs only; no tensor with inf / nan is quantized.
     """
     graph = model.graph
-    names = node_names(graph)
-    consts = constant_arrays(graph)
-    readers = consumers(graph)
-    prod = producers(graph)
-    outputs = {o.name for o in graph.output}
+    names, consts, readers, prod, outputs = _graph_facts(graph)
     nonfinite = set(nonfinite_tensors)
     out: list[Violation] = []
     first_q: dict[str, str] = {}
