@@ -207,6 +207,10 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
             info["candidates"] = len(lat["candidates"])
 
     record.recommended = recommend(record.candidates)
+    slow = slower_than_fp32(record.candidates, record.recommended)
+    if slow:
+        log.warning(slow)
+        record.notes.append(slow)
     record.artifacts = {Path(a["path"]).name: a["sha256"] for a in artifacts.values()}
     for sub in ("ranges", "plans"):
         for f in sorted((run_dir / sub).glob("*")):
@@ -939,6 +943,24 @@ def recommend(candidates: dict[str, dict]) -> str | None:
     return max(passing)[-1] if passing else None
 
 
+def slower_than_fp32(candidates: dict[str, dict], name: str | None) -> str | None:
+    """A warning when the recommended candidate's measured throughput is below FP32's at a
+    batch size (e.g. a mixed ort_cpu plan whose INT8/FP32 boundaries cost more than INT8
+    saves), or None. Only compares numbers measured in this run on the same backend."""
+    if not name or name == "fp32":
+        return None
+    lat, ref = (candidates.get(name) or {}).get("latency"), (candidates.get("fp32") or {}).get("latency")
+    if not isinstance(lat, dict) or not isinstance(ref, dict):
+        return None
+    slower = [f"batch {b}: {lat[b]['throughput']:.1f}/s vs FP32 {ref[b]['throughput']:.1f}/s"
+              for b in sorted(lat, key=int) if b in ref
+              and lat[b].get("throughput", 0) < ref[b].get("throughput", 0)]
+    if not slower:
+        return None
+    return (f"recommended candidate {name} passes on accuracy but was slower than FP32 here ("
+            + "; ".join(slower) + "): check the latency table before deploying it")
+
+
 def write_sha256sums(run_dir: Path, artifacts: dict[str, str]) -> None:
     lines = "".join(f"{sha}  {name}\n" for name, sha in sorted(artifacts.items()))
     from quantkit.calibrate.io import atomic_write_text
@@ -988,6 +1010,7 @@ def summary_lines(record: RunRecord) -> list[str]:
             else:
                 lines.append(f"margin: {mg}")
     lines.append(f"recommended: {record.recommended or 'none (no candidate passed)'}")
+    lines += [f"WARNING {n}" for n in record.notes if n.startswith("recommended candidate ")]
     lat = {n: c["latency"] for n, c in record.candidates.items() if isinstance(c.get("latency"), dict)}
     if lat:
         batch = max((b for per in lat.values() for b in per), key=lambda b: int(b))

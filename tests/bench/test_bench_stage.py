@@ -231,3 +231,18 @@ def test_latency_reused_from_the_stage_cache_for_the_same_artifact(tmp_path, mon
     fresh = measure_latency(fresh_s, {"fp32": str(path)}, make_feeds,
                             reuse=app.latency_reuse(fresh_s, shas))
     assert all(not st["reused"] for st in fresh["candidates"]["fp32"].values())
+
+
+def test_recommended_slower_than_fp32_is_flagged():
+    from quantkit.app import slower_than_fp32
+
+    def lat(b1, b32):
+        return {"1": {"throughput": b1}, "32": {"throughput": b32}}
+
+    cands = {"fp32": {"latency": lat(100.0, 300.0)}, "mixed": {"latency": lat(120.0, 200.0)},
+             "int8.mse": {"latency": lat(200.0, 600.0)}, "fp16": {}}
+    msg = slower_than_fp32(cands, "mixed")
+    assert msg and "batch 32: 200.0/s vs FP32 300.0/s" in msg and "batch 1" not in msg
+    assert slower_than_fp32(cands, "int8.mse") is None
+    assert slower_than_fp32(cands, "fp16") is None  # not measured: nothing to say
+    assert slower_than_fp32(cands, None) is None
