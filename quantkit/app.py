@@ -291,17 +291,15 @@ def latency_reuse(settings: Settings, shas: dict[str, str]):
     instead of timing it again; each reused entry carries ``measured_at`` and ``reused``.
     ``bench.remeasure=true`` always times afresh (and refreshes the cache).
     """
-    import dataclasses as dc
-
     import onnxruntime
 
     from quantkit.bench.stage import execution_label
 
     label = execution_label(settings)
     b = settings.bench
-    timing = {k: v for k, v in dc.asdict(b).items()
+    timing = {k: v for k, v in dataclasses.asdict(b).items()
               if k not in ("target_qps", "p99_budget_ms", "candidates", "enabled", "remeasure")}
-    backend = {k: v for k, v in dc.asdict(settings.backend).items() if k != "batch_size"}
+    backend = {k: v for k, v in dataclasses.asdict(settings.backend).items() if k != "batch_size"}
 
     def reuse(name: str, feeds_sha: str, measure):
         def compute():
@@ -564,13 +562,32 @@ def build_artifact(settings: Settings, proto: onnx.ModelProto, run_dir: Path, na
     compare_tensors = list(dict.fromkeys(compare_tensors))
     return {"path": str(path), "sha256": sha, "plan": plan, "plan_counts": plan.counts(),
             "lint": {"violations": 0, "rules": target.lint}, "target": target.name,
-            "emulated": emulate_fp16(edited, plan) if p.remainder == "fp16" and plan.nodes_with("fp16") else None,
+            # built on first use: a run whose evaluations come from the stage cache never needs it
+            "emulated": (Deferred(lambda: emulate_fp16(edited, plan))
+                         if p.remainder == "fp16" and plan.nodes_with("fp16") else None),
             "activation_amax": dict(plan.activation_amax), "compare_tensors": compare_tensors}
+
+
+class Deferred:
+    """A value computed on the first call and kept (the function is dropped after)."""
+
+    def __init__(self, fn) -> None:
+        self._fn, self._value = fn, None
+
+    def __call__(self):
+        if self._fn is not None:
+            self._value, self._fn = self._fn(), None
+        return self._value
+
+
+def _resolve(x):
+    """A Deferred's value, or ``x`` itself."""
+    return x() if isinstance(x, Deferred) else x
 
 
 def evaluate_candidate(settings: Settings, name: str, path, model, splits, enc, lengths, *,
                        reference: dict | None = None, plan_int8: list[str] | None = None,
-                       emulated: onnx.ModelProto | None = None,
+                       emulated: onnx.ModelProto | Deferred | None = None,
                        artifact_sha: str | None = None) -> dict:
     """Cached :func:`_evaluate`: keyed by the artifact's and the data's hashes and settings.
 
@@ -587,7 +604,7 @@ def evaluate_candidate(settings: Settings, name: str, path, model, splits, enc, 
 
     def compute():
         res = _evaluate(settings, name, path, model, splits, enc, lengths, reference=reference,
-                        plan_int8=plan_int8, emulated=emulated)
+                        plan_int8=plan_int8, emulated=_resolve(emulated))
         return res["evidence"], {"logits": res["logits"]}
 
     evidence, arrays, hit = cached("evaluation", inputs, compute)
@@ -745,7 +762,7 @@ def _backend_check(settings: Settings, art: dict, model, splits, enc, lengths) -
         return {"checked": False}
     sub, y = _head(splits.eval, n), splits.eval.labels[:n]
     preds = {}
-    for key, m in (("artifact", art["path"]), ("emulated", art["emulated"])):
+    for key, m in (("artifact", art["path"]), ("emulated", _resolve(art["emulated"]))):
         with _ort(settings, m, name=f"check-{key}") as r:
             preds[key] = run_split(r, enc, sub, output=model.output_name,
                                    batch_size=settings.backend.batch_size, progress=False,
@@ -789,7 +806,8 @@ def _layerwise(settings: Settings, ref_path, artifacts: dict[str, dict], tensors
     with contextlib.ExitStack() as stack:
         runners, names = {}, {}
         for name, art in artifacts.items():
-            cand_proto = art["emulated"] if art.get("emulated") is not None else onnx.load(art["path"])
+            cand_proto = (_resolve(art["emulated"]) if art.get("emulated") is not None
+                          else onnx.load(art["path"]))
             names[name] = shared_tensors(ref_proto, cand_proto, tensors)
             runners[name] = stack.enter_context(
                 _ort(settings, cand_proto, name=f"debug-{name}", extra_outputs=names[name]))
