@@ -149,12 +149,9 @@ class EngineMeta:
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write atomically (temp file + rename), so a crash never leaves half a file."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(self.to_json(), encoding="utf-8")
-        os.replace(tmp, path)
-        return path
+        from quantkit.fsutil import atomic_write_text
+
+        return atomic_write_text(path, self.to_json())
 
 
 _REBUILD_FIX = "rebuild the engine (delete it and its .meta.json, or run with backend.rebuild=true)"

@@ -6,8 +6,9 @@ batch sizes, summarise, flag INT8 that is not faster than FP16, project the serv
     record.candidates[name]["latency"] = res["candidates"][name]   # batch -> stats
     record.latency = res["summary"]                                # what the numbers belong to
 
-Latency is volatile: nothing here goes through the stage cache, and the record keeps it
-under ``latency`` keys only, which determinism checks leave out.
+Latency is volatile: the record keeps it under ``latency`` keys only, which determinism
+checks leave out. Only a ``reuse=`` hook (the run's stage cache) may return an earlier
+measurement of the same artifact, feeds, host and settings.
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ DEFAULT_NUM_BINS = 2048
 MIN_RANGE = 2.0 ** -64
 #: Elements processed per step in ``observe`` (bounds temporaries, stays in cache).
 _CHUNK = 1 << 18
+_F32_MAX = float(np.finfo(np.float32).max)
 _FORMAT = "quantkit.histogram"
 
 
@@ -133,7 +134,7 @@ class HistogramStats:
         lo, hi = float(flat.min()), float(flat.max())
         self.min_ = lo if self.min_ is None else min(self.min_, lo)
         self.max_ = hi if self.max_ is None else max(self.max_, hi)
-        if amax > 1e18:  # float32 sums would overflow (e.g. finfo.min attention masks)
+        if amax * amax * n >= _F32_MAX:  # float32 sum of squares would overflow (e.g. finfo.min masks)
             a64 = a.astype(np.float64)
             self.sum_ += float(flat.sum(dtype=np.float64))
             self.sumsq_ += float(np.dot(a64, a64))

@@ -143,3 +143,15 @@ def test_summary_is_json_safe():
     json.dumps(summ, allow_nan=False)
     assert summ["count"] == 2 and summ["n_nonfinite"] == 1 and summ["amax"] == 2.0
     json.dumps(HistogramStats().summary(), allow_nan=False)
+
+
+def test_sum_of_squares_stays_finite_below_the_old_1e18_cutoff():
+    """amax 1e17 over 2**18 values: float32 squares overflow (1e34 * 2.6e5 > 3.4e38); the
+    float64 path must take over (it did only above amax 1e18)."""
+    import numpy as np
+
+    from quantkit.calibrate.stats import HistogramStats
+
+    h = HistogramStats().observe(np.full(1 << 18, 1e17, np.float32))
+    assert np.isfinite(h.sumsq_) and np.isclose(h.sumsq_, (1 << 18) * float(np.float32(1e17)) ** 2)
+    assert h.std < 1e9  # std of a constant: ~0 relative to 1e17
