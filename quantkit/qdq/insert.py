@@ -322,7 +322,8 @@ def insert_qdq(model: onnx.ModelProto, plan: Plan, *,
             w_scale = int8_scale(per_channel_amax(w, axis), where=f"weight {t}")
             editor.quantize(node, t, w_scale, axis=axis)
             if tgt.quantize_bias:
-                _quantize_bias(editor, node, proto, slots, plan, tgt, constants, w_scale)
+                _quantize_bias(editor, node, proto, slots, plan, tgt, constants, w_scale,
+                               fused)
         for slot in slots.constants:
             t = proto.input[slot]
             w = numpy_helper.to_array(constants[t])
@@ -355,7 +356,8 @@ def insert_qdq(model: onnx.ModelProto, plan: Plan, *,
 
 
 def _quantize_bias(editor: "_Editor", node: gs.Node, proto: onnx.NodeProto, slots, plan: Plan,
-                   tgt: Target, constants: dict, w_scale: np.ndarray) -> None:
+                   tgt: Target, constants: dict, w_scale: np.ndarray,
+                   fused: Mapping[str, tuple | None]) -> None:
     """ort_cpu: the float bias of a Conv / Gemm becomes int32 behind a DequantizeLinear with
     scale ``activation scale x weight scale`` (per output channel, zero point 0), as ONNX
     Runtime's QLinearConv / QGemm fusions require; TensorRT keeps float biases (rule 4)."""
@@ -365,7 +367,8 @@ def _quantize_bias(editor: "_Editor", node: gs.Node, proto: onnx.NodeProto, slot
         return
     b_name = proto.input[slot]
     b = numpy_helper.to_array(constants[b_name]).astype(np.float64)
-    x_scale, _ = _activation_qparams(plan, proto.input[slots.activations[0]], tgt)
+    x = proto.input[slots.activations[0]]
+    x_scale, _ = _activation_qparams(plan, x, tgt, fused.get(x))  # the scale its Q really has
     scale = (np.float64(x_scale) * w_scale.astype(np.float64)).reshape(-1)
     if b.ndim != 1 or scale.size not in (1, b.size):
         return

@@ -480,3 +480,22 @@ def test_a_float_conv_after_an_int8_conv_reads_its_uint8_output(cnn_realized, tm
     census = [n.op_type for n in optimized.graph.node]
     assert census.count("QLinearConv") == len(spared.int8_nodes()) == 4  # conv_e stays float
     assert sqnr_db(run(model, feeds[0])["y"], out["y"]) > 20
+
+
+def test_ort_cpu_bias_scale_is_the_real_activation_q_scale_times_the_weight_scale(cnn_realized):
+    """QLinearConv needs bias scale == x_scale * w_scale exactly; x_scale is the scale of the Q
+    the Conv really reads (for a fused Clip output: the Clip-bounded one)."""
+    _, _, _, q, _ = cnn_realized
+    from onnx import numpy_helper
+
+    consts = {t.name: numpy_helper.to_array(t) for t in q.graph.initializer}
+    dq = {n.output[0]: n for n in q.graph.node if n.op_type == "DequantizeLinear"}
+    checked = 0
+    for n in q.graph.node:
+        if n.op_type != "Conv" or len(n.input) < 3 or n.input[2] not in dq:
+            continue
+        x_s, w_s, b_s = (consts[dq[n.input[i]].input[1]] for i in range(3))
+        expect = (np.float64(x_s) * w_s.astype(np.float64)).astype(np.float32)
+        np.testing.assert_array_equal(b_s.reshape(-1), expect.reshape(-1), err_msg=n.name)
+        checked += 1
+    assert checked == 5
