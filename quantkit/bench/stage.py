@@ -40,7 +40,7 @@ def _short(provider: str) -> str:
 
 def execution_label(settings) -> dict[str, Any]:
     """Which backend, provider, device and host the latency numbers belong to, and the caveat."""
-    from quantkit.report.record import cpu_name
+    from quantkit.environment import cpu_name
 
     b = settings.backend
     target = getattr(settings, "target", None)

@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import platform
-import socket
-import sys
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -29,20 +25,10 @@ def package_versions() -> dict[str, str | None]:
     return out
 
 
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def host_info() -> dict[str, Any]:
-    return {"hostname": socket.gethostname(), "platform": platform.platform(),
-            "python": sys.version.split()[0], "cpu": cpu_name(), "cpu_count": os.cpu_count(),
-            "gpu": None}
+    from quantkit.environment import host_facts
+
+    return host_facts()
 
 
 @dataclass
