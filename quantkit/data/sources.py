@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from pathlib import Path
 
@@ -37,6 +38,37 @@ def _decode_error(exc: BaseException) -> UnicodeDecodeError | None:
     return None
 
 
+@contextlib.contextmanager
+def _quiet_datasets_errors():
+    """datasets logs a read failure to stderr itself before raising it; the DataError we
+    raise says it on one line, so mute that logger (restored afterwards)."""
+    logger = logging.getLogger("datasets")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _first_undecodable_line(files: list[str], encoding: str) -> str | None:
+    """'line 2 of x.csv has byte 0xe9': the first line that does not decode (streamed)."""
+    for name in files:
+        if name.endswith((".bz2", ".gz", ".xz", ".zip", ".zst")):
+            return None  # compressed: the raw lines say nothing
+        try:
+            with open(name, "rb") as f:
+                for no, line in enumerate(f, start=1):
+                    try:
+                        line.decode(encoding)
+                    except UnicodeDecodeError as err:
+                        return (f"line {no} of {Path(name).name} has byte "
+                                f"0x{line[err.start:err.start + 1].hex()}")
+        except OSError:
+            return None
+    return None
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
@@ -65,15 +97,16 @@ def load_local(path: str | Path, *, fmt: str | None = None, cache_dir: str | Non
         kwargs["encoding"] = encoding
     datasets.disable_progress_bars()
     try:
-        ds = datasets.load_dataset(kind, data_files=files, split="train",
-                                   cache_dir=str(Path(cache_dir) / "hf_datasets") if cache_dir else None,
-                                   **kwargs)
+        with _quiet_datasets_errors():
+            ds = datasets.load_dataset(kind, data_files=files, split="train",
+                                       cache_dir=str(Path(cache_dir) / "hf_datasets") if cache_dir else None,
+                                       **kwargs)
     except Exception as exc:  # datasets raises many types for unreadable files
         bad = _decode_error(exc)
         if bad is not None:
-            byte = bad.object[bad.start:bad.start + 1].hex() if bad.object else "?"
-            raise DataError(f"the file is not valid {bad.encoding} text (byte 0x{byte} at "
-                            f"offset {bad.start}: {bad.reason})", where="data.path", value=str(p),
+            where_bad = _first_undecodable_line(files, bad.encoding)
+            raise DataError(f"the file is not valid {bad.encoding} text ({where_bad or bad.reason})",
+                            where="data.path", value=str(p),
                             fix="re-save it as UTF-8 (e.g. iconv -f latin1 -t utf-8 in.csv > "
                                 "out.csv) or set data.encoding=<its encoding, e.g. latin-1>"
                             ) from exc

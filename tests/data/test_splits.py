@@ -166,3 +166,38 @@ def test_encoder_batches_by_length_and_pads():
 def test_encoder_refuses_unknown_input():
     with pytest.raises(DataError, match="pixel_values"):
         TextEncoder(word_tokenizer(), max_length=4, input_names=["pixel_values"])
+
+
+def test_rotten_tomatoes_splits_of_bert_int8():
+    """The real data: 12,752 snippets of 507 movies -> train 3,000 / calib 256 / dev / test,
+    no movie in two splits, seeded, every snippet accounted for."""
+    from pathlib import Path
+
+    from hydra import compose, initialize_config_dir
+
+    from quantkit.assets import cache_root
+    from quantkit.data import load_splits
+    from quantkit.settings import build, register
+
+    register()
+    conf = Path(__file__).resolve().parents[2] / "conf"
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        s = build(compose(config_name="config", overrides=["experiment=bert_int8"]))
+    splits = load_splits(s, cache_dir=cache_root())
+    sizes = splits.sizes()
+    assert sizes["train"] == 3000 and sizes["calib"] == 256
+    assert sizes["test"] >= 6000 and sizes["dev"] >= 2500
+    assert sum(sizes.values()) + splits.info.unused == 12752
+    movies = {n: set(x.groups) for n, x in splits.named().items()}
+    assert sum(len(m) for m in movies.values()) == len(set().union(*movies.values())) == 507
+    assert splits.info.group_column == "movie_name" and splits.info.grouped
+    assert splits.info.dropped_by_value > 0  # the "plot" rows
+    assert len(np.unique(splits.test.group_ids())) == len(movies["test"]) > 200
+    assert splits.eval is splits.test and set(splits.test.labels.tolist()) == {0, 1}
+    full = TextSplit("all", [t for x in splits.named().values() for t in x.texts],
+                     np.concatenate([x.labels for x in splits.named().values()]),
+                     [g for x in splits.named().values() for g in x.groups])
+    a = make_splits(full, splits.label_names, s.data, seed=0)
+    b = make_splits(full, splits.label_names, s.data, seed=0)
+    c = make_splits(full, splits.label_names, s.data, seed=1)
+    assert a.hashes() == b.hashes() and a.hashes()["test"] != c.hashes()["test"]
