@@ -23,8 +23,19 @@ EMBEDDED = {"text": ("rotten_tomatoes",), "image": ("fashion_mnist",)}
 def load_splits(settings, *, cache_dir: Path) -> Splits:
     """The splits ``settings.data`` describes (text or image), seeded by ``settings.seed``."""
     if settings.data.kind == "image":
-        return load_image_splits(settings, cache_dir=cache_dir)
-    return load_text_splits(settings, cache_dir=cache_dir)
+        splits = load_image_splits(settings, cache_dir=cache_dir)
+    else:
+        splits = load_text_splits(settings, cache_dir=cache_dir)
+    if splits.label_free and settings.model.kind in ("zoo", "hub"):
+        from quantkit.errors import ConfigError
+
+        raise ConfigError(f"model.kind={settings.model.kind} fits a classification head on the "
+                          "train split, which needs labels, and the data is label-free",
+                          where="data.label_column" if settings.data.label_column is None
+                          else "data.path", value=settings.data.label_column or settings.data.path,
+                          fix="give labeled data (a label column, or one image subfolder per "
+                              "class), or bring a model with its head (model=onnx)")
+    return splits
 
 
 def _text_table(cfg, cache_dir: Path, split: str):

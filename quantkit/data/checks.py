@@ -47,7 +47,7 @@ def check_classes(splits, cfg: DataConfig) -> None:
     if splits.label_free:
         return
     names = list(splits.label_names)
-    for name in ("dev", "test"):
+    for name in ("test", "dev"):
         split = getattr(splits, name)
         present = np.unique(split.labels)
         if len(present) == 1 and len(names) != 1:

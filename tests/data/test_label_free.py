@@ -124,3 +124,34 @@ def test_hub_style_datasets_without_labels(tmp_path):
     cfg.image.size = 8
     x, y, names = hub_images(ds, cfg)
     assert x.shape == (5, 8, 8, 3) and y is None and names == []
+
+
+def test_zoo_models_need_labels_for_their_head(tmp_path):
+    p = write_unlabeled_csv(tmp_path / "u.csv")
+    s = settings_for(source="local", path=str(p), text_column="review", label_column=None)
+    s.model.kind, s.model.name = "zoo", "minilm_sentiment"
+    with pytest.raises(ConfigError) as err:
+        load_splits(s, cache_dir=tmp_path / "cache")
+    assert "model.kind=zoo" in str(err.value) and "data.label_column" in str(err.value)
+
+
+def test_hub_loader_with_a_named_test_split(tmp_path):
+    """data.source=hub reads a dataset folder (as the hub would serve it) offline: its
+    test split is the test split; texts in both are dropped from train, counted."""
+    folder = tmp_path / "ds"
+    folder.mkdir()
+    write_unlabeled_csv(folder / "train.csv", n=120)
+    with open(folder / "test.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["review", "author"])
+        for i in range(30):
+            w.writerow([f"held out {i}", f"t{i}"])
+        w.writerow(["review 5 says good things", "a5"])  # also in train
+    s = settings_for(source="hub", path=str(folder), text_column="review", label_column=None,
+                     eval_split="test")
+    splits = load_splits(s, cache_dir=tmp_path / "cache")
+    assert len(splits.test) == 31 and splits.test.labels is None
+    assert "review 5 says good things" not in splits.train.texts + splits.dev.texts + \
+        splits.calib.texts
+    assert splits.info.duplicates_dropped == 1 and splits.info.rows_read == 151
+    assert sum(len(x) for x in (splits.train, splits.calib, splits.dev)) + splits.info.unused == 119
