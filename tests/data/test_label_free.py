@@ -155,3 +155,32 @@ def test_hub_loader_with_a_named_test_split(tmp_path):
         splits.calib.texts
     assert splits.info.duplicates_dropped == 1 and splits.info.rows_read == 151
     assert sum(len(x) for x in (splits.train, splits.calib, splits.dev)) + splits.info.unused == 119
+
+
+def test_label_free_text_feeds_run_and_the_record_is_json(tmp_path):
+    import json
+
+    from test_tokenizers import bert_like_model, write_vocab
+
+    from quantkit.data import note_truncation
+    from quantkit.data.feeds import TextFeeds
+    from quantkit.data.text import TextEncoder, load_tokenizer
+
+    p = write_unlabeled_csv(tmp_path / "u.csv", n=80)
+    s = settings_for(source="local", path=str(p), text_column="review", label_column=None)
+    s.data.calib.num_samples = 8
+    splits = load_splits(s, cache_dir=tmp_path / "cache")
+    vocab = write_vocab(tmp_path / "tok")
+    feeds = TextFeeds(TextEncoder(load_tokenizer(str(vocab)), max_length=6,
+                                  input_names=["input_ids", "attention_mask"]))
+    model = tmp_path / "m.onnx"
+    onnx.save(bert_like_model(15, with_types=False), str(model))
+    with OrtRunner(str(model)) as r:
+        logits = run_split(r, feeds, splits.test, output="logits", batch_size=4)
+    assert logits.shape == (len(splits.test), 2) and np.isfinite(logits).all()
+    counts = note_truncation(splits, feeds)  # "review N says good things": 5 words + 2 > 6
+    assert counts == splits.sizes()
+    doc = json.loads(json.dumps(splits.to_dict()))
+    assert doc["label_free"] is True and doc["info"]["truncated"] == counts
+    assert {w["code"] for w in doc["info"]["warnings"]} >= {"label_free", "texts_truncated"}
+    assert doc["sizes"] == splits.sizes() and set(doc["sha256"]) == {"train", "calib", "dev", "test"}
