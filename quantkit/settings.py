@@ -46,13 +46,40 @@ class ModelConfig:
 
 
 @dataclass
+class TrainSplitConfig:
+    # examples the head is fitted on (zoo / hub text models): whole groups, trimmed to
+    # exactly this many; null = every example left after test, dev and calibration
+    size: Optional[int] = None
+
+
+@dataclass
 class CalibSplitConfig:
-    num_samples: int = 256
+    num_samples: int = 256  # calibration examples: whole groups, disjoint from every split
+    warn_below: int = 64  # fewer: a named warning (calib_small): ranges may be unstable
+    min_samples: int = 8  # fewer: refused (ConfigError at data.calib.num_samples)
+
+
+@dataclass
+class DevSplitConfig:
+    """The split every choice is made on (calibrator, layer ranking, search)."""
+
+    size: Optional[int] = None  # examples (whole groups); overrides data.dev_fraction
+    limit: Optional[int] = None  # seeded subsample, stratified by label, after splitting
+
+
+@dataclass
+class TestSplitConfig:
+    """The split the sign-off is evaluated on, once per candidate."""
+
+    __test__ = False  # not a pytest test class
+
+    limit: Optional[int] = None  # seeded subsample, stratified by label, after splitting
 
 
 @dataclass
 class EvalSplitConfig:
-    limit: Optional[int] = None  # first N eval examples (after the seeded split)
+    # deprecated alias of data.test.limit (the test split was called "eval")
+    limit: Optional[int] = None
 
 
 @dataclass
@@ -65,6 +92,11 @@ class ImageConfig:
     std: list[float] = field(default_factory=lambda: [0.229, 0.224, 0.225])
     resize: str = "bilinear"  # bilinear (as torch, align_corners=False) | none
     layout: str = "NCHW"  # NCHW | NHWC: the model input's layout
+    # RGB | BGR: the channel order the model was trained on (OpenCV / Caffe models: BGR);
+    # mean and std are given in that order
+    channel_order: str = "RGB"
+    # image files with transparency: composite over white | black, or drop the alpha channel
+    alpha: str = "white"
 
 
 @dataclass
@@ -72,25 +104,58 @@ class DataConfig:
     name: str = MISSING
     kind: str = "text"  # text | image
     source: str = "embedded"  # embedded | local | hub
-    path: Optional[str] = None  # local: csv/json/parquet file(s); hub: dataset id
+    path: Optional[str] = None  # local: csv/json/parquet file(s) or image folder; hub: id
     format: Optional[str] = None  # local: csv | json | parquet (default: from the suffix)
+    encoding: Optional[str] = None  # local csv/json text encoding (default utf-8), e.g. latin-1
     hub_config: Optional[str] = None
     train_split: str = "train"  # hub datasets that come pre-split
-    eval_split: Optional[str] = None  # hub: a named split for eval; None = split train
+    eval_split: Optional[str] = None  # hub: a named split used as the test split
     text_column: str = "text"
     image_column: str = "image"  # hub image datasets: the column with the images
-    label_column: str = "label"
-    group_column: Optional[str] = None  # split by this column: no group in both splits
+    # null: label-free data (no labels; verdicts on agreement with FP32). Image folders
+    # without class subfolders are label-free whatever this says.
+    label_column: Optional[str] = "label"
+    group_column: Optional[str] = None  # split by this column: no group in two splits
     label_names: list[str] = field(default_factory=list)  # class id -> name
     label_map: dict[str, int] = field(default_factory=dict)  # raw label value -> class id
     drop_values: list[str] = field(default_factory=list)  # labels whose rows are dropped
-    eval_fraction: float = 0.2
-    tokenizer: Optional[str] = None  # name or path; default: the model's own
-    max_length: int = 128
+    # fraction of the examples (whole groups) in the test split, unless the source comes
+    # with one (Fashion-MNIST's test images, data.eval_split); null: data.eval_fraction
+    test_fraction: Optional[float] = None
+    eval_fraction: Optional[float] = None  # deprecated alias of test_fraction (default 0.2)
+    # fraction of the examples (whole groups) in the dev split; null: whatever is left
+    # after test, calibration and data.train.size
+    dev_fraction: Optional[float] = 0.2
+    tokenizer: Optional[str] = None  # tokenizer.json / vocab.txt / directory / hub name
+    lowercase: Optional[bool] = None  # vocab.txt tokenizers: default tokenizer_config.json, else true
+    max_length: int = 128  # tokens; at most the model's limit (tokenizer_config / config.json)
     batch_size: int = 32
+    train: TrainSplitConfig = field(default_factory=TrainSplitConfig)
     calib: CalibSplitConfig = field(default_factory=CalibSplitConfig)
+    dev: DevSplitConfig = field(default_factory=DevSplitConfig)
+    test: TestSplitConfig = field(default_factory=TestSplitConfig)
     eval: EvalSplitConfig = field(default_factory=EvalSplitConfig)
     image: ImageConfig = field(default_factory=ImageConfig)
+
+
+DEFAULT_TEST_FRACTION = 0.2
+
+
+def resolve_test_fraction(d: DataConfig) -> tuple[str, float]:
+    """(the key the user set, the test fraction): data.test_fraction, else its deprecated
+    alias data.eval_fraction, else the default 0.2."""
+    if d.test_fraction is not None:
+        return "data.test_fraction", d.test_fraction
+    if d.eval_fraction is not None:
+        return "data.eval_fraction", d.eval_fraction
+    return "data.test_fraction", DEFAULT_TEST_FRACTION
+
+
+def resolve_test_limit(d: DataConfig) -> tuple[str, Optional[int]]:
+    """(key, limit) of the test split: data.test.limit, else its alias data.eval.limit."""
+    if d.test.limit is not None:
+        return "data.test.limit", d.test.limit
+    return ("data.eval.limit" if d.eval.limit is not None else "data.test.limit"), d.eval.limit
 
 
 @dataclass
@@ -278,20 +343,16 @@ def validate(s: Settings) -> Settings:
     elif s.model.head.n_train is not None:
         raise ConfigError("model.head.n_train applies to image zoo models only",
                           where="model.head.n_train", value=s.model.head.n_train,
-                          fix="remove it (text heads are fitted on the whole train split)")
+                          fix="remove it; for text models set data.train.size")
     if s.data.source in ("local", "hub") and not s.data.path:
         raise ConfigError(f"data.source={s.data.source} needs a path", where="data.path",
                           value=s.data.path,
                           fix="add data.path=<file.csv|json|parquet> (local) or <dataset id> (hub)")
     if s.data.format is not None:
         _choice("data.format", s.data.format, ("csv", "json", "parquet"))
-    if not 0.0 < s.data.eval_fraction < 1.0:
-        raise ConfigError("config key data.eval_fraction must be in (0, 1)",
-                          value=s.data.eval_fraction, fix="e.g. data.eval_fraction=0.2")
+    validate_data_splits(s.data)
     _positive("data.max_length", s.data.max_length)
     _positive("data.batch_size", s.data.batch_size)
-    _positive("data.calib.num_samples", s.data.calib.num_samples)
-    _positive("data.eval.limit", s.data.eval.limit, allow_none=True)
     if not s.calibrator.methods:
         raise ConfigError("config key calibrator.methods is empty", value=[],
                           fix=f"list at least one of {list(CALIBRATOR_NAMES)}")
@@ -343,6 +404,47 @@ def validate(s: Settings) -> Settings:
     return s
 
 
+def _fraction(key: str, value: float | None) -> None:
+    if value is not None and not 0.0 < value < 1.0:
+        raise ConfigError(f"config key {key} must be in (0, 1)", value=value,
+                          fix=f"e.g. {key}=0.2")
+
+
+def validate_data_splits(d: DataConfig) -> None:
+    """Split sizes and fractions (data.test_fraction / dev_fraction / *.size / *.limit)."""
+    if (d.test_fraction is not None and d.eval_fraction is not None
+            and d.test_fraction != d.eval_fraction):
+        raise ConfigError("data.eval_fraction is a deprecated alias of data.test_fraction and "
+                          "the two differ", where="data.eval_fraction", value=d.eval_fraction,
+                          fix=f"set only data.test_fraction={d.test_fraction}")
+    if (d.test.limit is not None and d.eval.limit is not None and d.test.limit != d.eval.limit):
+        raise ConfigError("data.eval.limit is a deprecated alias of data.test.limit and the "
+                          "two differ", where="data.eval.limit", value=d.eval.limit,
+                          fix=f"set only data.test.limit={d.test.limit}")
+    key, test_fraction = resolve_test_fraction(d)
+    _fraction(key, test_fraction)
+    _fraction("data.dev_fraction", d.dev_fraction)
+    _positive("data.train.size", d.train.size, allow_none=True)
+    _positive("data.dev.size", d.dev.size, allow_none=True)
+    _positive("data.dev.limit", d.dev.limit, allow_none=True)
+    _positive("data.test.limit", d.test.limit, allow_none=True)
+    _positive("data.eval.limit", d.eval.limit, allow_none=True)
+    c = d.calib
+    _positive("data.calib.num_samples", c.num_samples)
+    _positive("data.calib.min_samples", c.min_samples)
+    if c.warn_below < c.min_samples:
+        raise ConfigError("config key data.calib.warn_below must be >= data.calib.min_samples",
+                          value=c.warn_below, fix=f"set data.calib.warn_below >= {c.min_samples}")
+    if d.encoding is not None:
+        import codecs
+
+        try:
+            codecs.lookup(d.encoding)
+        except LookupError:
+            raise ConfigError("config key data.encoding names no known text encoding",
+                              value=d.encoding, fix="e.g. data.encoding=latin-1 or utf-8") from None
+
+
 def validate_backend_bench(s: Settings) -> None:
     """backend.providers / provider_options and the bench (latency) settings."""
     for p in s.backend.provider_options:
@@ -381,6 +483,8 @@ def validate_image(s: Settings) -> None:
     _choice("data.image.channels", im.channels, (3, 1))
     _choice("data.image.resize", im.resize, ("bilinear", "none"))
     _choice("data.image.layout", im.layout, ("NCHW", "NHWC"))
+    _choice("data.image.channel_order", im.channel_order, ("RGB", "BGR"))
+    _choice("data.image.alpha", im.alpha, ("white", "black", "drop"))
     for key in ("mean", "std"):
         values = getattr(im, key)
         if len(values) != im.channels:

@@ -75,7 +75,7 @@ def test_run_on_an_image_folder_with_your_own_cnn(tmp_path):
     out = tmp_path / "run"
     rec = run(cfg, out_dir=out)
 
-    assert rec.data["kind"] == "image" and rec.data["sizes"] == {"train": 40, "calib": 16, "eval": 40}
+    assert rec.data["kind"] == "image" and rec.data["sizes"] == {"train": 8, "calib": 16, "dev": 16, "test": 40}
     assert rec.data["label_names"] == ["bright", "dark"]
     assert rec.data["feeds"]["preprocess"]["size"] == 16
     cands = rec.candidates

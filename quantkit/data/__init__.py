@@ -1,54 +1,104 @@
-"""Data: labeled text or images from an embedded asset, local files or the hub -> seeded splits."""
+"""Data: text or images, labeled or label-free, from an embedded asset, local files or the
+hub -> seeded, group-disjoint train / calib / dev / test splits (``Splits``).
+
+The run calls :func:`load_splits` once; ``splits.dev`` is for every choice, ``splits.test``
+for the sign-off, ``split.groups`` / ``split.group_ids()`` for a cluster bootstrap,
+``splits.info`` for the record (counts, limits, named warnings). After building the feeds
+it calls :func:`note_truncation` so truncated texts are counted too.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from quantkit.data.splits import ImageSplit, Splits, TextSplit, make_splits, to_examples
+from quantkit.data.info import DataInfo, DataWarning
+from quantkit.data.splits import SPLIT_NAMES, ImageSplit, Splits, TextSplit, make_splits
 
-__all__ = ["ImageSplit", "Splits", "TextSplit", "load_splits"]
+__all__ = ["DataInfo", "DataWarning", "ImageSplit", "SPLIT_NAMES", "Splits", "TextSplit",
+           "load_splits", "note_truncation"]
 
 EMBEDDED = {"text": ("rotten_tomatoes",), "image": ("fashion_mnist",)}
 
 
 def load_splits(settings, *, cache_dir: Path) -> Splits:
+    """The splits ``settings.data`` describes (text or image), seeded by ``settings.seed``."""
+    if settings.data.kind == "image":
+        splits = load_image_splits(settings, cache_dir=cache_dir)
+    else:
+        splits = load_text_splits(settings, cache_dir=cache_dir)
+    if splits.label_free and settings.model.kind in ("zoo", "hub"):
+        from quantkit.errors import ConfigError
+
+        raise ConfigError(f"model.kind={settings.model.kind} fits a classification head on the "
+                          "train split, which needs labels, and the data is label-free",
+                          where="data.label_column" if settings.data.label_column is None
+                          else "data.path", value=settings.data.label_column or settings.data.path,
+                          fix="give labeled data (a label column, or one image subfolder per "
+                              "class), or bring a model with its head (model=onnx)")
+    return splits
+
+
+def _text_table(cfg, cache_dir: Path, split: str):
     from quantkit.data import sources
 
-    cfg = settings.data
-    if cfg.kind == "image":
-        return load_image_splits(settings, cache_dir=cache_dir)
-    eval_part = None
     if cfg.source == "embedded":
-        if cfg.name != "rotten_tomatoes":
+        if cfg.name not in EMBEDDED["text"]:
             from quantkit.errors import ConfigError
 
             raise ConfigError("unknown embedded dataset", where="data.name", value=cfg.name,
                               fix="use data=rotten_tomatoes, data=local or data=hub")
         from quantkit.assets import asset_path
 
-        ds = sources.load_local(asset_path("rotten_tomatoes", cache_dir), fmt="csv",
-                                cache_dir=str(cache_dir))
-    elif cfg.source == "local":
-        ds = sources.load_local(cfg.path, fmt=cfg.format, cache_dir=str(cache_dir))
-    else:
-        ds = sources.load_hub(cfg.path, split=cfg.train_split, config=cfg.hub_config,
-                              cache_dir=str(cache_dir))
-        if cfg.eval_split:
-            ev = sources.load_hub(cfg.path, split=cfg.eval_split, config=cfg.hub_config,
+        return sources.load_local(asset_path("rotten_tomatoes", cache_dir), fmt="csv",
                                   cache_dir=str(cache_dir))
-            t, y, g, _ = to_examples(ev, cfg)
-            eval_part = (t, y, g)
-    texts, labels, groups, names = to_examples(ds, cfg)
-    return make_splits(texts, labels, groups, names, cfg, seed=settings.seed, eval_part=eval_part)
+    if cfg.source == "local":
+        return sources.load_local(cfg.path, fmt=cfg.format, cache_dir=str(cache_dir),
+                                  encoding=cfg.encoding)
+    return sources.load_hub(cfg.path, split=split, config=cfg.hub_config,
+                            cache_dir=str(cache_dir))
+
+
+def load_text_splits(settings, *, cache_dir: Path) -> Splits:
+    from quantkit.data.table import to_examples
+
+    cfg = settings.data
+    ex = to_examples(_text_table(cfg, cache_dir, cfg.train_split), cfg)
+    test_part = None
+    if cfg.source == "hub" and cfg.eval_split:
+        tx = to_examples(_text_table(cfg, cache_dir, cfg.eval_split), cfg)
+        _merge_counts(ex.info, tx.info)
+        groups = tx.groups if cfg.group_column else [f"test:{g}" for g in tx.groups]
+        test_part = TextSplit("test", tx.texts, tx.labels, groups)
+    full = TextSplit("all", ex.texts, ex.labels, ex.groups)
+    _label_free_note(ex.info)
+    return make_splits(full, ex.label_names, cfg, seed=settings.seed, info=ex.info,
+                       test_part=test_part)
+
+
+def _merge_counts(into: DataInfo, other: DataInfo) -> None:
+    for key in ("rows_read", "dropped_by_value", "empty_texts_dropped", "duplicates_dropped",
+                "duplicate_label_conflicts"):
+        setattr(into, key, getattr(into, key) + getattr(other, key))
+    for w in other.warnings:
+        into.warn(w.code, w.message)
+
+
+def _label_free_note(info: DataInfo) -> None:
+    if info.label_free:
+        info.warn("label_free", "the data has no labels (data.label_column=null or an image "
+                  "folder without class subfolders): labels are None, only agreement with "
+                  "FP32 can be measured")
 
 
 def load_image_splits(settings, *, cache_dir: Path) -> Splits:
-    """Image splits: Fashion-MNIST (embedded: train -> train/calib, test -> eval), a local
-    folder with one subfolder per class, or a hub dataset with an image column."""
-    from quantkit.data.splits import make_image_splits
-
+    """Image splits: Fashion-MNIST (embedded: its test images are the test split, train /
+    calib / dev come from its train images), a local folder (one subfolder per class, or
+    images only: label-free), or a hub dataset with an image column."""
     cfg = settings.data
     n_train = settings.model.head.n_train if settings.model.kind == "zoo" else None
+    train_key = "model.head.n_train" if n_train is not None else "data.train.size"
+    label_free = cfg.label_column is None
+    test_part = None
     if cfg.source == "embedded":
         if cfg.name not in EMBEDDED["image"]:
             from quantkit.errors import ConfigError
@@ -60,26 +110,51 @@ def load_image_splits(settings, *, cache_dir: Path) -> Splits:
 
         tr_x, tr_y, te_x, te_y = load_fashion_mnist(cfg.path or FASHION_MNIST_ROOT)
         names = list(cfg.label_names) or list(FASHION_MNIST_CLASSES)
-        return make_image_splits(tr_x, tr_y, names, cfg, seed=settings.seed,
-                                 eval_part=(te_x, te_y), n_train=n_train)
-    if cfg.source == "local":
-        from quantkit.data.images import load_image_folder
+        if label_free:
+            tr_y = te_y = None
+        test_part = ImageSplit("test", te_x, te_y)
+        x, y, rows = tr_x, tr_y, len(tr_x) + len(te_x)
+    elif cfg.source == "local":
+        from quantkit.data.image_io import load_image_folder
 
         x, y, classes = load_image_folder(cfg.path, size=cfg.image.size,
-                                          mode="L" if cfg.image.channels == 1 else "RGB")
+                                          mode="L" if cfg.image.channels == 1 else "RGB",
+                                          alpha=cfg.image.alpha,
+                                          labeled=False if label_free else None)
         names = list(cfg.label_names) or classes
-        return make_image_splits(x, y, names, cfg, seed=settings.seed, n_train=n_train)
-    from quantkit.data import sources
-    from quantkit.data.images import hub_images
+        rows = len(x)
+    else:
+        from quantkit.data import sources
+        from quantkit.data.images import hub_images
 
-    ds = sources.load_hub(cfg.path, split=cfg.train_split, config=cfg.hub_config,
-                          cache_dir=str(cache_dir))
-    x, y, names = hub_images(ds, cfg)
-    eval_part = None
-    if cfg.eval_split:
-        ev = sources.load_hub(cfg.path, split=cfg.eval_split, config=cfg.hub_config,
+        ds = sources.load_hub(cfg.path, split=cfg.train_split, config=cfg.hub_config,
                               cache_dir=str(cache_dir))
-        ex, ey, _ = hub_images(ev, cfg)
-        eval_part = (ex, ey)
-    return make_image_splits(x, y, names, cfg, seed=settings.seed, eval_part=eval_part,
-                             n_train=n_train)
+        x, y, names = hub_images(ds, cfg)
+        rows = len(x)
+        if cfg.eval_split:
+            ev = sources.load_hub(cfg.path, split=cfg.eval_split, config=cfg.hub_config,
+                                  cache_dir=str(cache_dir))
+            ex, ey, _ = hub_images(ev, cfg)
+            test_part = ImageSplit("test", ex, ey)
+            rows += len(ex)
+    info = DataInfo(kind="image", label_free=y is None, rows_read=rows)
+    _label_free_note(info)
+    return make_splits(ImageSplit("all", x, y), names, cfg, seed=settings.seed, info=info,
+                       test_part=test_part, train_size=n_train, train_key=train_key)
+
+
+def note_truncation(splits: Splits, feeds) -> dict[str, int]:
+    """Count, per split, the texts ``feeds`` truncate at ``data.max_length`` tokens; kept
+    in ``splits.info.truncated`` (warning ``texts_truncated``). Images: nothing to count."""
+    counter = getattr(feeds, "truncated", None)
+    if counter is None:
+        return {}
+    counts = {name: int(counter(split).sum()) for name, split in splits.named().items()}
+    splits.info.truncated = counts
+    splits.info.max_length = feeds.encoder.max_length
+    total = sum(counts.values())
+    if total:
+        splits.info.warn("texts_truncated", f"{total} texts are longer than data.max_length="
+                         f"{feeds.encoder.max_length} tokens and were truncated ("
+                         + ", ".join(f"{k} {v}" for k, v in counts.items() if v) + ")")
+    return counts

@@ -24,7 +24,7 @@ import numpy as np
 
 from quantkit.errors import ConfigError, DataError
 
-__all__ = ["Feeds", "TextFeeds", "ImageFeeds", "make_feeds", "image_preprocess"]
+__all__ = ["Feeds", "TextFeeds", "ImageFeeds", "make_feeds", "image_preprocess", "check_kind"]
 
 LAYOUTS = ("NCHW", "NHWC")
 
@@ -88,6 +88,10 @@ class TextFeeds:
         from quantkit.compare.task import length_buckets
 
         return {"length": length_buckets(lengths)} if lengths is not None else {}
+
+    def truncated(self, data: Any) -> np.ndarray:
+        """bool per text: longer than data.max_length tokens, so truncated."""
+        return self.encoder.truncated(_texts(data))
 
     def cache_key(self) -> dict:
         return {}  # max_length and tokenizer are in the text stages' keys already
@@ -153,11 +157,56 @@ def image_preprocess(settings):
 
     c = settings.data.image
     return ImagePreprocess(size=c.size, channels=c.channels, mean=tuple(c.mean), std=tuple(c.std),
-                           resize=c.resize)
+                           resize=c.resize, channel_order=c.channel_order)
+
+
+def _input_types(model) -> dict[str, tuple[int, int]]:
+    """{graph input name: (ONNX elem type, rank)} of ``model`` (weights not loaded)."""
+    import onnx
+
+    proto = onnx.load(model.path, load_external_data=False)
+    inits = {i.name for i in proto.graph.initializer}
+    return {i.name: (i.type.tensor_type.elem_type, len(i.type.tensor_type.shape.dim))
+            for i in proto.graph.input if i.name not in inits}
+
+
+def check_kind(settings, model) -> None:
+    """DataError naming ``data.kind`` when the model's inputs are of the other kind: an
+    image model (one float input of rank 4) given text, or a text model (input_ids, or
+    integer inputs) given images. Runs before any tokenizer or inference."""
+    from onnx import TensorProto
+
+    from quantkit.data.text import TEXT_INPUTS
+
+    kind = settings.data.kind
+    names = list(model.input_names)
+    if kind == "text" and all(n in TEXT_INPUTS for n in names):
+        return
+    types = _input_types(model)
+    floats = [n for n in names if types.get(n, (0, 0))[0] in
+              (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE, TensorProto.BFLOAT16)]
+    ints = [n for n in names if n in TEXT_INPUTS or types.get(n, (0, 0))[0] in
+            (TensorProto.INT64, TensorProto.INT32)]
+    if kind == "text" and len(names) == 1 and floats and types[floats[0]][1] in (3, 4):
+        raise DataError("the model takes images and the data is text", where="data.kind",
+                        value=f"text (model input {floats[0]}: float, rank "
+                              f"{types[floats[0]][1]})",
+                        fix="set data.kind=image with image data (data=image_folder "
+                            "data.path=<folder>, or data=fashion_mnist)")
+    if kind == "image" and ints and not floats:
+        raise DataError("the model takes token ids and the data is images", where="data.kind",
+                        value=f"image (model inputs {names})",
+                        fix="set data.kind=text with text data (data=local data.path=<csv>, "
+                            "or data=rotten_tomatoes)")
 
 
 def make_feeds(settings, model) -> TextFeeds | ImageFeeds:
-    """The feeds for ``model``'s inputs from ``settings.data`` (text or image)."""
+    """The feeds for ``model``'s inputs from ``settings.data`` (text or image).
+
+    Checks first (before any inference) that the model takes the data's kind, and for
+    text that ``data.max_length`` is within the tokenizer's model limit.
+    """
+    check_kind(settings, model)
     if settings.data.kind == "image":
         if len(model.input_names) != 1:
             raise DataError("an image model must have exactly one input", where="model inputs",
@@ -165,14 +214,16 @@ def make_feeds(settings, model) -> TextFeeds | ImageFeeds:
                             fix="export the model with one image input [N, C, H, W] (or NHWC)")
         return ImageFeeds(image_preprocess(settings), input_name=model.input_names[0],
                           layout=settings.data.image.layout)
-    from quantkit.data.text import TextEncoder, load_tokenizer
+    from quantkit.data.text import TextEncoder, load_tokenizer, model_max_length
 
     if not model.tokenizer:
         raise ConfigError("a text model needs a tokenizer", where="data.tokenizer", value=None,
-                          fix="set data.tokenizer=<directory with tokenizer.json or hub name>")
-    return TextFeeds(TextEncoder(load_tokenizer(model.tokenizer),
+                          fix="set data.tokenizer=<tokenizer.json, vocab.txt, a directory "
+                              "with either, or a hub name>")
+    return TextFeeds(TextEncoder(load_tokenizer(model.tokenizer, lowercase=settings.data.lowercase),
                                  max_length=settings.data.max_length,
-                                 input_names=model.input_names))
+                                 input_names=model.input_names,
+                                 model_limit=model_max_length(model.tokenizer)))
 
 
 def as_feeds(obj) -> TextFeeds | ImageFeeds:

@@ -44,7 +44,6 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 _IDX_DTYPES = {0x08: np.dtype(">u1"), 0x09: np.dtype(">i1"), 0x0B: np.dtype(">i2"),
                0x0C: np.dtype(">i4"), 0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
 _GZIP_MAGIC = b"\x1f\x8b"
-_IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
 
 
 # --------------------------------------------------------------------------- IDX files
@@ -125,84 +124,58 @@ def load_fashion_mnist(root: str | os.PathLike = FASHION_MNIST_ROOT
 
 # --------------------------------------------------------------------------- image folders
 
-
-def load_image_folder(path: str | os.PathLike, *, size: int | None = None, mode: str = "RGB"
-                      ) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Users' images, one subfolder per class: (images uint8 [N,H,W,C], labels, class names).
-
-    Classes are the sorted subfolder names. Images are converted to ``mode`` ("RGB" or "L")
-    with Pillow; with ``size`` each is resized to size x size (bilinear), else all must share
-    one size.
-    """
-    try:
-        from PIL import Image
-    except ImportError as exc:
-        raise DataError("reading image folders needs Pillow", where="data.path", value=str(path),
-                        fix="pip install pillow") from exc
-    if mode not in ("RGB", "L"):
-        raise ConfigError("unsupported image mode", where="mode", value=mode, fix="use RGB or L")
-    root = Path(path).expanduser()
-    if not root.is_dir():
-        raise DataError("image folder not found", where="data.path", value=str(root),
-                        fix="point it at a folder with one subfolder of images per class")
-    classes = sorted(d.name for d in root.iterdir() if d.is_dir() and not d.name.startswith("."))
-    images, labels = [], []
-    for label, name in enumerate(classes):
-        for f in sorted((root / name).iterdir()):
-            if f.suffix.lower() not in _IMAGE_SUFFIXES:
-                continue
-            try:
-                with Image.open(f) as im:
-                    im = im.convert(mode)
-                    if size is not None:
-                        im = im.resize((size, size), Image.Resampling.BILINEAR)
-                    arr = np.asarray(im, dtype=np.uint8)
-            except (OSError, ValueError) as exc:
-                raise DataError(f"could not read an image ({type(exc).__name__})", where=str(f),
-                                value=str(exc).splitlines()[0] if str(exc) else None,
-                                fix="remove or replace the file") from exc
-            images.append(arr if arr.ndim == 3 else arr[..., None])
-            labels.append(label)
-    if not images:
-        raise DataError("no images found", where=str(root), value=classes,
-                        fix=f"put images ({', '.join(_IMAGE_SUFFIXES)}) into one subfolder per class")
-    shapes = {a.shape for a in images}
-    if len(shapes) > 1:
-        raise DataError("images differ in size", where=str(root),
-                        value=sorted(shapes)[:3], fix="pass size=<pixels> to resize them all")
-    log.info("image folder %s: %d images, %d classes", root, len(images), len(classes))
-    return np.stack(images), np.asarray(labels, dtype=np.int64), classes
+from quantkit.data.image_io import load_image_folder  # noqa: E402  (re-exported)
 
 
-def hub_images(ds, cfg) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """(uint8 images [N,S,S,C], labels, class names) from a Hugging Face image dataset.
+def hub_images(ds, cfg) -> tuple[np.ndarray, np.ndarray | None, list[str]]:
+    """(uint8 images [N,S,S,C], labels or None, class names) from a Hugging Face image dataset.
 
     ``cfg`` is the data config: ``image_column`` holds PIL images (or {"bytes": ...}),
     ``label_column`` integer class ids (names from a ClassLabel feature or
-    ``label_names``). Every image is converted to RGB / L and resized to
+    ``label_names``) or null for label-free data. Every image is read with
+    :func:`~quantkit.data.image_io.to_uint8` (any bit depth and mode) and resized to
     ``image.size`` x ``image.size`` (bilinear) with Pillow.
     """
     import io
 
     from PIL import Image
 
-    for key, col in (("data.image_column", cfg.image_column), ("data.label_column", cfg.label_column)):
+    from quantkit.data.image_io import to_uint8
+
+    label_free = cfg.label_column is None
+    keys = [("data.image_column", cfg.image_column)]
+    if not label_free:
+        keys.append(("data.label_column", cfg.label_column))
+    for key, col in keys:
         if col not in ds.column_names:
+            extra = ", or data.label_column=null for label-free data" if key == "data.label_column" else ""
             raise DataError("column not found in the dataset", where=key, value=col,
-                            fix=f"set {key} to one of {ds.column_names}")
-    feature = ds.features.get(cfg.label_column) if hasattr(ds, "features") else None
+                            fix=f"set {key} to one of {ds.column_names}{extra}")
+    feature = None if label_free else (ds.features.get(cfg.label_column)
+                                       if hasattr(ds, "features") else None)
     names = list(cfg.label_names) or list(getattr(feature, "names", None) or [])
     mode = "L" if cfg.image.channels == 1 else "RGB"
     size = cfg.image.size
-    images, labels = [], []
+    images, labels, bad = [], [], []
     for i, row in enumerate(ds):
-        im, y = row[cfg.image_column], row[cfg.label_column]
+        im = row[cfg.image_column]
         if isinstance(im, dict) and im.get("bytes") is not None:
             im = Image.open(io.BytesIO(im["bytes"]))
         if not hasattr(im, "convert"):
             raise DataError("image column does not hold images", where=f"row {i} column "
                             f"{cfg.image_column}", value=type(im).__name__,
                             fix="set data.image_column to the dataset's image column")
+        arr = to_uint8(im, mode=mode, alpha=cfg.image.alpha, where=f"row {i} column "
+                       f"{cfg.image_column}")
+        pil = Image.fromarray(arr[..., 0] if arr.shape[-1] == 1 else arr)
+        arr = np.asarray(pil.resize((size, size), Image.Resampling.BILINEAR), dtype=np.uint8)
+        images.append(arr if arr.ndim == 3 else arr[..., None])
+        if label_free:
+            continue
+        y = row[cfg.label_column]
+        if y is None or (isinstance(y, float) and not np.isfinite(y)):
+            bad.append(i)
+            continue
         try:
             yi = int(y)
         except (TypeError, ValueError):
@@ -211,21 +184,25 @@ def hub_images(ds, cfg) -> tuple[np.ndarray, np.ndarray, list[str]]:
                                 where=f"row {i} column {cfg.label_column}", value=y,
                                 fix="set data.label_names=[...] in class-id order") from None
             yi = names.index(str(y))
-        arr = np.asarray(im.convert(mode).resize((size, size), Image.Resampling.BILINEAR),
-                         dtype=np.uint8)
-        images.append(arr if arr.ndim == 3 else arr[..., None])
         labels.append(yi)
+    if bad:
+        from quantkit.data.table import rows_phrase
+
+        raise DataError(f"{len(bad)} label{'' if len(bad) == 1 else 's'} missing or not finite",
+                        where=f"{rows_phrase(bad)} column {cfg.label_column}", value=None,
+                        fix="fill in or remove those rows, or set data.label_column=null for a "
+                            "label-free run")
     if not images:
         raise DataError("no images in the dataset split", where="data.path", value=cfg.path,
                         fix="check data.train_split / data.eval_split")
+    log.info("hub images: %d images, %s", len(images),
+             "label-free" if label_free else f"{len(names) or 'unnamed'} classes")
+    if label_free:
+        return np.stack(images), None, names
+    from quantkit.data.table import check_label_ids
+
     y = np.asarray(labels, dtype=np.int64)
-    if not names:
-        names = [str(i) for i in range(int(y.max()) + 1)]
-    if y.min() < 0 or y.max() >= len(names):
-        raise DataError("label ids outside the declared classes", where="data.label_names",
-                        value=sorted(set(y.tolist()))[:12], fix=f"declare {int(y.max()) + 1} names")
-    log.info("hub images: %d images, %d classes", len(images), len(names))
-    return np.stack(images), y, names
+    return np.stack(images), y, check_label_ids(y, names)
 
 
 # --------------------------------------------------------------------------- preprocessing
@@ -240,6 +217,7 @@ class ImagePreprocess:
     mean: tuple[float, ...] = IMAGENET_MEAN  # per channel, on the [0, 1] scale
     std: tuple[float, ...] = IMAGENET_STD
     resize: str = "bilinear"  # bilinear (align_corners=False, as torch) | none
+    channel_order: str = "RGB"  # RGB | BGR: the model's channel order (mean/std in that order)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mean", tuple(float(v) for v in self.mean))
@@ -259,9 +237,15 @@ class ImagePreprocess:
         if self.size < 1:
             raise ConfigError("size must be positive", where="preprocess.size", value=self.size,
                               fix="use e.g. 112 or 224")
+        if self.channel_order not in ("RGB", "BGR"):
+            raise ConfigError("unsupported channel order", where="data.image.channel_order",
+                              value=self.channel_order, fix="use RGB or BGR")
 
     def to_dict(self) -> dict:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
+        d = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
+        if d["channel_order"] == "RGB":  # the default before the option existed: keep keys
+            del d["channel_order"]
+        return d
 
     def __call__(self, images: np.ndarray) -> np.ndarray:
         return preprocess(images, self)
@@ -324,6 +308,8 @@ def preprocess(images: np.ndarray, config: ImagePreprocess = ImagePreprocess()) 
                         where="images", value=(h, w), fix="set preprocess.resize=bilinear")
     if config.channels == 3 and c == 1:
         x = np.broadcast_to(x, (n, 3, config.size, config.size))
+    elif config.channels == 3 and config.channel_order == "BGR":
+        x = x[:, ::-1]
     mean = np.asarray(config.mean, np.float32)[None, :, None, None]
     inv_std = (1.0 / np.asarray(config.std, np.float64)).astype(np.float32)[None, :, None, None]
     return np.ascontiguousarray((x - mean) * inv_std, dtype=np.float32)

@@ -1,4 +1,23 @@
-"""Seeded, disjoint train / calibration / eval splits of a labeled text table, with hashes."""
+"""Seeded train / calib / dev / test splits, disjoint by group, each hashed.
+
+- **test**: what the sign-off is evaluated on, once per candidate (``data.test_fraction``
+  of the examples, or the source's own test set: Fashion-MNIST's 10,000 test images, a hub
+  dataset's ``data.eval_split``);
+- **dev**: what every choice is made on (``data.dev.size`` examples, or
+  ``data.dev_fraction``, or null: whatever is left after the others);
+- **calib**: ``data.calib.num_samples`` examples for the calibration ranges, exactly;
+- **train**: what a zoo / hub head is fitted on (``data.train.size``, or image zoo models'
+  ``model.head.n_train``; null: all that is left).
+
+Groups (``data.group_column``: a movie for Rotten Tomatoes; each example alone without
+one) are whole in one split: the splits are carved from one seeded permutation of the
+groups (:func:`quantkit.data.partition.partition_groups`). Each split keeps every
+example's group (``split.groups``) so the verdict can resample groups (cluster bootstrap).
+``data.dev.limit`` / ``data.test.limit`` then keep a seeded subsample stratified by label.
+
+``Splits.eval`` is a read-only alias of ``Splits.test``: the run built before the dev /
+test protocol reads ``splits.eval``; it is to go once every stage reads dev or test.
+"""
 
 from __future__ import annotations
 
@@ -8,67 +27,113 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from quantkit.errors import DataError
-from quantkit.settings import DataConfig
+from quantkit.data.info import DataInfo
+from quantkit.data.partition import (Part, group_codes, partition_groups, random_subsample,
+                                     stratified_subsample)
+from quantkit.errors import ConfigError, DataError
+from quantkit.settings import DataConfig, resolve_test_fraction, resolve_test_limit
 
 log = logging.getLogger(__name__)
+
+__all__ = ["TextSplit", "ImageSplit", "Splits", "SPLIT_NAMES", "make_splits"]
+
+SPLIT_NAMES = ("train", "calib", "dev", "test")
+
+
+def _labels(labels) -> np.ndarray | None:
+    return None if labels is None else np.asarray(labels, dtype=np.int64)
 
 
 @dataclass
 class TextSplit:
-    """Texts with integer labels (and optional groups); ``sha256`` hashes texts + labels."""
+    """Texts with integer labels (None: label-free) and one group per text.
+
+    ``sha256`` hashes texts + labels (texts only, marked, when label-free).
+    """
 
     name: str
     texts: list[str]
-    labels: np.ndarray
+    labels: np.ndarray | None
     groups: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.labels = np.asarray(self.labels, dtype=np.int64)
+        self.labels = _labels(self.labels)
+        if self.labels is not None and len(self.labels) != len(self.texts):
+            raise DataError("text split has a different number of labels than texts",
+                            where=f"split {self.name}",
+                            value=f"{len(self.labels)} labels for {len(self.texts)} texts",
+                            fix="pass one label per text")
+        if not self.groups:
+            self.groups = [f"{self.name}{i}" for i in range(len(self.texts))]
 
     def __len__(self) -> int:
         return len(self.texts)
 
     @property
+    def label_free(self) -> bool:
+        return self.labels is None
+
+    @property
     def sha256(self) -> str:
         h = hashlib.sha256()
+        if self.labels is None:
+            h.update(b"label-free\x1e")
+            for t in self.texts:
+                h.update(t.encode("utf-8"))
+                h.update(b"\x1e")
+            return h.hexdigest()
         for t, y in zip(self.texts, self.labels.tolist()):
             h.update(t.encode("utf-8"))
             h.update(b"\x1f%d\x1e" % y)
         return h.hexdigest()
 
-    def subset(self, idx: np.ndarray | list[int], name: str | None = None) -> "TextSplit":
+    def group_ids(self) -> np.ndarray:
+        """Dense int64 group codes (0..G-1) per example: what a cluster bootstrap resamples."""
+        return group_codes(self.groups)
+
+    def subset(self, idx, name: str | None = None) -> "TextSplit":
         idx = list(map(int, idx))
-        return TextSplit(name or self.name, [self.texts[i] for i in idx], self.labels[idx],
-                         [self.groups[i] for i in idx] if self.groups else [])
+        return TextSplit(name or self.name, [self.texts[i] for i in idx],
+                         None if self.labels is None else self.labels[idx],
+                         [self.groups[i] for i in idx])
 
 
 @dataclass
 class ImageSplit:
-    """uint8 images ([N,H,W] or [N,H,W,C]) with integer labels; ``sha256`` hashes pixels + labels.
+    """uint8 images ([N,H,W] or [N,H,W,C]) with integer labels (None: label-free).
 
-    ``source_index`` is each image's row in the source it was taken from (e.g. Fashion-MNIST's
-    60,000 train images), so disjointness between splits can be checked.
+    ``source_index`` is each image's row in the source it came from (e.g. Fashion-MNIST's
+    60,000 train images) and ``groups`` its group (default: source name + row, each image
+    alone), so disjointness between splits can be checked. ``sha256`` hashes pixels +
+    labels.
     """
 
     name: str
     images: np.ndarray
-    labels: np.ndarray
+    labels: np.ndarray | None
     source_index: np.ndarray | None = None
+    groups: np.ndarray | None = None
 
     def __post_init__(self) -> None:
-        self.labels = np.asarray(self.labels, dtype=np.int64)
-        if len(self.labels) != len(self.images):
+        self.labels = _labels(self.labels)
+        if self.labels is not None and len(self.labels) != len(self.images):
             raise DataError("image split has a different number of labels than images",
                             where=f"split {self.name}",
                             value=f"{len(self.labels)} labels for {len(self.images)} images",
                             fix="pass one label per image")
         if self.source_index is None:
             self.source_index = np.arange(len(self.images), dtype=np.int64)
+        if self.groups is None:
+            self.groups = np.array([f"{self.name}{i}" for i in self.source_index.tolist()],
+                                   dtype=object)
         self._sha256: str | None = None
 
     def __len__(self) -> int:
         return len(self.images)
+
+    @property
+    def label_free(self) -> bool:
+        return self.labels is None
 
     @property
     def sha256(self) -> str:
@@ -78,207 +143,199 @@ class ImageSplit:
             self._sha256 = images_sha256(self.images, self.labels)
         return self._sha256
 
-    def subset(self, idx: np.ndarray | list[int] | range, name: str | None = None) -> "ImageSplit":
+    def group_ids(self) -> np.ndarray:
+        return group_codes(self.groups)
+
+    def subset(self, idx, name: str | None = None) -> "ImageSplit":
         idx = np.asarray(list(idx) if isinstance(idx, range) else idx, dtype=np.int64)
-        return ImageSplit(name or self.name, self.images[idx], self.labels[idx],
-                          self.source_index[idx])
+        return ImageSplit(name or self.name, self.images[idx],
+                          None if self.labels is None else self.labels[idx],
+                          self.source_index[idx], self.groups[idx])
+
+
+Split = TextSplit | ImageSplit
 
 
 @dataclass
 class Splits:
-    train: TextSplit | ImageSplit
-    calib: TextSplit | ImageSplit
-    eval: TextSplit | ImageSplit
+    """The four splits, the class names and what loading did (``info``).
+
+    ``eval`` is a read-only alias of ``test`` for the run built before dev / test existed.
+    """
+
+    train: Split
+    calib: Split
+    dev: Split
+    test: Split
     label_names: list[str]
+    info: DataInfo = field(default_factory=DataInfo)
+
+    @property
+    def eval(self) -> Split:
+        """Deprecated: the test split (read-only)."""
+        return self.test
+
+    @property
+    def label_free(self) -> bool:
+        return self.info.label_free
+
+    def named(self) -> dict[str, Split]:
+        return {n: getattr(self, n) for n in SPLIT_NAMES}
 
     def hashes(self) -> dict[str, str]:
-        return {s.name: s.sha256 for s in (self.train, self.calib, self.eval)}
+        return {n: s.sha256 for n, s in self.named().items()}
 
     def sizes(self) -> dict[str, int]:
-        return {s.name: len(s) for s in (self.train, self.calib, self.eval)}
+        return {n: len(s) for n, s in self.named().items()}
+
+    def to_dict(self) -> dict:
+        """JSON-ready: sizes, hashes, groups per split, label names and info."""
+        return {"sizes": self.sizes(), "sha256": self.hashes(),
+                "groups": {n: len(set(map(str, s.groups))) for n, s in self.named().items()},
+                "label_names": list(self.label_names), "label_free": self.label_free,
+                "info": self.info.to_dict()}
 
 
-def _column(ds, name: str, key: str):
-    if name not in ds.column_names:
-        raise DataError("column not found in the dataset", where=key, value=name,
-                        fix=f"set {key} to one of {ds.column_names}")
-    return ds[name]
+# --------------------------------------------------------------------------- building
 
 
-def _numeric_label(v) -> bool:
-    """An integer label, also as a csv reader upcasts it (1.0), or a missing one (None, NaN)."""
-    if v is None:
-        return True
-    if isinstance(v, (float, np.floating)):
-        return not np.isfinite(v) or float(v).is_integer()
-    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+def _rng(seed: int, stream: int) -> np.random.Generator:
+    """One independent generator per purpose (partition, dev limit, test limit)."""
+    return np.random.default_rng([seed, stream])
 
 
-def to_examples(ds, cfg: DataConfig) -> tuple[list[str], np.ndarray, list[str], list[str]]:
-    """(texts, labels, groups, label_names) from a datasets table, per the data config."""
-    texts_raw = _column(ds, cfg.text_column, "data.text_column")
-    labels_raw = _column(ds, cfg.label_column, "data.label_column")
-    groups_raw = _column(ds, cfg.group_column, "data.group_column") if cfg.group_column else None
-    drop = {str(v) for v in cfg.drop_values}
-    texts, labels, groups, seen = [], [], [], set()
-    label_names = list(cfg.label_names)
-    label_map = {str(k): int(v) for k, v in cfg.label_map.items()}
-    if not label_map and label_names and not all(_numeric_label(v) for v in labels_raw[:50]):
-        label_map = {name: i for i, name in enumerate(label_names)}
-    for i, (t, y) in enumerate(zip(texts_raw, labels_raw)):
-        if isinstance(y, (float, np.floating)):  # csv readers upcast a column with a gap
-            if not np.isfinite(y):
-                raise DataError("label is missing or not finite (NaN / Inf)",
-                                where=f"row {i} column {cfg.label_column}", value=y,
-                                fix="fill in or remove that row (an empty label cell reads "
-                                    "as NaN)")
-            if float(y).is_integer():
-                y = int(y)
-        if y is None or str(y) in drop:
-            continue
-        if not isinstance(t, str) or not t.strip():
-            continue
-        if t in seen:  # de-duplicate: one snippet, one example
-            continue
-        seen.add(t)
-        if label_map:
-            if str(y) not in label_map:
-                raise DataError("label value not in data.label_map", where=f"row {i}",
-                                value=y, fix=f"add it to data.label_map or data.drop_values "
-                                f"(known: {sorted(label_map)})")
-            yi = label_map[str(y)]
-        else:
-            try:
-                yi = int(y)
-            except (TypeError, ValueError):
-                raise DataError("label is not an integer and no data.label_map is set",
-                                where=f"row {i} column {cfg.label_column}", value=y,
-                                fix="set data.label_names=[...] or data.label_map={...}") from None
-        texts.append(t)
-        labels.append(yi)
-        groups.append(str(groups_raw[i]) if groups_raw is not None else str(len(texts)))
-    if not texts:
-        raise DataError("no labeled examples left after filtering", where="data",
-                        value=cfg.path or cfg.name, fix="check data.text_column, "
-                        "data.label_column and data.drop_values")
-    y = np.asarray(labels, dtype=np.int64)
-    n_classes = max(len(label_names), int(y.max()) + 1)
-    if y.min() < 0 or (label_names and y.max() >= len(label_names)):
-        raise DataError("label ids outside the declared classes", where="data.label_names",
-                        value=sorted(set(y.tolist())), fix=f"declare {n_classes} label names")
-    if not label_names:
-        label_names = [str(i) for i in range(n_classes)]
-    return texts, y, groups, label_names
+def _dev_part(cfg: DataConfig, n: int) -> tuple[Part | None, str]:
+    """The dev part when it has a fixed size (else None: dev is what is left)."""
+    if cfg.dev.size is not None:
+        return Part("dev", cfg.dev.size), "data.dev.size"
+    if cfg.dev_fraction is not None:
+        return Part("dev", int(round(cfg.dev_fraction * n))), "data.dev_fraction"
+    return None, "data.dev_fraction"
 
 
-def split_train_eval(texts, labels, groups, *, eval_fraction: float, seed: int,
-                     by_group: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Indices of train and eval: whole groups go to one side when ``by_group``."""
-    rng = np.random.default_rng(seed)
-    n = len(texts)
-    if by_group:
-        uniq = sorted(set(groups))
-        order = rng.permutation(len(uniq))
-        target = eval_fraction * n
-        counts: dict[str, int] = {}
-        for g in groups:
-            counts[g] = counts.get(g, 0) + 1
-        eval_groups, total = set(), 0
-        for j in order:
-            if total >= target:
-                break
-            eval_groups.add(uniq[j])
-            total += counts[uniq[j]]
-        is_eval = np.array([g in eval_groups for g in groups])
+def _apply_limit(split: Split, limit: int | None, key: str, rng: np.random.Generator,
+                 info: DataInfo) -> Split:
+    if limit is None or limit >= len(split):
+        return split
+    if split.labels is None:
+        idx = random_subsample(len(split), limit, rng)
     else:
-        is_eval = np.zeros(n, dtype=bool)
-        is_eval[rng.permutation(n)[: int(round(eval_fraction * n))]] = True
-    return np.flatnonzero(~is_eval), np.flatnonzero(is_eval)
+        idx = stratified_subsample(split.labels, limit, rng)
+    info.limits[split.name] = {"key": key, "before": len(split), "after": int(len(idx)),
+                               "stratified": split.labels is not None}
+    log.info("%s=%d: seeded %s subsample of the %s split (%d -> %d)", key, limit,
+             "stratified" if split.labels is not None else "random", split.name, len(split),
+             len(idx))
+    return split.subset(idx, split.name)
 
 
-def make_splits(texts, labels, groups, label_names, cfg: DataConfig, *, seed: int,
-                eval_part: tuple | None = None) -> Splits:
-    """Seeded disjoint splits. ``eval_part`` (texts, labels, groups) uses a pre-made eval set."""
-    if eval_part is None:
-        tr_idx, ev_idx = split_train_eval(texts, labels, groups, eval_fraction=cfg.eval_fraction,
-                                          seed=seed, by_group=bool(cfg.group_column))
-        full = TextSplit("all", texts, labels, groups)
-        train, evals = full.subset(tr_idx, "train"), full.subset(ev_idx, "eval")
-    else:
-        train = TextSplit("train", texts, labels, groups)
-        evals = TextSplit("eval", *eval_part)
-    if cfg.eval.limit is not None:
-        evals = evals.subset(range(min(cfg.eval.limit, len(evals))), "eval")
-    if len(evals) == 0:
-        raise DataError("the eval split is empty", where="data.eval_fraction",
-                        value=cfg.eval_fraction,
-                        fix=f"raise data.eval_fraction or add data ({len(texts)} examples)")
-    if len(train) == 0:
-        raise DataError("the train split is empty: nothing to calibrate on",
-                        where="data.eval_fraction", value=cfg.eval_fraction,
-                        fix=f"lower data.eval_fraction or add data ({len(texts)} examples)")
-    n_cal = cfg.calib.num_samples
-    if n_cal > len(train):
-        raise DataError("more calibration samples requested than the train split has",
-                        where="data.calib.num_samples", value=n_cal,
-                        fix=f"use at most {len(train)}")
-    rng = np.random.default_rng(seed + 1)
-    cal_idx = np.sort(rng.choice(len(train), size=n_cal, replace=False))
-    calib = train.subset(cal_idx, "calib")
-    if set(train.groups) & set(evals.groups) and cfg.group_column:
-        raise DataError("a group is in both train and eval", where="data.group_column",
-                        value=cfg.group_column, fix="report this as a bug")
-    log.info("splits: train %d, calib %d (from train), eval %d", len(train), len(calib), len(evals))
-    return Splits(train=train, calib=calib, eval=evals, label_names=list(label_names))
+def make_splits(full: Split, label_names: list[str], cfg: DataConfig, *, seed: int,
+                info: DataInfo | None = None, test_part: Split | None = None,
+                train_size: int | None = None, train_key: str = "data.train.size") -> Splits:
+    """Seeded, group-disjoint splits of ``full`` (see the module docstring).
 
-
-def make_image_splits(train_images: np.ndarray, train_labels: np.ndarray,
-                      label_names: list[str], cfg: DataConfig, *, seed: int,
-                      eval_part: tuple[np.ndarray, np.ndarray] | None = None,
-                      n_train: int | None = None) -> Splits:
-    """Seeded disjoint image splits: train (what a head is fitted on), calib, eval.
-
-    ``eval_part`` (images, labels) is a pre-made eval set (Fashion-MNIST's 10,000 test
-    images); without it ``cfg.eval_fraction`` of the images go to eval. ``n_train`` keeps a
-    seeded subset of the remaining train images as the train split; calibration images are
-    then drawn from the rest, so they are disjoint from what the head was fitted on. Without
-    that rest (or when it is too small) they come from train, as for text.
+    ``test_part`` is a pre-made test split (its examples are not in ``full``); pool
+    examples whose text also appears in it are dropped and counted. ``train_size``
+    overrides ``data.train.size`` (image zoo models pass ``model.head.n_train``).
     """
-    source = ImageSplit("all", train_images, train_labels)
-    if eval_part is None:
-        is_eval = np.zeros(len(source), dtype=bool)
-        rng = np.random.default_rng(seed)
-        is_eval[rng.permutation(len(source))[: int(round(cfg.eval_fraction * len(source)))]] = True
-        pool, evals = source.subset(np.flatnonzero(~is_eval), "train"), \
-            source.subset(np.flatnonzero(is_eval), "eval")
-    else:
-        pool, evals = ImageSplit("train", train_images, train_labels), ImageSplit("eval", *eval_part)
-    if cfg.eval.limit is not None:
-        evals = evals.subset(range(min(cfg.eval.limit, len(evals))), "eval")
-    if len(evals) == 0:
-        raise DataError("the eval split is empty", where="data.eval", value=0,
-                        fix="lower data.eval_fraction's complement, or add images")
-    if n_train is not None and n_train < 1:
-        raise DataError("model.head.n_train must be positive", where="model.head.n_train",
-                        value=n_train, fix="use null (every train image) or a positive count")
-    if n_train is not None and n_train < len(pool):
-        pick = np.zeros(len(pool), dtype=bool)
-        pick[np.random.default_rng(seed + 2).choice(len(pool), size=n_train, replace=False)] = True
-        train, rest = pool.subset(np.flatnonzero(pick), "train"), pool.subset(np.flatnonzero(~pick))
-    else:
-        train, rest = ImageSplit("train", pool.images, pool.labels, pool.source_index), None
+    from quantkit.data.checks import check_calibration_size, check_classes
+
+    info = info or DataInfo()
+    if test_part is not None:
+        full = _drop_overlap(full, test_part, info, grouped=cfg.group_column is not None)
+    n = len(full)
+    test_key, test_fraction = resolve_test_fraction(cfg)
+    train_size = cfg.train.size if train_size is None else train_size
     n_cal = cfg.calib.num_samples
-    if rest is not None and n_cal <= len(rest):
-        calib_from, where = rest, "train images the head was not fitted on"
-    else:
-        calib_from, where = train, "the train split"
-    if n_cal > len(calib_from):
-        raise DataError("more calibration samples requested than the train split has",
-                        where="data.calib.num_samples", value=n_cal,
-                        fix=f"use at most {len(calib_from)}")
-    cal_idx = np.sort(np.random.default_rng(seed + 1).choice(len(calib_from), size=n_cal,
-                                                             replace=False))
-    calib = calib_from.subset(cal_idx, "calib")
-    log.info("image splits: train %d, calib %d (from %s), eval %d", len(train), len(calib),
-             where, len(evals))
-    return Splits(train=train, calib=calib, eval=evals, label_names=list(label_names))
+    parts: list[Part] = []
+    if test_part is None:
+        parts.append(Part("test", int(round(test_fraction * n))))
+    dev_fixed, dev_key = _dev_part(cfg, n)
+    if dev_fixed is not None:
+        parts.append(dev_fixed)
+    parts += [Part("calib", n_cal, exact=True), Part("train", train_size, exact=True)]
+    if dev_fixed is None:
+        parts.append(Part("dev", None))
+    idx, unused = partition_groups(full.group_ids(), parts, _rng(seed, 0))
+    test = test_part if test_part is not None else full.subset(idx["test"], "test")
+    if test_part is not None:
+        test.name = "test"
+    if len(test) == 0:
+        raise DataError("the test split is empty", where=test_key, value=test_fraction,
+                        fix=f"raise {test_key} or add data ({n} examples)")
+    pool = n - len(idx.get("test", ())) - (len(idx["dev"]) if dev_fixed is not None else 0)
+    if pool <= 0:
+        raise DataError("the train split is empty: nothing left to calibrate on",
+                        where=test_key, value=test_fraction,
+                        fix=f"lower {test_key} (or {dev_key}) or add data ({n} examples)")
+    if len(idx["calib"]) < n_cal:
+        raise DataError("more calibration samples requested than the data left after the "
+                        "test and dev splits has", where="data.calib.num_samples", value=n_cal,
+                        fix=f"use at most {pool}, or lower {test_key} / {dev_key}")
+    check_calibration_size(n_cal, cfg, info)
+    if len(idx["dev"]) == 0:
+        raise DataError("the dev split is empty: nothing to make choices on", where=dev_key,
+                        value=cfg.dev.size or cfg.dev_fraction,
+                        fix=("set data.dev_fraction=0.2 or data.dev.size=<examples>"
+                             if dev_fixed is None else f"raise {dev_key} or add data ({n} examples)"))
+    if train_size is not None and len(idx["train"]) < train_size:
+        info.warn("train_smaller_than_requested", f"{train_key}={train_size} but only "
+                  f"{len(idx['train'])} examples were left for train")
+    info.unused += int(len(unused))
+    train = full.subset(idx["train"], "train")
+    calib = full.subset(idx["calib"], "calib")
+    dev = full.subset(idx["dev"], "dev")
+    limit_key, test_limit = resolve_test_limit(cfg)
+    dev = _apply_limit(dev, cfg.dev.limit, "data.dev.limit", _rng(seed, 1), info)
+    test = _apply_limit(test, test_limit, limit_key, _rng(seed, 2), info)
+    splits = Splits(train=train, calib=calib, dev=dev, test=test,
+                    label_names=list(label_names), info=info)
+    _check_disjoint(splits, cfg)
+    check_classes(splits, cfg)
+    log.info("splits: %s (disjoint by %s; %d examples unused)",
+             ", ".join(f"{k} {v}" for k, v in splits.sizes().items()),
+             cfg.group_column or "example", info.unused)
+    return splits
+
+
+def _drop_overlap(pool: Split, test: Split, info: DataInfo, *, grouped: bool) -> Split:
+    """``pool`` without the examples that would leak into a pre-made test split: texts that
+    are also in it, and (with a group column) examples of a group it holds."""
+    keep = np.ones(len(pool), dtype=bool)
+    if isinstance(pool, TextSplit) and isinstance(test, TextSplit):
+        seen = set(test.texts)
+        same_text = np.array([t in seen for t in pool.texts], dtype=bool)
+        if same_text.any():
+            info.duplicates_dropped += int(same_text.sum())
+            info.warn("duplicates_dropped", f"{int(same_text.sum())} texts of the train data "
+                      "also in the test split were dropped from train")
+        keep &= ~same_text
+    if grouped:
+        test_groups = set(map(str, test.groups))
+        same_group = np.array([str(g) in test_groups for g in pool.groups], dtype=bool) & keep
+        if same_group.any():
+            info.unused += int(same_group.sum())
+            log.info("%d train examples share a group with the test split: not used",
+                     int(same_group.sum()))
+        keep &= ~same_group
+    return pool if keep.all() else pool.subset(np.flatnonzero(keep), pool.name)
+
+
+def _check_disjoint(splits: Splits, cfg: DataConfig) -> None:
+    named = splits.named()
+    seen: dict[str, str] = {}
+    for name, s in named.items():
+        for g in set(map(str, s.groups)):
+            if g in seen and seen[g] != name:
+                raise DataError(f"a group is in both the {seen[g]} and the {name} split",
+                                where="data.group_column", value=g, fix="report this as a bug")
+            seen[g] = name
+
+
+def require_labels(splits: Splits, what: str) -> None:
+    """ConfigError when ``what`` needs labels and the data is label-free."""
+    if splits.label_free:
+        raise ConfigError(f"{what} needs labels and the data is label-free",
+                          where="data.label_column", value=None,
+                          fix="set data.label_column to the label column, or use a "
+                              "label-free metric (agreement with FP32)")

@@ -8,20 +8,68 @@ from pathlib import Path
 
 import numpy as np
 
-from quantkit.errors import DataError
+from quantkit.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
 
 TEXT_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
-def load_tokenizer(name_or_path: str):
-    """A fast ``tokenizers.Tokenizer`` from a directory / tokenizer.json, or a hub name."""
+def _read_json(path: Path) -> dict:
+    import json
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def model_max_length(name_or_path: str) -> int | None:
+    """The longest input, in tokens, the tokenizer's model takes, where its files say so:
+    ``tokenizer_config.json`` ``model_max_length`` or ``config.json``
+    ``max_position_embeddings`` beside the tokenizer. None when unknown."""
+    p = Path(name_or_path).expanduser()
+    folder = p if p.is_dir() else p.parent
+    if not folder.is_dir():
+        return None
+    limits = []
+    v = _read_json(folder / "tokenizer_config.json").get("model_max_length")
+    if isinstance(v, (int, float)) and 0 < v < 1_000_000:  # transformers' "no limit" is 1e30
+        limits.append(int(v))
+    v = _read_json(folder / "config.json").get("max_position_embeddings")
+    if isinstance(v, int) and v > 0:
+        limits.append(v)
+    return min(limits) if limits else None
+
+
+def _vocab_tokenizer(vocab: Path, lowercase: bool | None):
+    """A BERT WordPiece tokenizer from a ``vocab.txt`` alone (tokenizers' BertWordPiece)."""
+    from tokenizers import BertWordPieceTokenizer
+
+    if lowercase is None:
+        lowercase = bool(_read_json(vocab.parent / "tokenizer_config.json").get("do_lower_case", True))
+    words = vocab.read_text(encoding="utf-8", errors="replace").splitlines()
+    missing = [t for t in ("[CLS]", "[SEP]", "[UNK]") if t not in words]
+    if missing:
+        raise DataError("vocab.txt lacks BERT special tokens", where="data.tokenizer",
+                        value=missing, fix="give a BERT WordPiece vocab.txt (with [CLS] [SEP] "
+                        "[UNK] [PAD]) or a tokenizer.json")
+    log.info("tokenizer: BERT WordPiece from %s (lowercase=%s)", vocab, lowercase)
+    return BertWordPieceTokenizer(str(vocab), lowercase=lowercase)
+
+
+def load_tokenizer(name_or_path: str, *, lowercase: bool | None = None):
+    """A fast tokenizer from a tokenizer.json, a vocab.txt, a directory with either, or a
+    hub name. ``lowercase`` applies to vocab.txt tokenizers (default: the directory's
+    tokenizer_config.json ``do_lower_case``, else true)."""
     from tokenizers import Tokenizer
 
     p = Path(name_or_path).expanduser()
     if p.is_dir():
-        p = p / "tokenizer.json"
+        p = p / "tokenizer.json" if (p / "tokenizer.json").is_file() or not (
+            p / "vocab.txt").is_file() else p / "vocab.txt"
+    if p.suffix == ".txt" and p.is_file():
+        return _vocab_tokenizer(p, lowercase)
     # A path (absolute, ./ ../ ~, two or more '/'), not a hub id ("name" or "org/name"):
     # never ask the hub for it.
     looks_local = (p.is_absolute() or name_or_path.startswith((".", "~"))
@@ -29,8 +77,8 @@ def load_tokenizer(name_or_path: str):
     if p.suffix == ".json" or p.exists() or looks_local:
         if not p.is_file():
             raise DataError("tokenizer not found", where="data.tokenizer", value=str(p),
-                            fix="point data.tokenizer at a directory with tokenizer.json "
-                                "or at a hub tokenizer name")
+                            fix="point data.tokenizer at a tokenizer.json, a vocab.txt, a "
+                                "directory with either, or a hub tokenizer name")
         try:
             return Tokenizer.from_file(str(p))
         except Exception as exc:  # tokenizers raises a bare Exception for bad files
@@ -38,7 +86,7 @@ def load_tokenizer(name_or_path: str):
             raise DataError(f"could not read the tokenizer ({reason})",
                             where="data.tokenizer", value=str(p),
                             fix="point data.tokenizer at a valid tokenizer.json "
-                                "(saved by tokenizers or transformers)") from exc
+                                "(saved by tokenizers or transformers) or a vocab.txt") from exc
     try:
         return Tokenizer.from_pretrained(name_or_path)
     except Exception as exc:
@@ -50,16 +98,30 @@ def load_tokenizer(name_or_path: str):
 class TextEncoder:
     """Encodes texts into the feeds a model's inputs want (by input name)."""
 
-    def __init__(self, tokenizer, *, max_length: int, input_names: Sequence[str]) -> None:
+    def __init__(self, tokenizer, *, max_length: int, input_names: Sequence[str],
+                 model_limit: int | None = None) -> None:
         unknown = [n for n in input_names if n not in TEXT_INPUTS]
         if unknown:
             raise DataError("model input cannot be fed from text", where="model inputs",
                             value=unknown[0], fix=f"text models take inputs named {list(TEXT_INPUTS)}")
+        if "input_ids" not in input_names:
+            raise DataError("a text model needs an input_ids input", where="model inputs",
+                            value=list(input_names), fix="export the model with an input named "
+                            "input_ids (attention_mask and token_type_ids are optional)")
+        if model_limit is not None and max_length > model_limit:
+            raise ConfigError("data.max_length is above the model's limit", where="data.max_length",
+                              value=max_length, fix=f"set data.max_length={model_limit} or less "
+                              "(the tokenizer's model_max_length / max_position_embeddings)")
         self.tokenizer = tokenizer
         self.max_length = max_length
         self.input_names = list(input_names)
         tokenizer.no_padding()
         tokenizer.enable_truncation(max_length=max_length)
+
+    def truncated(self, texts: Sequence[str]) -> np.ndarray:
+        """bool per text: longer than ``max_length`` tokens (special tokens included)."""
+        return np.array([len(e.overflowing) > 0 for e in self.tokenizer.encode_batch(list(texts))],
+                        dtype=bool)
 
     def lengths(self, texts: Sequence[str]) -> np.ndarray:
         return np.array([len(e.ids) for e in self.tokenizer.encode_batch(list(texts))], dtype=np.int64)

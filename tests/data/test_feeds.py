@@ -13,7 +13,7 @@ from quantkit.backends.batched import run_split
 from quantkit.backends.ort import OrtRunner
 from quantkit.data.feeds import ImageFeeds, TextFeeds, as_feeds
 from quantkit.data.images import FASHION_MNIST_FILES, FASHION_MNIST_ROOT, ImagePreprocess, preprocess
-from quantkit.data.splits import ImageSplit, TextSplit, make_image_splits
+from quantkit.data.splits import ImageSplit, TextSplit, make_splits
 from quantkit.errors import ConfigError, DataError
 from quantkit.settings import DataConfig
 
@@ -27,11 +27,18 @@ def images(n=120, size=8, seed=0):
     return rng.integers(0, 256, (n, size, size), dtype=np.uint8), rng.integers(0, 3, n)
 
 
-def image_cfg(calib=10, limit=None, eval_fraction=0.25) -> DataConfig:
-    c = DataConfig(name="t", kind="image", source="local", eval_fraction=eval_fraction)
+def image_cfg(calib=10, limit=None, test_fraction=0.25, dev_fraction=0.2) -> DataConfig:
+    c = DataConfig(name="t", kind="image", source="local", test_fraction=test_fraction,
+                   dev_fraction=dev_fraction)
     c.calib.num_samples = calib
-    c.eval.limit = limit
+    c.calib.min_samples = 4
+    c.test.limit = limit
     return c
+
+
+def image_splits(x, y, c, *, seed=0, n_train=None, test=None):
+    return make_splits(ImageSplit("all", x, y), ["a", "b", "c"], c, seed=seed, train_size=n_train,
+                       test_part=None if test is None else ImageSplit("test", *test))
 
 
 def tiny_cnn(size=8) -> onnx.ModelProto:
@@ -55,24 +62,28 @@ def tiny_cnn(size=8) -> onnx.ModelProto:
 
 def test_image_splits_are_seeded_disjoint_and_hashed():
     x, y = images()
-    a = make_image_splits(x, y, ["a", "b", "c"], image_cfg(), seed=0, n_train=40)
-    b = make_image_splits(x, y, ["a", "b", "c"], image_cfg(), seed=0, n_train=40)
-    assert a.hashes() == b.hashes() and a.sizes() == {"train": 40, "calib": 10, "eval": 30}
-    tr, ca, ev = (set(s.source_index.tolist()) for s in (a.train, a.calib, a.eval))
-    assert not tr & ca and not tr & ev and not ca & ev  # calib: images the head never saw
-    np.testing.assert_array_equal(a.eval.images, x[a.eval.source_index])
+    a = image_splits(x, y, image_cfg(), n_train=40)
+    b = image_splits(x, y, image_cfg(), n_train=40)
+    assert a.hashes() == b.hashes()
+    assert a.sizes() == {"train": 40, "calib": 10, "dev": 24, "test": 30}
+    rows = {n: set(s.source_index.tolist()) for n, s in a.named().items()}
+    for p in rows:
+        for q in rows:
+            assert p == q or not rows[p] & rows[q], (p, q)  # the head never saw calib / dev
+    np.testing.assert_array_equal(a.test.images, x[a.test.source_index])
     np.testing.assert_array_equal(a.calib.labels, y[a.calib.source_index])
-    c = make_image_splits(x, y, ["a", "b", "c"], image_cfg(), seed=1, n_train=40)
-    assert c.hashes()["eval"] != a.hashes()["eval"]
-    # without n_train the head gets every train image and calibration comes from them
-    d = make_image_splits(x, y, ["a", "b", "c"], image_cfg(limit=7), seed=0)
-    assert len(d.train) == 90 and len(d.eval) == 7
-    assert set(d.calib.source_index.tolist()) <= set(d.train.source_index.tolist())
-    # a pre-made eval set is kept whole (up to the limit) and never sampled from
-    e = make_image_splits(x, y, ["a", "b", "c"], image_cfg(limit=5), seed=0,
-                          eval_part=(x[:20], y[:20]), n_train=100)
-    np.testing.assert_array_equal(e.eval.images, x[:5])
-    assert len(e.train) == 100 and len(e.calib) == 10
+    assert a.info.unused == 120 - 40 - 10 - 24 - 30
+    c = image_splits(x, y, image_cfg(), seed=1, n_train=40)
+    assert c.hashes()["test"] != a.hashes()["test"]
+    # without n_train the head gets every image left after test, dev and calibration
+    d = image_splits(x, y, image_cfg(limit=7))
+    assert len(d.train) == 120 - 30 - 24 - 10 and len(d.test) == 7
+    # a pre-made test set is kept whole (up to the limit) and never sampled from; dev and
+    # calibration come from the other images
+    e = image_splits(x, y, image_cfg(limit=5), test=(x[:20], y[:20]), n_train=60)
+    assert set(e.test.source_index.tolist()) <= set(range(20)) and len(e.test) == 5
+    assert e.info.limits["test"]["before"] == 20
+    assert len(e.train) == 60 and len(e.calib) == 10 and len(e.dev) == 24
 
 
 def test_image_split_hash_and_errors():
@@ -82,12 +93,11 @@ def test_image_split_hash_and_errors():
     flipped[3, 0, 0] ^= 1
     assert ImageSplit("s", flipped, y).sha256 != s.sha256
     assert s.subset(range(5)).sha256 == ImageSplit("s", x[:5], y[:5]).sha256
+    assert ImageSplit("s", x, None).sha256 != s.sha256  # label-free hashes pixels only
     with pytest.raises(DataError, match="labels than images"):
         ImageSplit("s", x, y[:3])
     with pytest.raises(DataError, match="calibration samples"):
-        make_image_splits(x, y, ["a", "b", "c"], image_cfg(calib=500), seed=0)
-    with pytest.raises(DataError, match="n_train"):
-        make_image_splits(x, y, ["a", "b", "c"], image_cfg(), seed=0, n_train=0)
+        image_splits(x, y, image_cfg(calib=500))
 
 
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
@@ -154,7 +164,8 @@ def test_run_split_on_images_matches_one_by_one(tmp_path):
 
 @needs_fashion
 def test_fashion_mnist_experiment_splits():
-    """mobilenet_int8's data: 10,000 test images are eval; head and calibration images disjoint."""
+    """mobilenet_int8's data: the 10,000 test images are the test split; head, calibration
+    and dev images come from the train images, disjoint."""
     from hydra import compose, initialize_config_dir
 
     from quantkit.data import load_splits
@@ -169,10 +180,15 @@ def test_fashion_mnist_experiment_splits():
     assert s.verdict.margin == 0.01 and s.verdict.margin_kind == "relative"
     splits = load_splits(s, cache_dir=Path("/nonexistent"))
     assert splits.sizes() == {"train": s.model.head.n_train, "calib": s.data.calib.num_samples,
-                              "eval": 10000}
-    assert not set(splits.train.source_index.tolist()) & set(splits.calib.source_index.tolist())
+                              "dev": 5000, "test": 10000}
+    rows = {n: set(splits.named()[n].source_index.tolist()) for n in ("train", "calib", "dev")}
+    assert not rows["train"] & rows["calib"] and not rows["train"] & rows["dev"]
+    assert not rows["calib"] & rows["dev"]
     assert splits.label_names[0] == "T-shirt/top" and len(splits.label_names) == 10
-    assert np.bincount(splits.eval.labels).tolist() == [1000] * 10  # the real test set
+    assert np.bincount(splits.test.labels).tolist() == [1000] * 10  # the real test set
+    assert splits.eval is splits.test
+    assert np.bincount(splits.dev.labels, minlength=10).min() > 400  # every class in dev
+    assert len(set(splits.test.groups)) == 10000  # each image its own group
 
 
 @pytest.mark.parametrize("overrides,key", [

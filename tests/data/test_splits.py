@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from quantkit.data.sources import load_local
-from quantkit.data.splits import make_splits, to_examples
+from quantkit.data.splits import TextSplit, make_splits
+from quantkit.data.table import to_examples
 from quantkit.data.text import TextEncoder, iter_feeds
 from quantkit.errors import DataError
 from quantkit.settings import DataConfig
@@ -27,50 +28,99 @@ def write_csv(path, n=400, groups=40):
 
 def cfg(**kw) -> DataConfig:
     base = dict(name="t", source="local", text_column="review", label_column="sentiment",
-                group_column="film", label_names=["neg", "pos"], eval_fraction=0.25)
+                group_column="film", label_names=["neg", "pos"], test_fraction=0.25)
     base.update(kw)
-    c = DataConfig(**{k: v for k, v in base.items() if k not in ("calib_n", "limit")})
+    c = DataConfig(**{k: v for k, v in base.items() if k not in ("calib_n", "limit", "dev_limit",
+                                                                  "train_size", "dev_size")})
     c.calib.num_samples = kw.get("calib_n", 32)
-    c.eval.limit = kw.get("limit")
+    c.test.limit = kw.get("limit")
+    c.dev.limit = kw.get("dev_limit")
+    c.train.size = kw.get("train_size")
+    c.dev.size = kw.get("dev_size")
     return c
 
 
 def splits_of(path, c, seed=0):
-    ds = load_local(path)
-    t, y, g, names = to_examples(ds, c)
-    return make_splits(t, y, g, names, c, seed=seed)
+    ex = to_examples(load_local(path), c)
+    return make_splits(TextSplit("all", ex.texts, ex.labels, ex.groups), ex.label_names, c,
+                       seed=seed, info=ex.info)
 
 
 def test_group_split_is_disjoint_seeded_and_hashed(tmp_path):
     p = write_csv(tmp_path / "d.csv")
     a, b = splits_of(p, cfg()), splits_of(p, cfg())
-    assert a.hashes() == b.hashes()
-    assert not set(a.train.groups) & set(a.eval.groups)
-    assert set(a.calib.texts) <= set(a.train.texts)
-    assert len(a.train) + len(a.eval) == 400
-    assert 0.15 < len(a.eval) / 400 < 0.4
+    assert a.hashes() == b.hashes() and set(a.hashes()) == {"train", "calib", "dev", "test"}
+    named = a.named()
+    for x in named:
+        for y in named:
+            if x < y:
+                assert not set(named[x].groups) & set(named[y].groups), (x, y)
+                assert not set(named[x].texts) & set(named[y].texts), (x, y)
+    assert sum(a.sizes().values()) + a.info.unused == 400
+    assert len(a.calib) == 32
+    assert 0.15 < len(a.test) / 400 < 0.4 and 0.1 < len(a.dev) / 400 < 0.35
     c = splits_of(p, cfg(), seed=1)
-    assert c.hashes()["eval"] != a.hashes()["eval"]
+    assert c.hashes()["test"] != a.hashes()["test"] and c.hashes()["dev"] != a.hashes()["dev"]
     assert set(a.train.labels.tolist()) == {0, 1}
+    # groups per example for a cluster bootstrap: the film of each review
+    codes = a.test.group_ids()
+    assert codes.shape == (len(a.test),) and codes.min() == 0
+    assert len(np.unique(codes)) == len(set(a.test.groups)) < len(a.test)
 
 
-def test_eval_limit_and_calib_count(tmp_path):
+def test_eval_is_a_read_only_alias_of_test(tmp_path):
+    s = splits_of(write_csv(tmp_path / "d.csv"), cfg())
+    assert s.eval is s.test
+    with pytest.raises(AttributeError):
+        s.eval = s.dev
+
+
+def test_train_size_and_dev_as_the_rest(tmp_path):
     p = write_csv(tmp_path / "d.csv")
-    s = splits_of(p, cfg(limit=10, calib_n=5))
-    assert len(s.eval) == 10 and len(s.calib) == 5
+    s = splits_of(p, cfg(train_size=100, dev_fraction=None, calib_n=20))
+    assert len(s.train) == 100 and len(s.calib) == 20
+    assert len(s.train) + len(s.calib) + len(s.dev) + len(s.test) + s.info.unused == 400
+    assert s.info.unused < 40  # only trimmed parts of the train and calib groups
+    d = splits_of(p, cfg(dev_size=60))
+    assert 60 <= len(d.dev) < 60 + 30  # whole films: up to one film above the target
+
+
+def test_dev_and_test_limits_are_seeded_stratified_subsamples(tmp_path):
+    p = write_csv(tmp_path / "d.csv")
+    full = splits_of(p, cfg())
+    s = splits_of(p, cfg(limit=10, dev_limit=8, calib_n=8))
+    assert len(s.test) == 10 and len(s.dev) == 8 and len(s.calib) == 8
+    assert set(s.test.texts) <= set(full.test.texts)
+    share = np.bincount(full.test.labels, minlength=2) / len(full.test)
+    assert np.all(np.abs(np.bincount(s.test.labels, minlength=2) - 10 * share) < 1)
+    assert s.info.limits["test"] == {"key": "data.test.limit", "before": len(full.test),
+                                     "after": 10, "stratified": True}
+    assert splits_of(p, cfg(limit=10, calib_n=8), seed=3).test.texts != s.test.texts
+
+
+def test_deprecated_eval_keys_still_work(tmp_path):
+    p = write_csv(tmp_path / "d.csv")
+    c = cfg(test_fraction=None, eval_fraction=0.25)
+    c.eval.limit = 12
+    s = splits_of(p, c)
+    assert len(s.test) == 12 and s.info.limits["test"]["key"] == "data.eval.limit"
+    assert splits_of(p, cfg()).hashes()["dev"] == s.hashes()["dev"]
 
 
 @pytest.mark.parametrize("kw,needle", [
     (dict(text_column="body"), "data.text_column"),
-    (dict(label_column="stars"), "data.label_column"),
+    (dict(label_column="stars"), "data.label_column=null"),
     (dict(calib_n=100000), "data.calib.num_samples"),
     (dict(label_names=["neg"]), "label"),
+    (dict(test_fraction=0.001), "data.test_fraction"),
+    (dict(dev_fraction=None), "data.dev_fraction"),
 ])
 def test_data_errors_are_clear(tmp_path, kw, needle):
     p = write_csv(tmp_path / "d.csv")
     with pytest.raises(DataError) as err:
         splits_of(p, cfg(**kw))
     assert needle in str(err.value) and "Fix:" in str(err.value)
+    assert "\n" not in str(err.value)
 
 
 def test_missing_file(tmp_path):
@@ -85,8 +135,9 @@ def test_json_and_parquet_load(tmp_path):
     ds.to_json(str(tmp_path / "d.jsonl"))
     ds.to_parquet(str(tmp_path / "d.parquet"))
     for f in ("d.jsonl", "d.parquet"):
-        t, y, _, names = to_examples(load_local(tmp_path / f), DataConfig(name="x"))
-        assert t == ["a b", "c d", "e f"] and y.tolist() == [0, 1, 0] and names == ["0", "1"]
+        ex = to_examples(load_local(tmp_path / f), DataConfig(name="x"))
+        assert ex.texts == ["a b", "c d", "e f"] and ex.labels.tolist() == [0, 1, 0]
+        assert ex.label_names == ["0", "1"]
 
 
 def word_tokenizer():
@@ -115,3 +166,38 @@ def test_encoder_batches_by_length_and_pads():
 def test_encoder_refuses_unknown_input():
     with pytest.raises(DataError, match="pixel_values"):
         TextEncoder(word_tokenizer(), max_length=4, input_names=["pixel_values"])
+
+
+def test_rotten_tomatoes_splits_of_bert_int8():
+    """The real data: 12,752 snippets of 507 movies -> train 3,000 / calib 256 / dev / test,
+    no movie in two splits, seeded, every snippet accounted for."""
+    from pathlib import Path
+
+    from hydra import compose, initialize_config_dir
+
+    from quantkit.assets import cache_root
+    from quantkit.data import load_splits
+    from quantkit.settings import build, register
+
+    register()
+    conf = Path(__file__).resolve().parents[2] / "conf"
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        s = build(compose(config_name="config", overrides=["experiment=bert_int8"]))
+    splits = load_splits(s, cache_dir=cache_root())
+    sizes = splits.sizes()
+    assert sizes["train"] == 3000 and sizes["calib"] == 256
+    assert sizes["test"] >= 6000 and sizes["dev"] >= 2500
+    assert sum(sizes.values()) + splits.info.unused == 12752
+    movies = {n: set(x.groups) for n, x in splits.named().items()}
+    assert sum(len(m) for m in movies.values()) == len(set().union(*movies.values())) == 507
+    assert splits.info.group_column == "movie_name" and splits.info.grouped
+    assert splits.info.dropped_by_value > 0  # the "plot" rows
+    assert len(np.unique(splits.test.group_ids())) == len(movies["test"]) > 200
+    assert splits.eval is splits.test and set(splits.test.labels.tolist()) == {0, 1}
+    full = TextSplit("all", [t for x in splits.named().values() for t in x.texts],
+                     np.concatenate([x.labels for x in splits.named().values()]),
+                     [g for x in splits.named().values() for g in x.groups])
+    a = make_splits(full, splits.label_names, s.data, seed=0)
+    b = make_splits(full, splits.label_names, s.data, seed=0)
+    c = make_splits(full, splits.label_names, s.data, seed=1)
+    assert a.hashes() == b.hashes() and a.hashes()["test"] != c.hashes()["test"]

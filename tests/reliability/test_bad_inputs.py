@@ -129,6 +129,64 @@ def _no_train(w):
             "data.calib.num_samples=1"]
 
 
+def _label_gaps(w):
+    rows = [dict(r, label="" if i in (5, 12) else r["label"]) for i, r in enumerate(tinyworld.rows())]
+    return [f"data.path={_csv(w, 'gaps.csv', rows)}"]
+
+
+def _single_class(w):
+    rows = [dict(r, label=1) for r in tinyworld.rows()]
+    return [f"data.path={_csv(w, 'one_class.csv', rows)}"]
+
+
+def _latin1(w):
+    path = w["root"] / "bad" / "latin1.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(Path(w["csv"]).read_bytes() + "caf\u00e9 good good,1\n".encode("latin-1"))
+    return [f"data.path={path}"]
+
+
+def _image_model_text_data(w):
+    from onnx import TensorProto as T
+
+    conv_w = numpy_helper.from_array(np.ones((2, 3, 3, 3), np.float32), "cw")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["pixels", "cw"], ["c"], name="conv"),
+         helper.make_node("GlobalAveragePool", ["c"], ["p"], name="gap"),
+         helper.make_node("Flatten", ["p"], ["logits"], name="flat")], "cnn",
+        [helper.make_tensor_value_info("pixels", T.FLOAT, ["N", 3, 8, 8])],
+        [helper.make_tensor_value_info("logits", T.FLOAT, ["N", 2])], [conv_w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return [f"model.path={_bad_model(w, 'cnn.onnx', model)}"]
+
+
+def _tokenizer_limit(w):
+    folder = w["root"] / "bad" / "tok64"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "tokenizer.json").write_bytes(Path(w["tokenizer"]).read_bytes())
+    (folder / "tokenizer_config.json").write_text('{"model_max_length": 64}')
+    return [f"data.tokenizer={folder}", "data.max_length=128"]
+
+
+def _vocab_no_specials(w):
+    path = w["root"] / "bad" / "vocab" / "vocab.txt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(tinyworld.VOCAB) + "\n")
+    return [f"data.tokenizer={path}"]
+
+
+def _sixteen_bit_float_image(w):
+    from PIL import Image
+
+    from quantkit.data.image_io import read_image
+
+    path = w["root"] / "bad" / "depth.tif"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(np.full((4, 4), 0.5, np.float32), "F").save(path)
+    read_image(path)
+
+
 def _under_file(w, key, sub):
     blocker = w["root"] / "bad" / "a_file"
     blocker.parent.mkdir(parents=True, exist_ok=True)
@@ -349,13 +407,35 @@ CASES = [
          cli=_label_inf),
     Case("empty_after_filtering", "DataError", "no labeled examples left after filtering",
          "data", "data.csv", "data.drop_values", cli=lambda w: ["data.drop_values=[0,1]"]),
-    Case("eval_split_empty", "DataError", "eval split is empty", "data.eval_fraction", "0.1",
+    Case("eval_split_empty", "DataError", "test split is empty", "data.eval_fraction", "0.1",
          "raise data.eval_fraction", cli=_few_rows),
     Case("calibration_split_empty", "DataError", "train split is empty", "data.eval_fraction",
          "0.9", "lower data.eval_fraction", cli=_no_train),
     Case("calibration_count_too_large", "DataError", "more calibration samples",
-         "data.calib.num_samples", "5000", "at most 96",
+         "data.calib.num_samples", "5000", "at most 72",
          cli=lambda w: ["data.calib.num_samples=5000"]),
+    Case("labels_missing_in_rows", "DataError", "2 labels missing or not finite",
+         "rows 5, 12", "nan", "fill in or remove those rows", cli=_label_gaps),
+    Case("calibration_set_too_small", "ConfigError", "too few calibration samples",
+         "data.calib.num_samples", "2", "data.calib.num_samples=",
+         cli=lambda w: ["data.calib.num_samples=2"]),
+    Case("test_split_single_class", "DataError", "holds a single class", "test split", "pos",
+         "data.label_column=null", cli=_single_class),
+    Case("dev_split_empty", "DataError", "dev split is empty", "data.dev_fraction", "",
+         "data.dev.size", cli=lambda w: ["data.dev_fraction=null"]),
+    Case("test_fraction_alias_conflict", "ConfigError", "deprecated alias",
+         "data.eval_fraction", "0.3", "set only data.test_fraction=0.2",
+         cli=lambda w: ["data.test_fraction=0.2", "data.eval_fraction=0.3"]),
+    Case("csv_not_utf8", "DataError", "not valid utf-8 text (line 122 of latin1.csv has byte "
+         "0xe9)", "data.path", "latin1.csv", "data.encoding=", cli=_latin1),
+    Case("image_model_given_text", "DataError", "the model takes images", "data.kind",
+         "pixels: float, rank 4", "data.kind=image", cli=_image_model_text_data),
+    Case("max_length_above_model_limit", "ConfigError", "above the model's limit",
+         "data.max_length", "128", "data.max_length=64", cli=_tokenizer_limit),
+    Case("vocab_without_special_tokens", "DataError", "lacks BERT special tokens",
+         "data.tokenizer", "[CLS]", "tokenizer.json", cli=_vocab_no_specials),
+    Case("image_float_pixels", "DataError", "no known value range", "depth.tif", "F",
+         "16-bit PNG", api=_sixteen_bit_float_image),
     Case("nan_in_calibration_data", "DataError", "NaN or Inf", "calibration batch 1 input X",
          "2 of 128", "clean or drop", api=_nan_in_calibration_data),
     Case("tokenizer_path_wrong", "DataError", "tokenizer not found", "data.tokenizer",
