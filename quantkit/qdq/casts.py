@@ -25,7 +25,9 @@ through float16 for nothing. Dtype-carrying attributes follow: Cast ``to``, Cons
 ``value``, Constant ``value``, EyeLike / Random* ``dtype``. Integer and bool tensors are
 never touched. Float32 constants (initializers and Constant nodes) read only by float16
 slots become float16 (clipped to +-65504 with a warning); when float32 slots read them too,
-the float16 slots get a float16 copy.
+the float16 slots get a float16 copy. A node planned fp16 that reads a constant FP16 would
+flush to 0 (a 1e-9 / 1e-12 clamp or epsilon; ``precision.fp16_rules``) computes in float32,
+with a logged note: small constants are never flushed silently.
 
 :func:`emulate_fp16` applies the same decisions without float16 kernels: float32 compute,
 with every tensor that would be float16 rounded through ``Cast(float16) -> Cast(float)``.
@@ -43,6 +45,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from quantkit.errors import GraphEditError
+from quantkit.precision.fp16_rules import fp16_underflow_reasons
 from quantkit.precision.plan import Plan, Precision
 from quantkit.qdq.graph import (FLOAT, FLOAT16, constant_arrays, constant_tensors,
                                 ensure_node_names, node_names, opset_version,
@@ -181,6 +184,7 @@ class _Rewrite:
         self.taken = ({t for n in self.nodes for t in list(n.input) + list(n.output)}
                       | set(self.graph_inputs) | {t.name for t in self.graph.initializer})
         self.taken_nodes = {n.name for n in self.nodes}
+        self.underflow = fp16_underflow_reasons(self.model)
 
     def is_f32(self, t: str) -> bool:
         info = self.infos.get(t)
@@ -228,6 +232,10 @@ class _Rewrite:
                for a in node.attribute):
             return FLOAT
         if any(t in dq_outputs for t in node.input):
+            return FLOAT
+        if node.name in self.underflow:
+            log.info("node %s planned fp16 computes in FP32: %s", node.name,
+                     self.underflow[node.name])
             return FLOAT
         unknown = [t for t in node.input if t and t not in self.infos]
         if unknown:
