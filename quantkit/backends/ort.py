@@ -33,9 +33,16 @@ _LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC",
 #:   saturate to [-128, 127]) and the op computes in float on the dequantized values: the
 #:   fake-quant semantics TensorRT's int8 x int8 -> int32 GEMMs follow, the same on every host
 #:   up to float summation order. Float fusions (LayerNorm, Gelu, attention) still run.
+#: - ``integer``: ORT's integer kernels with exact int32 accumulation on every x86 host:
+#:   ``session.x64quantprecision=1`` makes ORT rewrite int8 weights to uint8 (the same
+#:   products) and run its u8u8 kernels where its u8s8 path can saturate
+#:   (``MlasPlatformU8S8Overflow``); on VNNI / AMX hosts it changes nothing. TensorRT's
+#:   int8 GEMMs accumulate in int32 too, so ``exact`` vs ``integer`` is the numerics noise
+#:   of two correct INT8 executions (float vs int32 accumulation).
 QDQ_MODES: dict[str, dict[str, str]] = {
     "fused": {},
     "exact": {"session.disable_quant_qdq": "1"},
+    "integer": {"session.x64quantprecision": "1"},
 }
 #: /proc/cpuinfo flags with which MLAS's u8s8 GEMMs sum int8 products exactly (VNNI / AMX).
 EXACT_INT8_ISA = ("avx512_vnni", "avx_vnni", "amx_int8")

@@ -111,9 +111,17 @@ def test_fused_kernels_fuse_and_differ_where_u8s8_saturates(tmp_path):
 def test_modes_and_unknown_mode():
     assert qdq_session_config("fused") == {}
     assert qdq_session_config("exact") == {"session.disable_quant_qdq": "1"}
-    assert set(QDQ_MODES) == {"fused", "exact"}
+    assert qdq_session_config("integer") == {"session.x64quantprecision": "1"}
+    assert set(QDQ_MODES) == {"fused", "exact", "integer"}
     with pytest.raises(BackendError, match="unknown Q/DQ execution mode"):
         OrtRunner(qdq_matmul(saturating_weight()), qdq_mode="fast")
+
+
+def test_integer_mode_keeps_integer_kernels_and_accumulates_exactly(tmp_path):
+    w = saturating_weight()
+    y, census = run(qdq_matmul(w), tmp_path, "integer")
+    assert any(k.endswith("MatMulIntegerToFloat") for k in census), census
+    np.testing.assert_allclose(y, reference(feed(), w), rtol=0, atol=1e-3)
 
 
 def test_session_config_entries_reach_ort(tmp_path):
