@@ -113,6 +113,36 @@ def fused_int8_is_exact(cpu_isa: Sequence[str]) -> bool:
     return any(f in EXACT_INT8_ISA for f in cpu_isa)
 
 
+def evaluation_qdq_mode(target: str) -> str:
+    """The ``qdq_mode`` that accuracy and per-layer numbers of ``target`` come from:
+    ``exact`` for ``tensorrt`` (the Q/DQ semantics TensorRT computes, on every host),
+    ``fused`` for ``ort_cpu`` (ORT's integer kernels are that deployment). Latency and the
+    kernel census always use ``fused``."""
+    if target == "ort_cpu":
+        return "fused"
+    if target == "tensorrt":
+        return "exact"
+    raise BackendError("unknown deployment target", where="evaluation_qdq_mode(target)",
+                       value=target, fix="use tensorrt or ort_cpu")
+
+
+def qdq_mode_note(mode: str, cpu_isa: Sequence[str]) -> str:
+    """One line for a candidate's ``numerics``: how its Q/DQ ran and on which ISA it holds."""
+    isa = ",".join(cpu_isa) or "unknown ISA"
+    if mode == "exact":
+        return ("INT8 Q/DQ computed exactly (session.disable_quant_qdq=1: QuantizeLinear -> "
+                "DequantizeLinear -> float op), the same on every host up to float summation "
+                "order")
+    if mode == "integer":
+        return (f"INT8 on ONNX Runtime integer kernels with int32-exact accumulation "
+                f"(session.x64quantprecision=1) on {isa}")
+    qdq_session_config(mode)
+    exact = fused_int8_is_exact(cpu_isa)
+    return (f"INT8 on ONNX Runtime's fused integer kernels on {isa}: "
+            + ("int8 products summed exactly (VNNI/AMX)" if exact else
+               "u8s8 pair sums can saturate in int16 (no VNNI); holds for this ISA only"))
+
+
 class OrtRunner:
     """``with OrtRunner(model) as r: r.infer(feed)`` over an ONNX file path or ModelProto.
 

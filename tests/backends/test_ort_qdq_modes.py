@@ -8,8 +8,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from quantkit.backends.ort import (QDQ_MODES, OrtRunner, fused_int8_is_exact, kernel_census,
-                                   open_exact_qdq, qdq_session_config)
+from quantkit.backends.ort import (QDQ_MODES, OrtRunner, evaluation_qdq_mode,
+                                   fused_int8_is_exact, kernel_census, open_exact_qdq,
+                                   qdq_mode_note, qdq_session_config)
 from quantkit.environment import cpu_isa
 from quantkit.errors import BackendError
 
@@ -140,3 +141,15 @@ def test_isa_facts():
     assert fused_int8_is_exact(["avx2", "avx512f", "avx512_vnni"])
     assert fused_int8_is_exact(["avx2", "avx_vnni"])
     assert fused_int8_is_exact(["amx_tile", "amx_int8"])
+
+
+def test_evaluation_mode_per_target_and_notes():
+    assert evaluation_qdq_mode("tensorrt") == "exact"
+    assert evaluation_qdq_mode("ort_cpu") == "fused"
+    with pytest.raises(BackendError, match="unknown deployment target"):
+        evaluation_qdq_mode("tflite")
+    assert "saturate" in qdq_mode_note("fused", ["avx2"]) and "avx2" in qdq_mode_note("fused", ["avx2"])
+    assert "exactly (VNNI" in qdq_mode_note("fused", ["avx2", "avx512_vnni"])
+    assert "every host" in qdq_mode_note("exact", ["avx2"])
+    with pytest.raises(BackendError):
+        qdq_mode_note("fast", ["avx2"])
