@@ -153,3 +153,35 @@ def test_evaluation_mode_per_target_and_notes():
     assert "every host" in qdq_mode_note("exact", ["avx2"])
     with pytest.raises(BackendError):
         qdq_mode_note("fast", ["avx2"])
+
+
+def qdq_conv1x1(w: np.ndarray) -> onnx.ModelProto:
+    """The same saturating weights as a 1x1 Conv (ORT fuses it into QLinearConv)."""
+    wc = w.T.reshape(N, K, 1, 1).copy()
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+             helper.make_node("QuantizeLinear", ["W", "sw", "zw"], ["wq"], axis=0),
+             helper.make_node("DequantizeLinear", ["wq", "sw", "zw"], ["wd"], axis=0),
+             helper.make_node("Conv", ["xd", "wd"], ["y"], name="conv")]
+    g = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["M", K, 2, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["M", N, 2, 2])],
+        [numpy_helper.from_array(wc, "W"), numpy_helper.from_array(np.array(X_SCALE), "sx"),
+         numpy_helper.from_array(np.array(0, np.int8), "zx"),
+         numpy_helper.from_array(W_SCALE, "sw"),
+         numpy_helper.from_array(np.zeros(N, np.int8), "zw")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m, full_check=True)
+    return m
+
+
+@pytest.mark.parametrize("mode", ["exact", "integer"])
+def test_conv_exact_and_integer_modes_compute_the_qdq_semantics(mode):
+    w = saturating_weight()
+    x = np.repeat(np.repeat(feed()[:, :, None, None], 2, axis=2), 2, axis=3)
+    with OrtRunner(qdq_conv1x1(w), qdq_mode=mode) as r:
+        y = r.infer({"x": x})["y"]
+    ref = reference(feed(), w)  # a 1x1 Conv is the MatMul at every pixel
+    np.testing.assert_allclose(y[:, :, 0, 0], ref, rtol=0, atol=1e-3)
+    np.testing.assert_allclose(y[:, :, 1, 1], ref, rtol=0, atol=1e-3)

@@ -100,3 +100,29 @@ def test_fp16_scales_need_an_fp16_remainder():
         convert_fp16(q, plan32, qdq_scale_dtype="fp16")
     with pytest.raises(ConfigError, match="unknown Q/DQ scale dtype"):
         convert_fp16(q, plan32, qdq_scale_dtype="bf16")
+
+
+def test_minilm_fp16_scales_are_lint_clean_and_drop_the_casts_into_q():
+    """The real MiniLM graph (asset cache; a bert_int8 run makes it), all 48 MatMuls INT8."""
+    from pathlib import Path
+
+    from quantkit.assets import cache_root
+    from quantkit.qdq.graph import ensure_node_names
+
+    found = sorted((cache_root(None) / "models").glob("minilm_sentiment-*/model.onnx"))
+    if not found:
+        pytest.skip("the MiniLM export is not in the asset cache (a bert_int8 run makes it)")
+    m = onnx.load(str(Path(found[0])))
+    ensure_node_names(m)
+    mm = [n for n in m.graph.node if n.op_type == "MatMul"]
+    amax = {t: 8.0 for n in mm for t in n.input}
+    plan = build_plan(m, amax=amax)
+    assert len(plan.int8_nodes()) == 48
+    q, _ = insert_qdq(m, plan)
+    default = convert_fp16(q, plan)
+    f16 = convert_fp16(q, plan, qdq_scale_dtype="fp16")
+    assert opset_version(f16) >= FP16_QDQ_OPSET
+    assert len(_casts_into_q(default)) > 0 and _casts_into_q(f16) == []
+    assert lint_qdq(f16) == []
+    dtypes = node_compute_dtypes(q, plan, qdq_scale_dtype="fp16")
+    assert all(dtypes[n] == "fp16" for n in plan.int8_nodes())
