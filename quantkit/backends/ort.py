@@ -19,6 +19,34 @@ UNSAFE_QDQ_OPTIMIZERS = ("WeightBiasQuantization",)
 _LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC",
            "extended": "ORT_ENABLE_EXTENDED", "all": "ORT_ENABLE_ALL"}
 
+#: How ONNX Runtime executes QuantizeLinear -> DequantizeLinear -> op, as session config
+#: entries (onnxruntime_session_options_config_keys.h; read in graph_transformer_utils.cc).
+#:
+#: - ``fused``: ORT's default. Its QDQ transformers fuse Q/DQ + MatMul / Conv into integer
+#:   kernels (MatMulIntegerToFloat, QLinearConv ...). On x86 they convert int8 activations to
+#:   uint8 and run MLAS u8s8 GEMMs, which on CPUs without VNNI (AVX2, AVX-512 without VNNI)
+#:   add pairs of u8 x s8 products in int16 with saturation (VPMADDUBSW): results depend on
+#:   the host ISA. This is what ``target=ort_cpu`` deploys, so it is what is measured there.
+#: - ``exact``: ``session.disable_quant_qdq=1`` turns the QDQ transformers off (QDQ
+#:   propagation, S8->U8, selector/action fusions); constant folding then folds Q/DQ of
+#:   constant weights into float weights. Every Q/DQ runs as written (round half to even,
+#:   saturate to [-128, 127]) and the op computes in float on the dequantized values: the
+#:   fake-quant semantics TensorRT's int8 x int8 -> int32 GEMMs follow, the same on every host
+#:   up to float summation order. Float fusions (LayerNorm, Gelu, attention) still run.
+#: - ``integer``: ORT's integer kernels with exact int32 accumulation on every x86 host:
+#:   ``session.x64quantprecision=1`` makes ORT rewrite int8 weights to uint8 (the same
+#:   products) and run its u8u8 kernels where its u8s8 path can saturate
+#:   (``MlasPlatformU8S8Overflow``); on VNNI / AMX hosts it changes nothing. TensorRT's
+#:   int8 GEMMs accumulate in int32 too, so ``exact`` vs ``integer`` is the numerics noise
+#:   of two correct INT8 executions (float vs int32 accumulation).
+QDQ_MODES: dict[str, dict[str, str]] = {
+    "fused": {},
+    "exact": {"session.disable_quant_qdq": "1"},
+    "integer": {"session.x64quantprecision": "1"},
+}
+#: /proc/cpuinfo flags with which MLAS's u8s8 GEMMs sum int8 products exactly (VNNI / AMX).
+EXACT_INT8_ISA = ("avx512_vnni", "avx_vnni", "amx_int8")
+
 
 #: What to install for an execution provider this onnxruntime build lacks.
 _PROVIDER_FIX = {
@@ -70,11 +98,58 @@ def provider_args(providers: Sequence[str],
     return out
 
 
+def qdq_session_config(mode: str) -> dict[str, str]:
+    """The ONNX Runtime session config entries of Q/DQ execution ``mode`` (:data:`QDQ_MODES`)."""
+    if mode not in QDQ_MODES:
+        raise BackendError("unknown Q/DQ execution mode", where="OrtRunner(qdq_mode)",
+                           value=mode, fix=f"use one of {', '.join(QDQ_MODES)}")
+    return dict(QDQ_MODES[mode])
+
+
+def fused_int8_is_exact(cpu_isa: Sequence[str]) -> bool:
+    """True when ORT's fused x86 INT8 kernels sum int8 products exactly on a CPU with these
+    ISA flags (``quantkit.environment.cpu_isa()``): VNNI or AMX present. False on AVX2-only
+    and on AVX-512 without VNNI, where the u8s8 path can saturate."""
+    return any(f in EXACT_INT8_ISA for f in cpu_isa)
+
+
+def evaluation_qdq_mode(target: str) -> str:
+    """The ``qdq_mode`` that accuracy and per-layer numbers of ``target`` come from:
+    ``exact`` for ``tensorrt`` (the Q/DQ semantics TensorRT computes, on every host),
+    ``fused`` for ``ort_cpu`` (ORT's integer kernels are that deployment). Latency and the
+    kernel census always use ``fused``."""
+    if target == "ort_cpu":
+        return "fused"
+    if target == "tensorrt":
+        return "exact"
+    raise BackendError("unknown deployment target", where="evaluation_qdq_mode(target)",
+                       value=target, fix="use tensorrt or ort_cpu")
+
+
+def qdq_mode_note(mode: str, cpu_isa: Sequence[str]) -> str:
+    """One line for a candidate's ``numerics``: how its Q/DQ ran and on which ISA it holds."""
+    isa = ",".join(cpu_isa) or "unknown ISA"
+    if mode == "exact":
+        return ("INT8 Q/DQ computed exactly (session.disable_quant_qdq=1: QuantizeLinear -> "
+                "DequantizeLinear -> float op), the same on every host up to float summation "
+                "order")
+    if mode == "integer":
+        return (f"INT8 on ONNX Runtime integer kernels with int32-exact accumulation "
+                f"(session.x64quantprecision=1) on {isa}")
+    qdq_session_config(mode)
+    exact = fused_int8_is_exact(cpu_isa)
+    return (f"INT8 on ONNX Runtime's fused integer kernels on {isa}: "
+            + ("int8 products summed exactly (VNNI/AMX)" if exact else
+               "u8s8 pair sums can saturate in int16 (no VNNI); holds for this ISA only"))
+
+
 class OrtRunner:
     """``with OrtRunner(model) as r: r.infer(feed)`` over an ONNX file path or ModelProto.
 
     ``extra_outputs`` adds intermediate tensors as graph outputs (for calibration and
     per-layer comparison); they come back in ``infer``'s result under their own names.
+    ``qdq_mode``: ``"fused"`` (ORT's integer kernels) or ``"exact"`` (Q/DQ as written, float
+    ops; :data:`QDQ_MODES`). ``session_config``: further ORT session config entries.
     """
 
     def __init__(self, model: str | os.PathLike | onnx.ModelProto, *, name: str = "ort",
@@ -84,7 +159,9 @@ class OrtRunner:
                  graph_optimization_level: str = "all",
                  intra_op_threads: int = 0,
                  extra_outputs: Sequence[str] = (),
-                 save_optimized_to: str | os.PathLike | None = None) -> None:
+                 save_optimized_to: str | os.PathLike | None = None,
+                 qdq_mode: str = "fused",
+                 session_config: Mapping[str, str] | None = None) -> None:
         self.model = model
         self.name = name
         self.providers = providers
@@ -94,6 +171,9 @@ class OrtRunner:
         self.intra_op_threads = intra_op_threads
         self.extra_outputs = tuple(extra_outputs)
         self.save_optimized_to = save_optimized_to
+        self.qdq_mode = qdq_mode
+        self.session_config = {**qdq_session_config(qdq_mode),
+                               **{str(k): str(v) for k, v in (session_config or {}).items()}}
         self.session_ = None
 
     def _model_bytes(self) -> bytes | str:
@@ -116,6 +196,8 @@ class OrtRunner:
         opts.log_severity_level = 3
         if self.save_optimized_to:
             opts.optimized_model_filepath = str(self.save_optimized_to)
+        for key, value in self.session_config.items():
+            opts.add_session_config_entry(key, value)
         try:
             self.session_ = ort.InferenceSession(
                 self._model_bytes(), sess_options=opts,
@@ -187,6 +269,21 @@ class OrtRunner:
         return BackendError(f"ONNX Runtime could not run the model: {first}", where=self.name,
                             value={k: f"{np.asarray(v).dtype}{list(np.shape(v))}"
                                    for k, v in feed.items()}, fix=fix)
+
+
+def open_exact_qdq(model: str | os.PathLike | onnx.ModelProto, **kwargs) -> OrtRunner:
+    """An :class:`OrtRunner` that computes the Q/DQ semantics exactly (``qdq_mode="exact"``).
+
+    What evaluation must use for ``target=tensorrt``: accuracy and per-layer numbers that
+    hold on every host (and match TensorRT's int8 GEMMs up to float rounding), never the
+    host's fused integer kernels. Keyword arguments go to :class:`OrtRunner`.
+    """
+    if kwargs.get("qdq_mode", "exact") != "exact":
+        raise BackendError("open_exact_qdq opens exact Q/DQ sessions only",
+                           where="open_exact_qdq(qdq_mode)", value=kwargs["qdq_mode"],
+                           fix="use OrtRunner(model, qdq_mode=...) for other modes")
+    kwargs["qdq_mode"] = "exact"
+    return OrtRunner(model, **kwargs)
 
 
 def with_outputs(model: onnx.ModelProto, names: Sequence[str]) -> onnx.ModelProto:

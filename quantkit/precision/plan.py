@@ -15,6 +15,9 @@ Decision order for each node, first match wins:
    ``excluded``, and (``skip_small``) not a GEMV / small GEMM / few-channel Conv.
 3. ``fp32_nodes_reasons``: FP32 with the given reason. It only overrides the remainder:
    INT8 nodes keep INT8, because their outputs stay FP32 (see ``quantkit.qdq.casts``).
+3b. FP16 remainder only (``quantkit.precision.fp16_rules``): nodes reading a constant FP16
+   would flush to 0, and normalizations (op types ``fp32_ops``, default
+   ``DEFAULT_FP32_OPS``; ``fp32_ops=()`` turns the rule off), FP32 with the rule's reason.
 4. The remainder precision, with the reason the node is not INT8.
 
 Size rule (TRT rule 10, thresholds from NVIDIA ModelOpt's INT8 exclusions):
@@ -198,7 +201,8 @@ def build_plan(model: onnx.ModelProto, *, amax: Mapping[str, float],
                remainder: Precision | str = "fp16",
                fp32_nodes_reasons: Mapping[str, str] | None = None,
                skip_small: bool = True,
-               calibrator: str = "") -> Plan:
+               calibrator: str = "",
+               fp32_ops: Iterable[str] | None = None) -> Plan:
     """Decide int8 / fp16 / fp32 with a reason for every node (see the module docstring).
 
     ``amax``: calibrated per-tensor amax of activations; ``excluded``: tensor -> why it must
@@ -225,6 +229,14 @@ def build_plan(model: onnx.ModelProto, *, amax: Mapping[str, float],
                                   where=f"build_plan({what})", value=n,
                                   fix=_close_names_fix(n, names))
     patterns = _compile_force(force)
+    if rem is Precision.FP16:
+        from quantkit.precision.fp16_rules import (DEFAULT_FP32_OPS, fp16_underflow_reasons,
+                                                   normalization_fp32_reasons)
+
+        rules = fp16_underflow_reasons(model)
+        rules.update(normalization_fp32_reasons(
+            model, op_types=DEFAULT_FP32_OPS if fp32_ops is None else fp32_ops))
+        fp32_reasons = {**rules, **fp32_reasons}
 
     finite_amax: dict[str, float] = {}
     bad_amax: dict[str, float] = {}

@@ -25,10 +25,21 @@ through float16 for nothing. Dtype-carrying attributes follow: Cast ``to``, Cons
 ``value``, Constant ``value``, EyeLike / Random* ``dtype``. Integer and bool tensors are
 never touched. Float32 constants (initializers and Constant nodes) read only by float16
 slots become float16 (clipped to +-65504 with a warning); when float32 slots read them too,
-the float16 slots get a float16 copy.
+the float16 slots get a float16 copy. A node planned fp16 that reads a constant FP16 would
+flush to 0 (a 1e-9 / 1e-12 clamp or epsilon; ``precision.fp16_rules``) computes in float32,
+with a logged note: small constants are never flushed silently.
 
 :func:`emulate_fp16` applies the same decisions without float16 kernels: float32 compute,
 with every tensor that would be float16 rounded through ``Cast(float16) -> Cast(float)``.
+
+Running these graphs on ONNX Runtime CPU (1.32, measured): the emulation keeps every
+rounding pair, but its Q -> DQ -> MatMul still fuse into MatMulIntegerToFloat, which
+saturates on CPUs without VNNI; open it with ``qdq_mode="exact"``
+(``quantkit.backends.ort.open_exact_qdq``) for INT8 Q/DQ that is really exact. The converted
+artifact is not run as written: ORT computes FP16 ops it has no CPU kernel for in FP32 and
+its mandatory cast handling (every optimization level) removes the artifact's own Casts
+around them and folds FP16 constants back to FP32 (MiniLM: 63 of 122 Casts gone), so ORT's
+numbers for an FP16 artifact are close to FP32 ones; the emulation is the reference.
 """
 
 from __future__ import annotations
@@ -42,8 +53,9 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from quantkit.errors import GraphEditError
-from quantkit.precision.plan import Plan, Precision
+from quantkit.errors import ConfigError, GraphEditError
+from quantkit.precision.fp16_rules import fp16_underflow_reasons
+from quantkit.precision.plan import NodeDecision, Plan, Precision
 from quantkit.qdq.graph import (FLOAT, FLOAT16, constant_arrays, constant_tensors,
                                 ensure_node_names, node_names, opset_version,
                                 subgraph_captures, tensor_infos, unique_name, with_value_info)
@@ -67,30 +79,48 @@ _METADATA_OPS = frozenset({"Shape", "Size"})
 _DTYPE_DEFAULT_FLOAT = frozenset({"RandomNormal", "RandomUniform", "ConstantOfShape"})
 
 
-def convert_fp16(model: onnx.ModelProto, plan: Plan, *, keep_io_types: bool = True
-                 ) -> onnx.ModelProto:
+#: ``qdq_scale_dtype`` values: "fp32" (the scheme above, every opset >= 13) or "fp16"
+#: (opset >= 19 Q/DQ with float16 scales, :data:`FP16_QDQ_OPSET`).
+QDQ_SCALE_DTYPES = ("fp32", "fp16")
+#: The opset an artifact with float16 Q/DQ scales is exported at (QuantizeLinear-19 is the
+#: first to take float16 input and scale).
+FP16_QDQ_OPSET = 19
+#: Smallest normal float16: a Q/DQ scale below it would lose precision (or vanish) in FP16.
+FP16_MIN_NORMAL = float(np.finfo(np.float16).tiny)
+
+
+def convert_fp16(model: onnx.ModelProto, plan: Plan, *, keep_io_types: bool = True,
+                 qdq_scale_dtype: str = "fp32") -> onnx.ModelProto:
     """A copy of ``model`` whose FP16-planned nodes compute in float16 (scheme: module doc).
 
     Run it after ``insert_qdq`` (Q/DQ nodes need not be in the plan). ``keep_io_types``
     keeps float32 graph inputs and outputs (Casts inside); False makes them float16.
+    ``qdq_scale_dtype="fp16"`` (opt-in; FP16-remainder plans): the model is converted to
+    opset >= 19 and Q/DQ take float16 activations and scales, DequantizeLinear outputs
+    float16 and INT8 nodes compute in float16, so no ``Cast(to float) -> Q`` sits in front
+    of the INT8 layers (a Q/DQ pair whose scale is not a normal float16 stays float32).
     The result passes ``onnx.checker`` and runs in ONNX Runtime (which wraps float16 ops it
     has no CPU kernel for in Casts of its own).
     """
-    return _Rewrite(model, plan, keep_io_types=keep_io_types, emulate=False).run()
+    return _Rewrite(model, plan, keep_io_types=keep_io_types, emulate=False,
+                    qdq_scale_dtype=qdq_scale_dtype).run()
 
 
-def emulate_fp16(model: onnx.ModelProto, plan: Plan) -> onnx.ModelProto:
+def emulate_fp16(model: onnx.ModelProto, plan: Plan, *, qdq_scale_dtype: str = "fp32"
+                 ) -> onnx.ModelProto:
     """FP32 compute with FP16 rounding wherever :func:`convert_fp16` would hold FP16 values.
 
     Graph I/O stays float32 and original tensor names keep their (rounded) values, so it can
     be compared tensor by tensor with the FP32 model or the converted one.
     """
-    return _Rewrite(model, plan, keep_io_types=True, emulate=True).run()
+    return _Rewrite(model, plan, keep_io_types=True, emulate=True,
+                    qdq_scale_dtype=qdq_scale_dtype).run()
 
 
-def node_compute_dtypes(model: onnx.ModelProto, plan: Plan) -> dict[str, str]:
+def node_compute_dtypes(model: onnx.ModelProto, plan: Plan, *, qdq_scale_dtype: str = "fp32"
+                        ) -> dict[str, str]:
     """node name -> "fp16" | "fp32": the dtype each node computes in after convert_fp16."""
-    r = _Rewrite(model, plan, keep_io_types=True, emulate=False)
+    r = _Rewrite(model, plan, keep_io_types=True, emulate=False, qdq_scale_dtype=qdq_scale_dtype)
     r.analyze()
     return {n.name: ("fp16" if r.cd[i] == FLOAT16 else "fp32") for i, n in enumerate(r.nodes)}
 
@@ -164,10 +194,27 @@ class _Rewrite:
     """Decides each node's compute dtype (analyze) and rewrites the graph (emit)."""
 
     def __init__(self, model: onnx.ModelProto, plan: Plan, *, keep_io_types: bool,
-                 emulate: bool) -> None:
+                 emulate: bool, qdq_scale_dtype: str = "fp32") -> None:
+        if qdq_scale_dtype not in QDQ_SCALE_DTYPES:
+            raise ConfigError("unknown Q/DQ scale dtype", where="qdq_scale_dtype",
+                              value=qdq_scale_dtype, fix="use fp32 (default) or fp16")
+        self.fp16_qdq = qdq_scale_dtype == "fp16"
+        if self.fp16_qdq and not plan.nodes_with(Precision.FP16):
+            raise ConfigError("FP16 Q/DQ scales need an FP16 remainder; the plan has no FP16 "
+                              "node", where="qdq_scale_dtype", value=qdq_scale_dtype,
+                              fix="set precision.remainder=fp16, or keep fp32 scales")
         self.model = onnx.ModelProto()
         self.model.CopyFrom(model)
         ensure_node_names(self.model)
+        if self.fp16_qdq and opset_version(self.model) < FP16_QDQ_OPSET:
+            before = {n.name for n in self.model.graph.node}
+            self.model = _to_opset(self.model, FP16_QDQ_OPSET)
+            ensure_node_names(self.model)
+            added = [n.name for n in self.model.graph.node if n.name not in before]
+            if added:  # e.g. the axes constants opset 18 moved from attributes to inputs
+                plan = Plan({**plan.decisions, **{n: NodeDecision(
+                    Precision.FP32, "added by the opset converter") for n in added}},
+                    plan.activation_amax, plan.calibrator, plan.activation_range)
         self.plan = plan
         self.keep_io = keep_io_types or emulate
         self.emulate = emulate
@@ -181,6 +228,7 @@ class _Rewrite:
         self.taken = ({t for n in self.nodes for t in list(n.input) + list(n.output)}
                       | set(self.graph_inputs) | {t.name for t in self.graph.initializer})
         self.taken_nodes = {n.name for n in self.nodes}
+        self.underflow = fp16_underflow_reasons(self.model)
 
     def is_f32(self, t: str) -> bool:
         info = self.infos.get(t)
@@ -190,9 +238,34 @@ class _Rewrite:
         return unique_name(name, self.taken if taken is None else taken)
 
     # -- analysis -------------------------------------------------------------------------
+    def _fp16_q_outputs(self) -> set[str]:
+        """Outputs of the QuantizeLinear nodes that run in FP16 (``qdq_scale_dtype="fp16"``):
+        every Q whose scale is a normal, finite float16; the others stay float32 (logged)."""
+        if not self.fp16_qdq:
+            return set()
+        out = set()
+        for n in self.nodes:
+            if n.op_type != "QuantizeLinear" or len(n.input) < 2 or n.input[1] not in self.constants:
+                continue
+            s = np.abs(numpy_helper.to_array(self.constants[n.input[1]]).astype(np.float64))
+            if s.size and np.all(np.isfinite(s)) and s.min() >= FP16_MIN_NORMAL \
+                    and s.max() <= FP16_MAX:
+                out.update(n.output)
+            else:
+                log.info("Q/DQ of %s keeps a float32 scale: %.3g is not a normal float16",
+                         n.input[0], float(s.min()) if s.size else float("nan"))
+        return out
+
     def analyze(self) -> None:
         """Fill cd (node compute dtype), want (node, slot) -> dtype, dt (tensor dtype)."""
-        dq_outputs = {o for n in self.nodes if n.op_type == "DequantizeLinear" for o in n.output}
+        q16 = self._fp16_q_outputs()
+        self.fp16_qdq_nodes = {i for i, n in enumerate(self.nodes)
+                               if (n.op_type == "QuantizeLinear" and set(n.output) & q16)
+                               or (n.op_type == "DequantizeLinear" and n.input
+                                   and n.input[0] in q16)}
+        dq_outputs = {o for i, n in enumerate(self.nodes) if n.op_type == "DequantizeLinear"
+                      and i not in self.fp16_qdq_nodes for o in n.output}
+        self.node_index = {n.name: i for i, n in enumerate(self.nodes)}
         io_dtype = FLOAT if self.keep_io else FLOAT16
         self.dt: dict[str, int] = {t: io_dtype for t in self.graph_inputs if self.is_f32(t)}
         self.cd: list[int] = []
@@ -213,12 +286,13 @@ class _Rewrite:
     def _compute_dtype(self, node: onnx.NodeProto, dq_outputs: set[str]) -> int:
         d = self.plan.decisions.get(node.name)
         if node.op_type in _QDQ_OPS:
-            return FLOAT
+            return FLOAT16 if self.node_index[node.name] in self.fp16_qdq_nodes else FLOAT
         if d is None:
             raise GraphEditError("node is not in the plan", where="qdq.casts", value=node.name,
                                  fix="build the plan on this model (build_plan), and insert "
                                      "Q/DQ with insert_qdq before converting")
-        if d.precision is not Precision.FP16:
+        int8_fp16 = self.fp16_qdq and d.precision is Precision.INT8
+        if d.precision is not Precision.FP16 and not int8_fp16:
             return FLOAT
         if _schema(node, self.opset) is None:
             log.warning("node %s (%s) has no ONNX schema; it stays float32", node.name,
@@ -228,6 +302,10 @@ class _Rewrite:
                for a in node.attribute):
             return FLOAT
         if any(t in dq_outputs for t in node.input):
+            return FLOAT
+        if node.name in self.underflow:
+            log.info("node %s planned fp16 computes in FP32: %s", node.name,
+                     self.underflow[node.name])
             return FLOAT
         unknown = [t for t in node.input if t and t not in self.infos]
         if unknown:
@@ -463,6 +541,23 @@ class _Rewrite:
         for vi in self.graph.value_info:
             if vi.name in self.dt and vi.type.HasField("tensor_type"):
                 vi.type.tensor_type.elem_type = self.dt[vi.name]
+
+
+def _to_opset(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
+    """``model`` converted to default-domain ``opset`` with ONNX's version converter."""
+    from onnx import version_converter
+
+    try:
+        out = version_converter.convert_version(model, opset)
+    except Exception as exc:  # the converter raises its own untyped errors
+        raise GraphEditError(f"cannot convert the model to opset {opset}: "
+                             f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
+                             where="qdq.casts(qdq_scale_dtype=fp16)", value=opset_version(model),
+                             fix=f"export the model at opset >= {opset}, or keep fp32 Q/DQ "
+                                 "scales") from exc
+    log.info("converted the model from opset %d to %d for FP16 Q/DQ scales",
+             opset_version(model), opset)
+    return out
 
 
 def _rename_free(body: onnx.GraphProto, old: str, new: str) -> None:

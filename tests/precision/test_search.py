@@ -90,7 +90,8 @@ class Chain:
         return convert_fp16(qdq, plan)
 
     def logits(self, fp16_set: frozenset[str], x: np.ndarray) -> np.ndarray:
-        with OrtRunner(self.candidate(fp16_set), disabled_optimizers=UNSAFE_QDQ_OPTIMIZERS) as r:
+        with OrtRunner(self.candidate(fp16_set), disabled_optimizers=UNSAFE_QDQ_OPTIMIZERS,
+                       qdq_mode="exact") as r:
             return r.infer({"x": x})["logits"]
 
     def damage(self, fp16_set: frozenset[str]) -> float:
@@ -111,7 +112,7 @@ class Chain:
                                      + list(outputs.values())))
         with OrtRunner(self.model, extra_outputs=tensors) as r, \
                 OrtRunner(self.candidate(frozenset()), extra_outputs=tensors,
-                          disabled_optimizers=UNSAFE_QDQ_OPTIMIZERS) as c:
+                          disabled_optimizers=UNSAFE_QDQ_OPTIMIZERS, qdq_mode="exact") as c:
             ref = r.infer({"x": self.x_subset}, tensors)
             cand = c.infer({"x": self.x_subset}, tensors)
         return {t: LayerStats().update(ref[t], cand[t],
