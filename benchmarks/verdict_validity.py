@@ -45,8 +45,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from quantkit.precision.search import EvalResult, search_fp16_set  # noqa: E402
 from quantkit.precision.sensitivity import rank  # noqa: E402
-from quantkit.verdict import (PASS, Margin, TestLedger, decide_family, decide_from_correct,  # noqa: E402
-                              declare_family, paired_signoff, plan_family, recommend_candidate)
+from quantkit.verdict import (  # noqa: E402
+    PASS, Margin, TestLedger, decide_family, decide_from_correct, declare_family, paired_signoff,
+    plan_family, recommend_candidate)
 
 CALIBRATORS = ("int8.minmax", "int8.entropy", "int8.mse")
 

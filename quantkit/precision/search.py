@@ -55,8 +55,8 @@ from quantkit.precision.plan import Plan, Precision
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EvalResult", "SearchResult", "SearchTimeLimit", "STATUSES", "linear_evals_needed", "max_evals_bound",
-           "pareto", "plan_with_fp16", "search_fp16_set"]
+__all__ = ["EvalResult", "SearchResult", "SearchTimeLimit", "STATUSES", "linear_evals_needed",
+           "max_evals_bound", "pareto", "plan_with_fp16", "search_fp16_set"]
 
 STATUSES = ("PASS", "FAIL", "INCONCLUSIVE")
 #: Reason written into the Plan for nodes the search keeps in FP16.
@@ -89,9 +89,12 @@ class EvalResult:
 
     @classmethod
     def from_verdict(cls, verdict: Any, *, seconds: float = 0.0, **extra: Any) -> "EvalResult":
-        """From a ``quantkit.verdict.Verdict`` (or its ``to_dict()``): metric = the primary
+        """From a ``quantkit.verdict.Verdict`` (or its ``to_dict()``) or a ``SignoffTest`` (the
+        dev sign-off test): metric = the primary
         metric's delta (candidate - FP32), interval = its CI; the verdict dict goes into
         ``extra``."""
+        if hasattr(verdict, "to_verdict_dict"):  # a quantkit.verdict.SignoffTest
+            verdict = verdict.to_verdict_dict()
         d = dict(verdict) if isinstance(verdict, Mapping) else verdict.to_dict()
         delta = d["deltas"][d["metric"]]
         return cls(status=d["status"], metric=delta["point"],
@@ -348,8 +351,9 @@ def search_fp16_set(ranking: Sequence[str],
     evaluates the candidate with those nodes FP16 and returns an :class:`EvalResult`.
     At most ``min(max_full_evals, max_evals_bound(len(ranking)))`` evaluations; the result
     depends only on the ranking and the evaluations. ``max_seconds`` (None = no limit) is a
-    wall-clock limit: passing it before a new evaluation raises :class:`SearchTimeLimit`. ``higher_is_better`` orders ``metric`` for the no-PASS
-    fallback (and is what :func:`pareto` should be given).
+    wall-clock limit: passing it before a new evaluation raises :class:`SearchTimeLimit`.
+    ``higher_is_better`` orders ``metric`` for the no-PASS fallback (and is what
+    :func:`pareto` should be given).
     """
     names = _check_ranking(ranking)
     if isinstance(max_full_evals, bool) or not isinstance(max_full_evals, int) \

@@ -123,6 +123,13 @@ class SignoffTest:
                 f"{self.high:+.4f}]" if self.metric == "accuracy" else
                 f"{self.point:.4f} [{100 * self.level:g}% CI {self.low:.4f}, {self.high:.4f}]")
 
+    def to_verdict_dict(self) -> dict[str, Any]:
+        """The shape of ``Verdict.to_dict()`` (status, reasons, deltas[metric] with point /
+        low / high / level / ref / cand, margin, n, required_n = ``plan_n``, metric, alpha
+        two-sided), plus ``signoff``: :meth:`to_dict`. For the report and
+        ``EvalResult.from_verdict``."""
+        return _verdict_dict(self)
+
     def to_dict(self) -> dict[str, Any]:
         def num(x: Any) -> Any:
             return None if isinstance(x, float) and not math.isfinite(x) else x
@@ -136,6 +143,17 @@ class SignoffTest:
                 "discordant": dict(self.discordant), "methods": self.methods,
                 "groups": self.groups, "reasons": list(self.reasons), "margin": self.margin,
                 "plan_n": self.plan_n, "gate": self.gate}
+
+
+def _verdict_dict(t: "SignoffTest") -> dict[str, Any]:
+    name = t.metric
+    return {"status": t.status, "reasons": list(t.reasons),
+            "deltas": {name: {"point": t.point, "low": t.low, "high": t.high, "level": t.level,
+                              "se": None, "ref": t.ref_value, "cand": t.cand_value}},
+            "mcnemar": {"b": t.discordant.get("b"), "c": t.discordant.get("c")},
+            "margin": {**t.margin, "metric": name, "threshold": t.threshold}, "n": t.n,
+            "required_n": t.plan_n, "slices": [], "metric": name, "alpha": 2 * t.alpha,
+            "signoff": t.to_dict()}
 
 
 def _status(low: float, high: float, threshold: float) -> str:

@@ -51,7 +51,8 @@ def test_decisions_at_large_n():
     assert t.status == FAIL and t.high < t.threshold and t.plan_n is None
     d = json.loads(json.dumps(t.to_dict()))
     assert d["candidate"] == "int8" and d["alpha_one_sided"] == 0.025 and d["level"] == 0.95
-    assert d["methods"]["score"]["method"] == "tango" and d["methods"]["bootstrap"]["method"] == "iid"
+    assert d["methods"]["score"]["method"] == "tango"
+    assert d["methods"]["bootstrap"]["method"] == "iid"
     # the decision interval is the envelope of the two methods
     assert t.low == min(t.methods["score"]["low"], t.methods["bootstrap"]["low"])
 
@@ -183,7 +184,8 @@ def test_label_free_agreement_verdict():
     assert t.status == FAIL and t.metric == "agreement" and t.threshold == 0.99
     mid = np.where(rng.random(2000) < 0.009, (ref[:2000] + 1) % 10, ref[:2000])
     t = agreement_signoff(ref[:2000], mid, min_agreement=0.99)
-    assert t.status == INCONCLUSIVE and t.plan_n is None or t.plan_n > 2000
+    assert t.status == INCONCLUSIVE
+    assert t.plan_n is None or t.plan_n > 2000
     with pytest.raises(ConfigError, match="verdict.min_agreement"):
         agreement_signoff(ref, ref, min_agreement=1.0)
     with pytest.raises(ConfigError, match="verdict.max_flip_rate"):
@@ -224,3 +226,15 @@ def test_plan_power_from_dev_uses_min_of_dev_delta_and_zero():
     assert json.loads(json.dumps(plan.to_dict()))["adequate"] == plan.adequate
     n = required_agreement_size(agreement=0.997, min_agreement=0.99)
     assert 500 < n < 5000 and required_agreement_size(agreement=0.99, min_agreement=0.99) is None
+
+
+def test_signoff_test_feeds_the_search_and_the_verdict_shaped_record():
+    from quantkit.precision.search import EvalResult
+
+    rng = np.random.default_rng(11)
+    t = paired_signoff(*_paired(rng, 5000, p_b=0.02, p_c=0.02), margin=M, candidate="mixed")
+    v = json.loads(json.dumps(t.to_verdict_dict()))
+    assert v["status"] == t.status and v["deltas"]["accuracy"]["low"] == t.low
+    assert v["alpha"] == 0.05 and v["signoff"]["alpha_one_sided"] == 0.025
+    ev = EvalResult.from_verdict(t, seconds=1.5)
+    assert ev.status == t.status and ev.interval == (t.low, t.high) and ev.metric == t.point
