@@ -38,8 +38,10 @@ from quantkit.verdict.protocol import (
 )
 from quantkit.verdict.score import newcombe_interval, tango_interval, wilson_interval
 from quantkit.verdict.signoff import (
+    Churn,
     SignoffTest,
     agreement_signoff,
+    churn,
     churn_gate,
     paired_signoff,
     plan_power,
@@ -63,7 +65,9 @@ __all__ = [
     "SignoffTest",
     "TestLedger",
     "TestSplitReuse",
+    "Churn",
     "agreement_signoff",
+    "churn",
     "churn_gate",
     "decide_family",
     "declare_family",

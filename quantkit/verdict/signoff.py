@@ -49,7 +49,8 @@ from quantkit.verdict.score import (tango_interval, tango_p_noninferiority, wils
                                     wilson_p_above)
 from quantkit.verdict.stats import Seed, accuracy_deltas, as_rng
 
-__all__ = ["MIN_GROUPS", "MIN_N", "SignoffTest", "agreement_signoff", "churn_gate",
+__all__ = ["MIN_GROUPS", "MIN_N", "Churn", "SignoffTest", "agreement_signoff", "churn",
+           "churn_gate",
            "paired_signoff", "plan_power", "with_gate"]
 
 #: Below this many examples a verdict is INCONCLUSIVE (verdict.min_n).
@@ -318,7 +319,7 @@ def _agreement_test(agree: np.ndarray, *, metric: str, min_agreement: float, alp
                        high=high, alpha=alpha, threshold=min_agreement,
                        p_noninferiority=max(s_p_ni, b_p_ni),
                        p_regression=max(1.0 - s_p_ni, b_p_reg), n=n, ref_value=None,
-                       cand_value=a, flip_rate=1.0 - a, discordant={"flipped": n - x},
+                       cand_value=a, flip_rate=(n - x) / n, discordant={"flipped": n - x},
                        methods=methods, groups=gstats.to_dict() if gstats else None,
                        reasons=reasons, margin={"min_agreement": min_agreement},
                        plan_n=plan_n)
@@ -372,6 +373,44 @@ def churn_gate(pred_ref: Any, pred_cand: Any, *, max_flip_rate: float, alpha: fl
                            min_n=_check_count("min_n", min_n, 1),
                            min_groups=_check_count("min_groups", min_groups, 2), power=0.8,
                            candidate=candidate)
+
+
+@dataclass(frozen=True)
+class Churn:
+    """Agreement with FP32's top-1 predictions and the flip rate with its interval."""
+
+    agreement: float
+    flip_rate: float
+    flip_low: float
+    flip_high: float
+    level: float
+    n: int
+    flipped: int
+    method: str
+    groups: dict[str, Any] | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"agreement": self.agreement, "flip_rate": self.flip_rate,
+                "flip_low": self.flip_low, "flip_high": self.flip_high, "level": self.level,
+                "n": self.n, "flipped": self.flipped, "method": self.method,
+                "groups": self.groups}
+
+
+def churn(pred_ref: Any, pred_cand: Any, *, alpha: float = 0.025, groups: Any = None,
+          n_boot: int = 2000, seed: Seed = 0) -> Churn:
+    """Every candidate's churn vs FP32, gate or not: the flip rate and its two-sided
+    ``1 - 2 alpha`` interval (the wider of Wilson score, Rao-Scott with groups, and the
+    iid / cluster bootstrap)."""
+    alpha = _check_alpha_one_sided(alpha)
+    t = _agreement_test(_agreement_inputs(pred_ref, pred_cand, "churn"), metric="churn",
+                        min_agreement=0.5, alpha=alpha, groups=groups,
+                        n_boot=check_n_boot(n_boot), seed=seed, min_n=1, min_groups=2,
+                        power=0.8, candidate="")
+    return Churn(agreement=t.point, flip_rate=t.flip_rate, flip_low=1.0 - t.high,
+                 flip_high=1.0 - t.low, level=t.level, n=t.n,
+                 flipped=int(t.discordant["flipped"]),
+                 method=f"{t.methods['score']['method']} + {t.methods['bootstrap']['method']} "
+                        f"bootstrap", groups=t.groups)
 
 
 def with_gate(test: SignoffTest, gate: SignoffTest | None) -> SignoffTest:

@@ -238,3 +238,19 @@ def test_signoff_test_feeds_the_search_and_the_verdict_shaped_record():
     assert v["alpha"] == 0.05 and v["signoff"]["alpha_one_sided"] == 0.025
     ev = EvalResult.from_verdict(t, seconds=1.5)
     assert ev.status == t.status and ev.interval == (t.low, t.high) and ev.metric == t.point
+
+
+def test_churn_interval_for_every_candidate():
+    from quantkit.verdict import churn
+
+    rng = np.random.default_rng(12)
+    ref = rng.integers(0, 3, 5000)
+    cand = np.where(rng.random(5000) < 0.06, (ref + 1) % 3, ref)
+    ch = churn(ref, cand)
+    assert ch.flipped == int(np.sum(ref != cand)) and ch.flip_rate == ch.flipped / 5000
+    assert ch.flip_low < 0.06 < ch.flip_high and ch.level == 0.95
+    groups = np.repeat(np.arange(50), 100)
+    grouped = churn(ref, cand, groups=groups)
+    assert grouped.groups["n_groups"] == 50 and "cluster" in grouped.method
+    same = churn(ref, ref)
+    assert same.flip_rate == 0.0 and same.flip_high > 0.0  # never a zero-width interval
