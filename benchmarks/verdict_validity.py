@@ -202,10 +202,12 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     print(f"simulated sign-off, FP32 accuracy 0.77, margin {margin.describe(0.77, 'accuracy')}, "
           f"dev n={args.n_dev}, flip rates INT8 0.05 / FP16 0.005, 48 layers, search budget 14")
-    print(f"{'n_test':>7} {'sims':>5}  {'false PASS recommended':>24}  {'':>10}  "
-          f"{'power, best INT8 lossless':>26}  {'':>10}  {'plan':>12}")
-    print(f"{'':>7} {'':>5}  {'new':>11} {'old':>12}  {'':>10}  {'new':>12} {'old':>13}  "
-          f"{'':>10}  {'n80 / ok':>12}")
+    print("columns: false PASS = P(some candidate recommended | every candidate loses exactly "
+          "the margin); power = P(best INT8 PASSes | every candidate lossless), for OLD on "
+          "the same split it was chosen on; plan = median test size for 80% power planned on "
+          "dev for that INT8, and the share of runs whose test split was large enough")
+    print(f"{'n_test':>7} {'sims':>5}  {'false PASS new':>14} {'false PASS old':>14}  "
+          f"{'power new':>14} {'power old':>14}  {'plan n80 / ok':>13}")
     last = None
     for n in [*args.sizes, args.n_test]:
         sims = args.sims if n == args.n_test else args.sims_other
@@ -214,10 +216,10 @@ def main(argv: list[str] | None = None) -> int:
         of, ofs = r["null"]["old_recommended"]
         npw, npws = r["lossless"]["new_int8_pass"]
         opw, opws = r["lossless"]["old_int8_pass"]
-        print(f"{n:>7} {sims:>5}  {nf:.4f}±{nfs:.4f} {of:.4f}±{ofs:.4f}  {'':>10}  "
-              f"{npw:.4f}±{npws:.4f} {opw:.4f}±{opws:.4f}  {'':>10}  "
+        print(f"{n:>7} {sims:>5}  {nf:.4f}±{nfs:.4f}  {of:.4f}±{ofs:.4f}  "
+              f"{npw:.4f}±{npws:.4f}  {opw:.4f}±{opws:.4f}  "
               f"{r['lossless']['new_plan_n']:>6.0f} / {r['lossless']['new_plan_adequate']:.2f}"
-              f"   (any recommendation, lossless: new "
+              f"  (any recommendation, lossless: new "
               f"{r['lossless']['new_recommended'][0]:.3f}, old "
               f"{r['lossless']['old_recommended'][0]:.3f})")
         if n == args.n_test:

@@ -35,6 +35,7 @@ from quantkit.verdict.protocol import (
     declare_family,
     plan_family,
     recommend_candidate,
+    signoff_record,
 )
 from quantkit.verdict.score import newcombe_interval, tango_interval, wilson_interval
 from quantkit.verdict.signoff import (
@@ -77,6 +78,7 @@ __all__ = [
     "plan_family",
     "plan_power",
     "recommend_candidate",
+    "signoff_record",
     "required_agreement_size",
     "required_test_size",
     "tango_interval",

@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["FamilyDecision", "FamilyPlan", "METHODS", "Recommendation", "SignoffFamily",
            "TestLedger", "TestSplitReuse", "decide_family", "declare_family", "plan_family",
-           "recommend_candidate"]
+           "recommend_candidate", "signoff_record"]
 
 METHODS = ("fixed_sequence", "holm")
 
@@ -91,11 +91,13 @@ class SignoffFamily:
     alpha: float
     basis: dict[str, dict[str, Any]] = field(default_factory=dict)
     order_rule: str = "dev_evidence"
+    supersedes: str | None = None  # sha256 of the plan this one replaces (e.g. a grown test)
 
     def to_dict(self) -> dict[str, Any]:
         body = {"candidates": list(self.candidates), "order": list(self.candidates),
                 "method": self.method, "alpha_one_sided": self.alpha,
-                "order_rule": self.order_rule, "basis": self.basis}
+                "order_rule": self.order_rule, "basis": self.basis,
+                "supersedes": self.supersedes}
         body = _json_safe(body)
         body["sha256"] = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
         return body
@@ -121,12 +123,15 @@ def _check_alpha(alpha: Any) -> float:
 
 
 def declare_family(dev: Mapping[str, SignoffTest], *, method: str = "fixed_sequence",
-                   alpha: float = 0.025, order: Sequence[str] | None = None) -> SignoffFamily:
+                   alpha: float = 0.025, order: Sequence[str] | None = None,
+                   supersedes: str | None = None) -> SignoffFamily:
     """Declare the family from dev results (before test is touched).
 
     ``dev``: candidate name -> its dev :class:`SignoffTest`, in the order to break ties by
     (e.g. fp16, the best INT8 by dev, mixed). ``order``: a test order declared by the user
-    instead of the dev-evidence order (every candidate exactly once).
+    instead of the dev-evidence order (every candidate exactly once). ``supersedes``: the
+    ``sha256`` of an earlier declaration this new plan replaces (an INCONCLUSIVE re-tested on
+    a fresh or grown test split is a new plan; the record links the two).
     """
     method = _check_method(method)
     alpha = _check_alpha(alpha)
@@ -152,7 +157,7 @@ def declare_family(dev: Mapping[str, SignoffTest], *, method: str = "fixed_seque
     basis = {n: {"dev_status": dev[n].status, "dev_point": dev[n].point, "dev_low": dev[n].low,
                  "dev_high": dev[n].high, "dev_p_noninferiority": dev[n].p_noninferiority,
                  "dev_n": dev[n].n, "dev_flip_rate": dev[n].flip_rate} for n in ranked}
-    fam = SignoffFamily(tuple(ranked), method, alpha, basis, rule)
+    fam = SignoffFamily(tuple(ranked), method, alpha, basis, rule, supersedes)
     log.info("sign-off family declared on dev (%s, one-sided alpha %g): %s", method, alpha,
              " -> ".join(ranked))
     return fam
@@ -446,3 +451,20 @@ def recommend_candidate(decision: FamilyDecision, *, int8_nodes: Mapping[str, in
               + (", not slower than FP16 on the target runtime" if throughput is not None else "")
               + f" (most INT8 nodes among {len(eligible)} eligible)")
     return Recommendation(best, reason, list(eligible), excluded, basis)
+
+
+def signoff_record(*, family: SignoffFamily, plan: FamilyPlan, ledger: TestLedger,
+                   tests: Mapping[str, SignoffTest], decision: FamilyDecision,
+                   recommendation: Recommendation,
+                   dev: Mapping[str, SignoffTest] | None = None) -> dict[str, Any]:
+    """The ``record.signoff`` section: JSON-safe, one place for the report to read."""
+    if decision.family_sha256 != family.sha256 or ledger.family.sha256 != family.sha256:
+        raise DataError("the decision, ledger and family come from different declarations",
+                        where="signoff_record", value=family.candidates,
+                        fix="pass the values of one run's sign-off")
+    return _json_safe({
+        "alpha_one_sided": family.alpha, "method": family.method,
+        "family": family.to_dict(), "power_plan": plan.to_dict(),
+        "dev": {c: t.to_dict() for c, t in (dev or {}).items()},
+        "test_ledger": ledger.to_dict(), "test": {c: t.to_dict() for c, t in tests.items()},
+        "decision": decision.to_dict(), "recommendation": recommendation.to_dict()})

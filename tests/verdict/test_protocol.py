@@ -41,6 +41,8 @@ def test_family_order_comes_from_dev_evidence_and_is_fingerprinted():
     assert d["order"] == list(fam.candidates) and d["alpha_one_sided"] == 0.025
     assert d["method"] == "fixed_sequence" and set(d["basis"]) == set(dev)
     assert declare_family(dev, method="holm").sha256 != fam.sha256
+    new_plan = declare_family(dev, supersedes=fam.sha256)
+    assert new_plan.to_dict()["supersedes"] == fam.sha256 and new_plan.sha256 != fam.sha256
     assert declare_family(dev, order=["mixed", "fp16", "int8.mse"]).candidates[0] == "mixed"
     with pytest.raises(ConfigError, match="verdict.family"):
         declare_family(dev, method="bonferroni-ish")
@@ -130,6 +132,35 @@ def test_recommendation_only_among_test_passes_not_slower_than_fp16():
     rec = recommend_candidate(dec, throughput={"int8.mse": 1.0})
     assert rec.candidate is None and "not for fp16" in rec.reason
     assert json.loads(json.dumps(rec.to_dict()))["candidate"] is None
+
+
+def test_signoff_record_holds_family_plan_ledger_decision_and_recommendation():
+    from quantkit.verdict import signoff_record
+
+    rng = np.random.default_rng(8)
+    dev = _tests(rng, 3000, CELLS)
+    fam = declare_family(dev)
+    plan = plan_family(fam, dev, n_test=6000)
+    ledger = TestLedger(fam, split_sha256="f00d")
+    tests = {}
+    for c in fam.candidates:
+        ledger.record(c, n=6000)
+        tests[c] = paired_signoff(*_paired(rng, 6000, p_b=CELLS[c][0], p_c=CELLS[c][1]),
+                                  margin=M, candidate=c)
+    dec = decide_family(fam, tests, ledger=ledger)
+    rec = recommend_candidate(dec, int8_nodes={"fp16": 0, "int8.mse": 48, "mixed": 30})
+    rec_dict = json.loads(json.dumps(signoff_record(family=fam, plan=plan, ledger=ledger,
+                                                    tests=tests, decision=dec,
+                                                    recommendation=rec, dev=dev)))
+    assert rec_dict["alpha_one_sided"] == 0.025
+    assert rec_dict["family"]["order"] == list(fam.candidates)
+    assert [e["candidate"] for e in rec_dict["test_ledger"]["evaluations"]] == list(fam.candidates)
+    assert rec_dict["test_ledger"]["complete"] and rec_dict["test_ledger"]["evaluated_once"]
+    assert rec_dict["power_plan"]["n_test"] == 6000 and set(rec_dict["test"]) == set(CELLS)
+    other = declare_family(dev, method="holm")
+    with pytest.raises(DataError, match="different declarations"):
+        signoff_record(family=other, plan=plan, ledger=ledger, tests=tests, decision=dec,
+                       recommendation=rec)
 
 
 def test_no_candidate_recommended_when_nothing_passes_on_test():
