@@ -28,6 +28,7 @@ any recommendation), with Monte-Carlo standard errors, for both protocols. Last 
 bert_int8 default test size, ~6,000 unless told).
 
     python benchmarks/verdict_validity.py [--n-test 6000] [--n-dev 2500] [--sims 1500]
+    python benchmarks/verdict_validity.py --group-size 20   # grouped data (movies)
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ class World:
     flip_fp16: float = 0.005
     layers: int = 48
     rho: float = 0.7  # share of a candidate's latent draws common to its calibrator's sets
+    group_size: int = 0  # > 0: examples come in groups (movies) of this size ...
+    group_shape: float = 1.0  # ... whose flip rates vary by a Gamma(shape, 1/shape) factor
 
     def flip(self, fp16_layers: int) -> float:
         f = self.flip_int8 + (self.flip_fp16 - self.flip_int8) * fp16_layers / self.layers
@@ -74,12 +77,19 @@ class Split:
         self.world, self.n, self.rng = world, n, rng
         self.ref = rng.random(n) < world.p_ref
         self.latent = {c: rng.random(n) for c in (*CALIBRATORS, "fp16")}
+        if world.group_size > 0:
+            self.groups = np.arange(n) // world.group_size
+            k = world.group_shape
+            self.factor = np.minimum(rng.gamma(k, 1.0 / k, self.groups[-1] + 1), 8.0)[self.groups]
+        else:
+            self.groups, self.factor = None, 1.0
 
     def candidate(self, family: str, fp16_layers: int) -> np.ndarray:
         """Correctness of a candidate of ``family``'s calibrator with that many FP16 layers."""
         w = self.world
         f = w.flip(fp16_layers)
-        p_b, p_c = (f - w.delta) / 2.0, (f + w.delta) / 2.0
+        p_b = (f - w.delta) / 2.0 * self.factor  # a group's flips scale together: its
+        p_c = (f + w.delta) / 2.0 * self.factor  # delta is delta * factor, mean delta
         fresh = self.rng.random(self.n)
         u = np.where(self.rng.random(self.n) < w.rho, self.latent[family], fresh)
         return np.where(self.ref, u >= p_b / w.p_ref, u < p_c / (1.0 - w.p_ref))
@@ -97,21 +107,23 @@ def new_protocol(world: World, n_dev: int, n_test: int, margin: Margin,
     dev = Split(world, n_dev, rng)
     seeds = iter(rng.integers(0, 2**32, size=64))
     cal_tests = {c: paired_signoff(dev.ref, dev.candidate(c, 0), margin=margin,
-                                   seed=int(next(seeds)), candidate=c) for c in CALIBRATORS}
+                                   groups=dev.groups, seed=int(next(seeds)), candidate=c)
+                 for c in CALIBRATORS}
     best = max(CALIBRATORS, key=lambda c: cal_tests[c].cand_value)  # by dev accuracy
     ranking = _proxy_ranking(world, rng)
     searched: dict[frozenset, object] = {}
 
     def full_eval(fp16: frozenset) -> EvalResult:
         t = cal_tests[best] if not fp16 else paired_signoff(
-            dev.ref, dev.candidate(best, len(fp16)), margin=margin, seed=int(next(seeds)),
-            candidate="mixed")
+            dev.ref, dev.candidate(best, len(fp16)), margin=margin, groups=dev.groups,
+            seed=int(next(seeds)), candidate="mixed")
         searched[fp16] = t
         return EvalResult(t.status, t.point, (t.low, t.high))
 
     result = search_fp16_set(ranking, full_eval, max_full_evals=max_full_evals)
     dev_tests = {"fp16": paired_signoff(dev.ref, dev.candidate("fp16", world.layers),
-                                        margin=margin, seed=int(next(seeds)), candidate="fp16"),
+                                        margin=margin, groups=dev.groups,
+                                        seed=int(next(seeds)), candidate="fp16"),
                  best: cal_tests[best]}
     mixed_layers = len(result.fp16_nodes)
     if result.status == PASS and 0 < mixed_layers:
@@ -127,7 +139,7 @@ def new_protocol(world: World, n_dev: int, n_test: int, margin: Margin,
         ledger.record(c, n=n_test)
         kind = "fp16" if c == "fp16" else best
         tests[c] = paired_signoff(test.ref, test.candidate(kind, layers[c]), margin=margin,
-                                  seed=int(next(seeds)), candidate=c)
+                                  groups=test.groups, seed=int(next(seeds)), candidate=c)
     decision = decide_family(family, tests, ledger=ledger)
     rec = recommend_candidate(decision, int8_nodes={c: world.layers - layers[c]
                                                     for c in family.candidates})
@@ -168,10 +180,12 @@ def _rate(hits: int, sims: int) -> tuple[float, float]:
     return p, math.sqrt(max(p * (1 - p), 1e-12) / sims)
 
 
-def run(n_test: int, sims: int, n_dev: int, margin: Margin, seed: int) -> dict:
+def run(n_test: int, sims: int, n_dev: int, margin: Margin, seed: int, *,
+        group_size: int = 0, group_shape: float = 1.0) -> dict:
     out = {}
-    for world in (World("null", -margin.value * 0.77 if margin.kind == "relative"
-                        else -margin.value), World("lossless", 0.0)):
+    null = -margin.value * 0.77 if margin.kind == "relative" else -margin.value
+    for world in (World("null", null, group_size=group_size, group_shape=group_shape),
+                  World("lossless", 0.0, group_size=group_size, group_shape=group_shape)):
         rng = np.random.default_rng([seed, n_test, 0 if world.name == "null" else 1])
         new = [new_protocol(world, n_dev, n_test, margin, rng) for _ in range(sims)]
         old = [old_protocol(world, n_test, margin, rng) for _ in range(sims)]
@@ -197,11 +211,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", type=int, nargs="*", default=[2500, 5000, 10000])
     ap.add_argument("--margin", type=float, default=0.01, help="relative margin")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--group-size", type=int, default=0,
+                    help="> 0: grouped examples (e.g. reviews per movie); the new protocol "
+                         "uses the cluster bootstrap, the old one treats examples as iid")
+    ap.add_argument("--group-shape", type=float, default=1.0,
+                    help="Gamma shape of the per-group flip-rate factor (smaller: more ICC)")
     args = ap.parse_args(argv)
     margin = Margin("relative", args.margin)
     t0 = time.perf_counter()
     print(f"simulated sign-off, FP32 accuracy 0.77, margin {margin.describe(0.77, 'accuracy')}, "
-          f"dev n={args.n_dev}, flip rates INT8 0.05 / FP16 0.005, 48 layers, search budget 14")
+          f"dev n={args.n_dev}, flip rates INT8 0.05 / FP16 0.005, 48 layers, search budget 14"
+          + (f", groups of {args.group_size} (flip-rate factor Gamma shape {args.group_shape:g})"
+             if args.group_size else ", independent examples"))
     print("columns: false PASS = P(some candidate recommended | every candidate loses exactly "
           "the margin); power = P(best INT8 PASSes | every candidate lossless), for OLD on "
           "the same split it was chosen on; plan = median test size for 80% power planned on "
@@ -211,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     last = None
     for n in [*args.sizes, args.n_test]:
         sims = args.sims if n == args.n_test else args.sims_other
-        r = run(n, sims, args.n_dev, margin, args.seed)
+        r = run(n, sims, args.n_dev, margin, args.seed, group_size=args.group_size,
+                group_shape=args.group_shape)
         nf, nfs = r["null"]["new_recommended"]
         of, ofs = r["null"]["old_recommended"]
         npw, npws = r["lossless"]["new_int8_pass"]
