@@ -234,12 +234,19 @@ class CompareConfig:
 
 @dataclass
 class VerdictConfig:
-    metric: str = "accuracy"  # accuracy | macro_f1
+    metric: str = "accuracy"  # accuracy | macro_f1 (agreement: quantkit.verdict.agreement_signoff)
     margin: float = 0.01
     margin_kind: str = "relative"  # relative | absolute
-    alpha: float = 0.05
+    alpha: float = 0.05  # two-sided interval level 1 - alpha; sign-off is one-sided alpha / 2
     n_boot: int = 2000
     min_slice_n: int = 30
+    # dev / test sign-off (quantkit/verdict/protocol.py)
+    family: str = "fixed_sequence"  # familywise control: fixed_sequence (dev order) | holm
+    min_n: int = 100  # fewer examples: INCONCLUSIVE whatever the interval
+    min_groups: int = 10  # grouped data with fewer groups: INCONCLUSIVE
+    power: float = 0.8  # planned power of the test split at the margin
+    max_flip_rate: Optional[float] = 0.10  # churn gate vs FP32 predictions; null = no gate
+    min_agreement: float = 0.99  # the declared minimum for metric=agreement (label-free)
 
 
 @dataclass
@@ -398,6 +405,16 @@ def validate(s: Settings) -> Settings:
         raise ConfigError("config key verdict.alpha must be in (0, 1)", value=s.verdict.alpha,
                           fix="e.g. verdict.alpha=0.05")
     _positive("verdict.n_boot", s.verdict.n_boot)
+    _choice("verdict.family", s.verdict.family, ("fixed_sequence", "holm"))
+    _positive("verdict.min_n", s.verdict.min_n)
+    _positive("verdict.min_groups", s.verdict.min_groups)
+    for key, value in (("verdict.power", s.verdict.power),
+                       ("verdict.min_agreement", s.verdict.min_agreement),
+                       ("verdict.max_flip_rate", s.verdict.max_flip_rate)):
+        if value is not None and not 0.0 < value < 1.0:
+            raise ConfigError(f"config key {key} must be in (0, 1)", value=value,
+                              fix="e.g. verdict.power=0.8, verdict.min_agreement=0.99, "
+                                  "verdict.max_flip_rate=0.10 (null: no churn gate)")
     for i, f in enumerate(s.report.formats):
         _choice(f"report.formats[{i}]", f, ("json", "md", "html"))
     validate_backend_bench(s)

@@ -28,10 +28,17 @@ the cost is ``2 ceil(log2 k*) + 2`` for the k* layers actually needed (2 when on
 ``log2 L``. When PASS is not monotone (noise near the margin), the result is still a
 measured PASS, just maybe not the smallest.
 
-Budget: before each evaluation the search stops if ``max_full_evals`` evaluations were done
-or ``max_seconds`` of wall time have passed since it started (a running evaluation is never
-interrupted, so the last one may overrun), and reports the best set so far: the PASS with
-the fewest FP16 nodes, else the best metric; ``budget_exhausted=True`` with the reason.
+Budget: the only budget that can change what is found counts evaluations. Before each new
+evaluation the search stops if ``max_full_evals`` evaluations were done and reports the best
+set so far: the PASS with the fewest FP16 nodes, else the best metric;
+``budget_exhausted=True`` with the reason. The same ranking and the same evaluations
+therefore give the same result on any machine, under any load, cold or warm.
+
+``max_seconds`` is a wall-clock *limit*, not a budget: when that much time has passed before
+a new evaluation, the search raises :class:`SearchTimeLimit` (a ``QuantkitError``) and
+returns nothing, because a result cut by seconds would depend on the machine's speed and
+load. A running evaluation is never interrupted. ``max_seconds=None`` (default) means no
+limit.
 """
 
 from __future__ import annotations
@@ -43,13 +50,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from quantkit.errors import ConfigError, DataError
+from quantkit.errors import ConfigError, DataError, QuantkitError
 from quantkit.precision.plan import Plan, Precision
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EvalResult", "SearchResult", "STATUSES", "linear_evals_needed", "max_evals_bound",
-           "pareto", "plan_with_fp16", "search_fp16_set"]
+__all__ = ["EvalResult", "SearchResult", "SearchTimeLimit", "STATUSES", "linear_evals_needed",
+           "max_evals_bound", "pareto", "plan_with_fp16", "search_fp16_set"]
 
 STATUSES = ("PASS", "FAIL", "INCONCLUSIVE")
 #: Reason written into the Plan for nodes the search keeps in FP16.
@@ -82,9 +89,12 @@ class EvalResult:
 
     @classmethod
     def from_verdict(cls, verdict: Any, *, seconds: float = 0.0, **extra: Any) -> "EvalResult":
-        """From a ``quantkit.verdict.Verdict`` (or its ``to_dict()``): metric = the primary
+        """From a ``quantkit.verdict.Verdict`` (or its ``to_dict()``) or a ``SignoffTest`` (the
+        dev sign-off test): metric = the primary
         metric's delta (candidate - FP32), interval = its CI; the verdict dict goes into
         ``extra``."""
+        if hasattr(verdict, "to_verdict_dict"):  # a quantkit.verdict.SignoffTest
+            verdict = verdict.to_verdict_dict()
         d = dict(verdict) if isinstance(verdict, Mapping) else verdict.to_dict()
         delta = d["deltas"][d["metric"]]
         return cls(status=d["status"], metric=delta["point"],
@@ -168,13 +178,17 @@ def plan_with_fp16(plan: Plan, fp16_set: Iterable[str], *, reason: str = SEARCH_
     return plan.with_precision(nodes, Precision.FP16, reason) if nodes else plan
 
 
+class SearchTimeLimit(QuantkitError):
+    """The search's wall-clock limit (``precision.search.max_minutes``) stopped the run."""
+
+
 class _Budget(Exception):
     """Raised inside the search when the evaluation budget is used up."""
 
 
 class _Search:
     def __init__(self, ranking: list[str], full_eval, *, max_full_evals: int,
-                 max_seconds: float, higher_is_better: bool) -> None:
+                 max_seconds: float | None, higher_is_better: bool) -> None:
         self.ranking = ranking
         self.position = {n: i for i, n in enumerate(ranking)}
         self.full_eval = full_eval
@@ -202,17 +216,26 @@ class _Search:
             self.stop_reason = (f"max_full_evals={self.max_full_evals} full evaluations "
                                 f"used up")
             return False
-        if self.elapsed() >= self.max_seconds:
-            self.stop_reason = (f"max_seconds={self.max_seconds:g} used up "
-                                f"({self.elapsed():.2f} s elapsed)")
-            return False
         return True
+
+    def check_time_limit(self) -> None:
+        """Raise SearchTimeLimit when the wall-clock limit has passed (never a silent stop)."""
+        if self.max_seconds is not None and self.elapsed() >= self.max_seconds:
+            raise SearchTimeLimit(
+                f"the sensitivity search hit its wall-clock limit after "
+                f"{len(self.evaluations)} of at most {min(self.max_full_evals, self.bound)} "
+                f"evaluations; no result is reported because one cut by seconds would depend "
+                f"on the machine's speed and load",
+                where="precision.search.max_minutes", value=round(self.max_seconds / 60.0, 3),
+                fix="raise precision.search.max_minutes (or set it to null), or lower "
+                    "precision.search.max_full_evals, the budget that decides what is found")
 
     def evaluate(self, fp16: frozenset[str], phase: str) -> EvalResult:
         if fp16 in self.cache:
             return self.cache[fp16]
         if not self.budget_left():
             raise _Budget(self.stop_reason)
+        self.check_time_limit()
         t0 = time.perf_counter()
         res = self.full_eval(fp16)
         wall = time.perf_counter() - t0
@@ -320,15 +343,17 @@ def _check_ranking(ranking: Sequence[str]) -> list[str]:
 
 def search_fp16_set(ranking: Sequence[str],
                     full_eval: Callable[[frozenset[str]], EvalResult], *,
-                    max_full_evals: int, max_seconds: float, prune: bool = True,
+                    max_full_evals: int, max_seconds: float | None = None, prune: bool = True,
                     higher_is_better: bool = True) -> SearchResult:
     """The fewest top-ranked nodes to keep FP16 so ``full_eval`` PASSes (module docstring).
 
     ``ranking``: INT8 node names, most sensitive first; ``full_eval(fp16_set)`` builds and
     evaluates the candidate with those nodes FP16 and returns an :class:`EvalResult`.
-    At most ``min(max_full_evals, max_evals_bound(len(ranking)))`` evaluations, and no new
-    one after ``max_seconds``. ``higher_is_better`` orders ``metric`` for the no-PASS
-    fallback (and is what :func:`pareto` should be given).
+    At most ``min(max_full_evals, max_evals_bound(len(ranking)))`` evaluations; the result
+    depends only on the ranking and the evaluations. ``max_seconds`` (None = no limit) is a
+    wall-clock limit: passing it before a new evaluation raises :class:`SearchTimeLimit`.
+    ``higher_is_better`` orders ``metric`` for the no-PASS fallback (and is what
+    :func:`pareto` should be given).
     """
     names = _check_ranking(ranking)
     if isinstance(max_full_evals, bool) or not isinstance(max_full_evals, int) \
@@ -337,12 +362,14 @@ def search_fp16_set(ranking: Sequence[str],
                           where="precision.search.max_full_evals", value=max_full_evals,
                           fix=f"use e.g. {max_evals_bound(len(names))} "
                               f"(= 2 ceil(log2 L) + 2 for L={len(names)})")
-    if isinstance(max_seconds, bool) or not isinstance(max_seconds, (int, float)) \
-            or not max_seconds >= 0:
-        raise ConfigError("max_seconds must be a number >= 0",
-                          where="precision.search.max_seconds", value=max_seconds,
-                          fix="use e.g. 3600, or math.inf for no time limit")
-    s = _Search(names, full_eval, max_full_evals=max_full_evals, max_seconds=float(max_seconds),
+    if max_seconds is not None and (isinstance(max_seconds, bool)
+                                    or not isinstance(max_seconds, (int, float))
+                                    or not max_seconds >= 0):
+        raise ConfigError("max_seconds must be a number >= 0 or None",
+                          where="precision.search.max_minutes", value=max_seconds,
+                          fix="use e.g. 3600 seconds, or None for no wall-clock limit")
+    s = _Search(names, full_eval, max_full_evals=max_full_evals,
+                max_seconds=None if max_seconds is None else float(max_seconds),
                 higher_is_better=higher_is_better)
     exhausted = False
     try:

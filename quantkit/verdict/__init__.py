@@ -2,7 +2,10 @@
 
 Pure numpy/scipy; randomness only from the ``seed`` passed in. Decision rules are
 documented in ``quantkit.verdict.decision`` (aggregate) and ``quantkit.verdict.ab``
-(slices, final status).
+(slices, final status) for the single-split verdict; ``quantkit.verdict.signoff`` (one
+candidate: score + bootstrap intervals, groups, churn, agreement), ``quantkit.verdict.power``
+(planned test sizes) and ``quantkit.verdict.protocol`` (dev-declared family, test ledger,
+familywise decision, recommendation) for the dev / test sign-off.
 """
 
 from __future__ import annotations
@@ -19,6 +22,32 @@ from quantkit.verdict.decision import (
     required_n,
 )
 from quantkit.verdict.margin import Margin, check_alpha, check_n_boot, margin_abs
+from quantkit.verdict.cluster import GroupStats, intra_group_correlation
+from quantkit.verdict.power import PowerPlan, required_agreement_size, required_test_size
+from quantkit.verdict.protocol import (
+    FamilyDecision,
+    FamilyPlan,
+    Recommendation,
+    SignoffFamily,
+    TestLedger,
+    TestSplitReuse,
+    decide_family,
+    declare_family,
+    plan_family,
+    recommend_candidate,
+    signoff_record,
+)
+from quantkit.verdict.score import newcombe_interval, tango_interval, wilson_interval
+from quantkit.verdict.signoff import (
+    Churn,
+    SignoffTest,
+    agreement_signoff,
+    churn,
+    churn_gate,
+    paired_signoff,
+    plan_power,
+    with_gate,
+)
 from quantkit.verdict.stats import (
     Interval,
     holm_adjust,
@@ -28,6 +57,33 @@ from quantkit.verdict.stats import (
 )
 
 __all__ = [
+    "FamilyDecision",
+    "FamilyPlan",
+    "GroupStats",
+    "PowerPlan",
+    "Recommendation",
+    "SignoffFamily",
+    "SignoffTest",
+    "TestLedger",
+    "TestSplitReuse",
+    "Churn",
+    "agreement_signoff",
+    "churn",
+    "churn_gate",
+    "decide_family",
+    "declare_family",
+    "intra_group_correlation",
+    "newcombe_interval",
+    "paired_signoff",
+    "plan_family",
+    "plan_power",
+    "recommend_candidate",
+    "signoff_record",
+    "required_agreement_size",
+    "required_test_size",
+    "tango_interval",
+    "wilson_interval",
+    "with_gate",
     "FAIL",
     "INCONCLUSIVE",
     "PASS",

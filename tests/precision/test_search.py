@@ -10,6 +10,7 @@ large enough in a monotone sense): they test the search's bookkeeping and its bo
 """
 
 import math
+import time
 
 import numpy as np
 import onnx
@@ -20,9 +21,9 @@ from quantkit.backends.ort import UNSAFE_QDQ_OPTIMIZERS, OrtRunner
 from quantkit.compare.metrics import LayerStats, kl_divergence
 from quantkit.errors import ConfigError, DataError
 from quantkit.precision.plan import Precision, build_plan
-from quantkit.precision.search import (EvalResult, SearchResult, linear_evals_needed,
-                                       max_evals_bound, pareto, plan_with_fp16,
-                                       search_fp16_set)
+from quantkit.precision.search import (EvalResult, SearchResult, SearchTimeLimit,
+                                       linear_evals_needed, max_evals_bound, pareto,
+                                       plan_with_fp16, search_fp16_set)
 from quantkit.precision.sensitivity import (int8_node_tensors, measured_scores, proxy_scores,
                                             rank)
 from quantkit.qdq.casts import convert_fp16
@@ -323,11 +324,42 @@ def test_budget_exhausted_while_pruning_keeps_the_pass_found():
     assert res.fp16_nodes == ["n1"] and res.pruned == ["n0"] and not res.budget_exhausted
 
 
-def test_zero_seconds_budget_evaluates_nothing():
+def test_wall_clock_limit_raises_instead_of_returning_a_result():
     oracle = Oracle(["n0"])
-    res = search_fp16_set(names(4), oracle, max_full_evals=10, max_seconds=0)
-    assert oracle.calls == [] and res.evaluations == [] and res.status is None
-    assert res.budget_exhausted and "max_seconds" in res.reason
+    with pytest.raises(SearchTimeLimit, match="wall-clock limit.*precision.search.max_minutes"):
+        search_fp16_set(names(4), oracle, max_full_evals=10, max_seconds=0)
+    assert oracle.calls == []
+
+
+class SlowOracle(Oracle):
+    """An Oracle whose evaluations take real time (a loaded machine)."""
+
+    def __call__(self, fp16: frozenset[str]) -> EvalResult:
+        time.sleep(0.02)
+        return super().__call__(fp16)
+
+
+def test_limit_hit_mid_search_raises_never_a_smaller_answer():
+    """A limit that passes after a few evaluations stops the run with the error; it never
+    returns the best-so-far set (which would depend on the machine's speed)."""
+    with pytest.raises(SearchTimeLimit) as err:
+        search_fp16_set(names(32), SlowOracle(names(32)[:9]), max_full_evals=100,
+                        max_seconds=0.03)
+    assert "no result is reported" in str(err.value)
+
+
+@pytest.mark.parametrize("max_seconds", [None, math.inf, 3600.0])
+def test_seconds_never_change_what_is_found(max_seconds):
+    """The evaluation budget decides; a time limit that is not hit changes nothing, and a
+    slow evaluation finds exactly what a fast one finds."""
+    ranking = names(24)
+    fast = search_fp16_set(ranking, Oracle(["n2", "n13"]), max_full_evals=7)
+    slow = search_fp16_set(ranking, SlowOracle(["n2", "n13"]), max_full_evals=7,
+                           max_seconds=max_seconds)
+    key = [[(e["phase"], e["k"], e["status"], tuple(e["fp16_set"])) for e in r.evaluations]
+           for r in (fast, slow)]
+    assert key[0] == key[1] and fast.fp16_nodes == slow.fp16_nodes
+    assert fast.budget_exhausted and slow.budget_exhausted and fast.full_evals == 7
 
 
 def test_full_int8_pass_needs_one_evaluation_and_empty_ranking_works():

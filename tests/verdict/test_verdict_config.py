@@ -1,0 +1,41 @@
+"""The sign-off keys of conf/verdict compose, validate, and reach the protocol functions."""
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from quantkit.errors import ConfigError
+from quantkit.settings import build, register
+from quantkit.verdict import declare_family, paired_signoff
+from quantkit.verdict.margin import Margin
+
+register()
+CONF = Path(__file__).resolve().parents[2] / "conf"
+
+
+def _settings(*overrides):
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return build(compose(config_name="config", overrides=["experiment=bert_int8",
+                                                               *overrides]))
+
+
+def test_defaults_and_overrides():
+    v = _settings().verdict
+    assert (v.family, v.min_n, v.min_groups, v.power) == ("fixed_sequence", 100, 10, 0.8)
+    assert v.max_flip_rate == 0.10 and v.min_agreement == 0.99 and v.alpha == 0.05
+    v = _settings("verdict.family=holm", "verdict.max_flip_rate=null").verdict
+    assert v.family == "holm" and v.max_flip_rate is None
+    t = paired_signoff([True] * 200, [True] * 200, margin=Margin(v.margin_kind, v.margin),
+                       alpha=v.alpha / 2, min_n=v.min_n)
+    assert declare_family({"fp16": t}, method=v.family, alpha=v.alpha / 2).method == "holm"
+
+
+@pytest.mark.parametrize("override, key", [("verdict.family=bonferroni", "verdict.family"),
+                                           ("verdict.max_flip_rate=1.5", "verdict.max_flip_rate"),
+                                           ("verdict.power=1", "verdict.power"),
+                                           ("verdict.min_n=0", "verdict.min_n")])
+def test_bad_values_are_one_line_config_errors(override, key):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")) as err:
+        _settings(override)
+    assert "\n" not in str(err.value)
