@@ -446,7 +446,37 @@ def validate(s: Settings) -> Settings:
     for i, f in enumerate(s.report.formats):
         _choice(f"report.formats[{i}]", f, ("json", "md", "html"))
     validate_backend_bench(s)
+    if s.backend.name == "trt":
+        validate_trt_shapes(s)
     return s
+
+
+def validate_trt_shapes(s: Settings) -> None:
+    """backend=trt: every batch size the run feeds (backend.batch_size, bench.batch_sizes) and
+    the text length (data.max_length) must fit the engine profile ranges of ``backend.trt``,
+    one clear error before any work. Inputs with ``shape_overrides`` are checked against the
+    model when the engine is built (quantkit.backends.trt.check_profiles_cover)."""
+    t = s.backend.trt
+    if t.shape_overrides:
+        return
+    renamed = bool(t.dim_overrides)  # a dim override may set the batch or sequence range
+    sizes = [("backend.batch_size", s.backend.batch_size)]
+    if s.bench.enabled:
+        sizes += [(f"bench.batch_sizes[{i}]", b) for i, b in enumerate(s.bench.batch_sizes)]
+    if not renamed:
+        for key, b in sizes:
+            if not t.min_batch <= b <= t.max_batch:
+                raise ConfigError(f"{key}={b} does not fit the TensorRT engine's batch range "
+                                  f"{t.min_batch}..{t.max_batch}", where="backend.trt.max_batch",
+                                  value=b, fix=f"set backend.trt.min_batch <= {b} <= "
+                                               f"backend.trt.max_batch, or change {key}")
+    if (s.data.kind == "text" and t.max_sequence is not None and not renamed
+            and s.data.max_length > t.max_sequence):
+        raise ConfigError(f"data.max_length={s.data.max_length} does not fit the TensorRT "
+                          f"engine's sequence range {t.min_sequence}..{t.max_sequence}",
+                          where="backend.trt.max_sequence", value=s.data.max_length,
+                          fix=f"set backend.trt.max_sequence >= {s.data.max_length} (and "
+                              "opt_sequence), or lower data.max_length")
 
 
 def validate_backend_bench(s: Settings) -> None:
