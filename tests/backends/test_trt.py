@@ -214,6 +214,16 @@ def test_trtexec_command_matches_the_build(tmp_path):
         assert flag not in cmd  # precision lives in the graph
     s_tf32 = EngineSettings(opt_sequence=128, max_sequence=512, tf32=True)
     assert "--noTF32" not in shlex.split(trtexec_command(path, s_tf32))
+    debug = shlex.split(trtexec_command(path, s, debug_tensors=["ids_f", "mask_f", "ids_f"]))
+    assert "--markDebug=ids_f,mask_f" in debug
+
+
+def test_a_debug_engine_is_its_own_cache_entry():
+    profiles = profiles_from_model(bert_like(), EngineSettings())
+    plain = engine_key_dict(EngineSettings(), profiles)
+    debug = engine_key_dict(EngineSettings(), profiles, ["mask_f", "ids_f"])
+    assert "debug_tensors" not in plain and debug["debug_tensors"] == ["ids_f", "mask_f"]
+    assert engine_key_dict(EngineSettings(), profiles, ("ids_f", "mask_f")) == debug
 
 
 def test_trtexec_command_static_model_defaults_and_quoting(tmp_path):

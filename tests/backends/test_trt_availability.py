@@ -61,6 +61,16 @@ def test_gpu_environment_says_how_to_install_where_tensorrt_is_missing():
     assert "gpu" not in env and env["onnxruntime"]
 
 
+@needs_no_tensorrt
+def test_record_host_asks_for_the_gpu_on_backend_trt():
+    """Before: record.host["gpu"] was always null, also on backend=trt."""
+    from quantkit.environment import host_facts
+
+    assert host_facts()["gpu"] is None and host_facts(BackendConfig(name="ort"))["gpu"] is None
+    with pytest.raises(BackendUnavailable, match="tensorrt is not installed"):
+        host_facts(BackendConfig(name="trt"))
+
+
 def test_gpu_environment_on_a_gpu():
     pytest.importorskip("tensorrt", reason="tensorrt is not installed (needs an NVIDIA GPU "
                                            "machine: pip install -e '.[tensorrt]')")

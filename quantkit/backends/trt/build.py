@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,11 +38,13 @@ log = logging.getLogger(__name__)
 BUILD_RECIPE = 2
 
 
-def engine_key_dict(settings: TrtConfig, profiles: Mapping[str, Profile]) -> dict:
+def engine_key_dict(settings: TrtConfig, profiles: Mapping[str, Profile],
+                    debug_tensors: Sequence[str] = ()) -> dict:
     """What the engine depends on: the resolved profiles (not the knobs that produced them),
-    TF32, workspace, optimization level; the timing-cache path, device index, rebuild flag and
-    CUDA graphs only change how it is built or run, and are left out."""
-    return {
+    TF32, workspace, optimization level, the tensors marked for debugging; the timing-cache
+    path, device index, rebuild flag and CUDA graphs only change how it is built or run, and
+    are left out."""
+    key = {
         "recipe": BUILD_RECIPE,
         "strongly_typed": True,
         "profiling_verbosity": "detailed",
@@ -52,6 +54,9 @@ def engine_key_dict(settings: TrtConfig, profiles: Mapping[str, Profile]) -> dic
         "tensorrt_major": settings.tensorrt_major,
         "profiles": {name: [list(s) for s in shapes] for name, shapes in profiles.items()},
     }
+    if debug_tensors:  # a separate debug engine; the signed-off engine has none
+        key["debug_tensors"] = sorted(set(debug_tensors))
+    return key
 
 
 @dataclass(frozen=True)
@@ -111,15 +116,41 @@ def _set_profiles(trt, builder, config, logger, profiles: Mapping[str, Profile],
                            fix="check backend.trt batch/sequence ranges against the model inputs")
 
 
+def _mark_debug(network, names: Sequence[str], onnx_path: Path) -> None:
+    """Mark the named network tensors as debug tensors (their values reach an IDebugListener)."""
+    tensors = {}
+    for i in range(network.num_inputs):
+        tensors[network.get_input(i).name] = network.get_input(i)
+    for i in range(network.num_layers):
+        layer = network.get_layer(i)
+        for j in range(layer.num_outputs):
+            t = layer.get_output(j)
+            tensors[t.name] = t
+    missing = [n for n in names if n not in tensors]
+    if len(missing) == len(names):
+        raise BackendError("none of the tensors to debug is in the TensorRT network",
+                           where=str(onnx_path), value=list(names)[:3],
+                           fix="pass ONNX tensor names of the artifact (the per-layer report's)")
+    for n in missing:
+        log.warning("debug tensor %s is not in the TensorRT network of %s (folded away?)", n,
+                    onnx_path.name)
+    for n in names:
+        if n in tensors and not network.mark_debug(tensors[n]):
+            log.warning("TensorRT refused to mark %s as a debug tensor", n)
+
+
 def build_engine(onnx_path: str | os.PathLike, settings: TrtConfig, *,
                  cache_dir: str | os.PathLike, rebuild: bool | None = None,
-                 device: int | None = None, needs: ShapeNeeds | None = None) -> EngineArtifact:
+                 device: int | None = None, needs: ShapeNeeds | None = None,
+                 debug_tensors: Sequence[str] = ()) -> EngineArtifact:
     """Build a strongly typed engine from a Q/DQ ONNX file, or reuse the cached one.
 
     ``rebuild`` / ``device`` default to ``settings.rebuild`` / ``settings.device``; ``needs``
     (the run's shapes) picks image ranges and is checked against the profile before building.
     The timing cache lives at ``settings.timing_cache`` (a directory or ``*.cache`` stem;
     default ``cache_dir/timing``) under a name keyed by TensorRT version and GPU.
+    ``debug_tensors``: ONNX tensor names marked as TensorRT debug tensors (``mark_debug``, like
+    trtexec ``--markDebug``) for a per-layer debug run; a separate cache entry.
     """
     rebuild = settings.rebuild if rebuild is None else rebuild
     device = settings.device if device is None else device
@@ -133,7 +164,7 @@ def build_engine(onnx_path: str | os.PathLike, settings: TrtConfig, *,
     gpu = cuda_device_info(device)
     use_device(device)
     onnx_digest = onnx_sha256(onnx_path, model)
-    key_settings = engine_key_dict(settings, profiles)
+    key_settings = engine_key_dict(settings, profiles, debug_tensors)
     key = engine_cache_key(onnx_digest, key_settings, trt.__version__, gpu.name,
                            gpu.compute_capability)
     out_dir = Path(cache_dir) / key[:24]
@@ -144,7 +175,7 @@ def build_engine(onnx_path: str | os.PathLike, settings: TrtConfig, *,
                                 trt.__version__, gpu)
     command = trtexec_command(onnx_path, settings, engine_path=engine_path,
                               layer_info_path=layers_path, model=model, needs=needs,
-                              timing_cache_path=tc_path)
+                              timing_cache_path=tc_path, debug_tensors=debug_tensors)
 
     if not rebuild:
         meta = _cached(engine_path, meta_path, layers_path, trt_version=trt.__version__, gpu=gpu)
@@ -170,6 +201,8 @@ def build_engine(onnx_path: str | os.PathLike, settings: TrtConfig, *,
             fix="fix or replace the named node(s): check the model with `python -m quantkit.lint` "
                 "and TensorRT's ONNX operator support list")
 
+    if debug_tensors:
+        _mark_debug(network, debug_tensors, onnx_path)
     config = builder.create_builder_config()
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, settings.workspace_mb << 20)
     config.builder_optimization_level = settings.builder_optimization_level

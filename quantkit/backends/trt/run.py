@@ -67,13 +67,15 @@ class EngineBuild:
 
 def build_for_run(settings, onnx_path: str | os.PathLike,
                   planned_int8: Sequence[str] | None = None, *,
-                  cache_dir: str | os.PathLike | None = None) -> EngineBuild:
+                  cache_dir: str | os.PathLike | None = None,
+                  debug_tensors: Sequence[str] = ()) -> EngineBuild:
     """The engine of one artifact: built (or reused) with ``settings.backend.trt`` on its
     device, its profile checked against every shape the run feeds, and, when INT8 nodes are
-    planned, the check of which of them TensorRT runs INT8."""
+    planned, the check of which of them TensorRT runs INT8. ``debug_tensors``: build the
+    separate debug engine with those ONNX tensors marked (per-layer run on TensorRT)."""
     t = settings.backend.trt
     art = build_engine(onnx_path, t, cache_dir=cache_dir or engine_cache_dir(settings),
-                       needs=shape_needs(settings))
+                       needs=shape_needs(settings), debug_tensors=debug_tensors)
     check = None
     if planned_int8:
         check = check_int8_layers(art.layers_path.read_text(), list(planned_int8))
@@ -81,11 +83,13 @@ def build_for_run(settings, onnx_path: str | os.PathLike,
                        planned_int8=tuple(planned_int8 or ()))
 
 
-def runner_for(settings, engine: EngineBuild | Mapping, *, name: str) -> TrtRunner:
+def runner_for(settings, engine: EngineBuild | Mapping, *, name: str,
+               debug: bool = False) -> TrtRunner:
     """A :class:`TrtRunner` on ``backend.trt.device`` for an engine (an ``EngineBuild`` or its
-    record)."""
+    record); ``debug=True`` for a debug engine: ``infer(feed, names)`` then returns its debug
+    tensors by name (a drop-in for the ORT debug runner of ``compare.layerwise``)."""
     path = engine.engine_path if isinstance(engine, EngineBuild) else engine["engine_path"]
-    return TrtRunner(path, name=name, device=settings.backend.trt.device)
+    return TrtRunner(path, name=name, device=settings.backend.trt.device, debug=debug)
 
 
 def engine_numerics_note(name: str, settings) -> str:

@@ -50,8 +50,10 @@ class TrtRunner:
     """
 
     def __init__(self, engine_path: str | os.PathLike, *, name: str = "trt",
-                 check_meta: bool = True, device: int = 0) -> None:
+                 check_meta: bool = True, device: int = 0, debug: bool = False) -> None:
         self.engine_path = Path(engine_path)
+        self.debug = debug  # collect the engine's debug tensors; infer() returns them by name
+        self._listener = None
         self.name = name
         self.check_meta = check_meta
         self.device = device
@@ -121,7 +123,25 @@ class TrtRunner:
                                    fix="keep graph inputs/outputs FP32, FP16 or integer") from exc
         self._pcuda = pcuda
         self.stream_ = self._cuda("create a CUDA stream", None, pcuda.Stream)
+        if self.debug:
+            self._attach_debug_listener(trt, pcuda)
         return self
+
+    def _attach_debug_listener(self, trt, pcuda) -> None:
+        from quantkit.backends.trt.debug import make_listener
+
+        self._listener = make_listener(trt, pcuda)
+        if not self.context_.set_debug_listener(self._listener):
+            raise BackendError("TensorRT refused the debug-tensor listener", where=self.name,
+                               fix="debug tensors need TensorRT >= 10 and an engine built with "
+                                   "build_engine(..., debug_tensors=[...])")
+        if hasattr(self.context_, "set_all_tensors_debug_state"):
+            self.context_.set_all_tensors_debug_state(True)
+            return
+        meta_path = meta_path_for(self.engine_path)  # older 10.x: tensor by tensor
+        names = load_meta(meta_path).settings.get("debug_tensors", []) if meta_path.is_file() else []
+        for n in names:
+            self.context_.set_tensor_debug_state(n, True)
 
     def __exit__(self, *exc: object) -> None:
         for buf in self._buffers.values():
@@ -130,6 +150,7 @@ class TrtRunner:
         if self.stream_ is not None:
             self.stream_.free()
             self.stream_ = None
+        self._listener = None
         self.context_ = None  # context before engine before runtime
         self.engine_ = None
         self._runtime = None
@@ -271,14 +292,29 @@ class TrtRunner:
     # -- inference -------------------------------------------------------------------------
     def infer(self, feed: Mapping[str, np.ndarray],
               output_names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+        """Outputs ``output_names`` (default: every engine output). In a ``debug=True`` runner
+        names may also be debug tensors of the engine; their values come from the listener."""
         self._active()
-        if output_names:
-            unknown = [n for n in output_names if n not in self._outputs]
-            if unknown:
-                raise BackendError("requested output is not an engine output", where=self.name,
-                                   value=unknown[0],
-                                   fix=f"choose from {self._outputs} (intermediate tensors need "
-                                       "a debug run: quantkit.backends.trt.debug_tensors)")
+        wanted = list(output_names) if output_names else list(self._outputs)
+        debug = [n for n in wanted if n not in self._outputs]
+        if debug and self._listener is None:
+            raise BackendError("requested output is not an engine output", where=self.name,
+                               value=debug[0],
+                               fix=f"choose from {self._outputs}; intermediate tensors need a "
+                                   "debug engine (build_engine(..., debug_tensors=[...])) run "
+                                   "with TrtRunner(..., debug=True)")
+        if self._listener is not None:
+            self._listener.values.clear()
         self.stage(feed)
         self.launch()
-        return self.fetch(output_names)
+        out = self.fetch([n for n in wanted if n in self._outputs])
+        for n in debug:
+            if n not in self._listener.values:
+                why = self._listener.skipped.get(n)
+                raise BackendError(f"debug tensor {n!r} was not reported by TensorRT"
+                                   + (f" (type {why} has no NumPy equivalent)" if why else ""),
+                                   where=self.name, value=n,
+                                   fix="mark it when building the debug engine (debug_tensors=...); "
+                                       "a tensor fused away inside a layer has no value")
+            out[n] = self._listener.values[n]
+        return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import onnx
@@ -29,7 +29,8 @@ def trtexec_command(onnx_path: str | os.PathLike, settings: TrtConfig, *,
                     layer_info_path: str | os.PathLike | None = None,
                     model: onnx.ModelProto | None = None,
                     needs: ShapeNeeds | None = None,
-                    timing_cache_path: str | os.PathLike | None = None) -> str:
+                    timing_cache_path: str | os.PathLike | None = None,
+                    debug_tensors: Sequence[str] = ()) -> str:
     """The ``trtexec`` command line that builds the same engine as ``build_engine``.
 
     ``--stronglyTyped`` is required on TensorRT 10 and accepted (ignored) on 11; no precision
@@ -54,6 +55,8 @@ def trtexec_command(onnx_path: str | os.PathLike, settings: TrtConfig, *,
     cache = timing_cache_path if timing_cache_path is not None else settings.timing_cache
     if cache:
         args.append(f"--timingCacheFile={cache}")
+    if debug_tensors:
+        args.append("--markDebug=" + ",".join(_trtexec_name(n) for n in sorted(set(debug_tensors))))
     args.append(f"--saveEngine={engine_path}")
     if layer_info_path is not None:
         args.append(f"--exportLayerInfo={layer_info_path}")
