@@ -17,7 +17,8 @@ from quantkit.backends.engine_meta import EngineMeta, load_meta
 from quantkit.backends.trt import (EngineSettings, ProfileError, TrtRunner, build_engine,
                                    check_int8_layers, cuda_device_info, engine_key_dict,
                                    layer_report, onnx_nodes_of, onnx_sha256, parse_layer_info,
-                                   profiles_from_model, require_tensorrt, trtexec_command)
+                                   profiles_from_model, require_tensorrt, timing_cache_path,
+                                   trtexec_command)
 from quantkit.errors import BackendError, BackendUnavailable, ConfigError
 
 TENSORRT_PRESENT = importlib.util.find_spec("tensorrt") is not None
@@ -509,7 +510,10 @@ def test_engine_files_metadata_and_int8_layers(built, gpu):
     assert meta == art.meta and meta.gpu_name == gpu.name
     assert meta.compute_capability == gpu.compute_capability
     assert meta.settings["profiles"] == {"x": [[1, 16, 8, 8], [4, 16, 8, 8], [8, 16, 8, 8]]}
-    assert (root / "timing.cache").stat().st_size > 0
+    import tensorrt
+
+    tc = timing_cache_path(root / "timing.cache", tensorrt.__version__, gpu)
+    assert tc.stat().st_size > 0 and f"--timingCacheFile={tc}" in art.trtexec
     assert "--stronglyTyped" in art.trtexec and f"--saveEngine={art.engine_path}" in art.trtexec
     layers = parse_layer_info(art.layers_path.read_text())
     check = check_int8_layers(layers, ["conv"])
