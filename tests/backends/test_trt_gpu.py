@@ -9,23 +9,13 @@ from onnx import TensorProto, helper, numpy_helper
 
 from quantkit.backends.ort import OrtRunner
 from quantkit.backends.trt import (EngineSettings, TrtRunner,
-                                   build_engine, check_int8_layers, cuda_device_info,
-                                   parse_layer_info, timing_cache_path)
-from quantkit.errors import BackendError, BackendUnavailable
+                                   build_engine, check_int8_layers, parse_layer_info,
+                                   timing_cache_path)
+from quantkit.errors import BackendError
 
-from test_trt import qdq_conv_model  # same directory (pytest prepend import mode)
+from test_trt import gpu, qdq_conv_model  # noqa: F401 (fixture); same directory, prepend mode
 
 SMALL = dict(workspace_mb=256, min_batch=1, opt_batch=4, max_batch=8, builder_optimization_level=2)
-
-
-@pytest.fixture(scope="module")
-def gpu():
-    pytest.importorskip("tensorrt", reason="tensorrt is not installed (needs an NVIDIA GPU "
-                                           "machine: pip install -e '.[tensorrt]')")
-    try:
-        return cuda_device_info()
-    except BackendUnavailable as exc:
-        pytest.skip(f"tensorrt is installed but no GPU is usable: {exc}")
 
 
 @pytest.fixture(scope="module")

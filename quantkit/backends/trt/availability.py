@@ -120,7 +120,7 @@ def cudart_fix(cuda_major: int | None) -> str:
             "LD_LIBRARY_PATH) on a machine with an NVIDIA GPU, or use backend=ort")
 
 
-def _cudart():
+def load_cudart():
     """libcudart as a ``ctypes.CDLL``, loaded the way polygraphy.cuda (>= 0.53) finds it."""
     try:
         version = metadata.version("polygraphy")
@@ -166,7 +166,7 @@ _DEVICE_PROP_BYTES = 16384  # larger than cudaDeviceProp in any CUDA version; na
 
 def cuda_device_info(device: int = 0) -> GpuInfo:
     """Name and compute capability of CUDA device ``device``, or ``BackendUnavailable``."""
-    lib = _cudart()
+    lib = load_cudart()
     count = ctypes.c_int(0)
     status = lib.cudaGetDeviceCount(ctypes.byref(count))
     if status != 0 or count.value == 0:
@@ -202,7 +202,7 @@ def cuda_device_info(device: int = 0) -> GpuInfo:
 
 def use_device(device: int) -> None:
     """Make ``device`` the calling thread's current CUDA device (TensorRT builds and runs there)."""
-    lib = _cudart()
+    lib = load_cudart()
     status = lib.cudaSetDevice(device)
     if status != 0:
         raise BackendUnavailable("could not select the CUDA device", where="backend.trt.device",
@@ -226,7 +226,7 @@ def format_cuda_version(value: int) -> str:
 def cuda_versions() -> dict[str, str | None]:
     """``{"cuda_runtime": "12.6", "cuda_driver": "12.4"}``: the libcudart version and the newest
     CUDA the installed driver supports."""
-    lib = _cudart()
+    lib = load_cudart()
     out: dict[str, str | None] = {}
     for key, fn in (("cuda_runtime", "cudaRuntimeGetVersion"), ("cuda_driver", "cudaDriverGetVersion")):
         value = ctypes.c_int(0)

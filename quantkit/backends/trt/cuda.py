@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ctypes
 
-from quantkit.backends.trt.availability import _cudart, cuda_error
+from quantkit.backends.trt.availability import load_cudart, cuda_error
 from quantkit.errors import BackendError
 
 _OOM_FIX = ("free GPU memory (other processes: nvidia-smi), lower backend.batch_size / "
@@ -27,7 +27,7 @@ class Event:
     """A CUDA event (``cudaEventCreate``); ``record(stream)`` then ``elapsed_ms(start, end)``."""
 
     def __init__(self, *, where: str) -> None:
-        self._lib = _cudart()
+        self._lib = load_cudart()
         self.where = where
         handle = ctypes.c_void_p()
         check(self._lib, self._lib.cudaEventCreate(ctypes.byref(handle)), "cudaEventCreate",
@@ -66,7 +66,7 @@ class CudaGraph:
     replayed with :meth:`launch`. Capture ``execute_async_v3`` after one plain run for the shape."""
 
     def __init__(self, stream_ptr: int, capture, *, where: str) -> None:
-        lib = self._lib = _cudart()
+        lib = self._lib = load_cudart()
         self.where = where
         self.stream = _ptr(stream_ptr)
         fix = ("set backend.trt.cuda_graphs=false (this engine has layers that cannot be "

@@ -77,8 +77,6 @@ def _dynamic_range(input_name: str, axis: int, dim_name: str, settings: TrtConfi
         return tuple(settings.dim_overrides[dim_name])  # type: ignore[return-value]
     if axis == 0:
         return settings.min_batch, settings.opt_batch, settings.max_batch
-    label = f"{dim_name!r}" if dim_name else "unnamed"
-    override = dim_name or "<dim name>"
     if image:
         if axis == needs.channel_axis() and needs.image_channels:
             c = needs.image_channels
@@ -89,19 +87,21 @@ def _dynamic_range(input_name: str, axis: int, dim_name: str, settings: TrtConfi
             if needs.image_size:
                 s = needs.image_size
                 return s, s, s
-        raise ProfileError(
-            f"image input {input_name!r} dim {axis} ({label}) is dynamic and has no profile value",
-            where=f"input {input_name}", value=dim_name or f"dim {axis}",
-            fix=f"set backend.trt.image_range=[min, opt, max], "
-                f"backend.trt.dim_overrides.{override}=[min, opt, max], or "
-                f"backend.trt.shape_overrides.{input_name}=[min_shape, opt_shape, max_shape]")
+        raise _no_value(f"image input {input_name!r}", input_name, axis, dim_name,
+                        "backend.trt.image_range=[min, opt, max]")
     if settings.opt_sequence is not None and settings.max_sequence is not None:
         return settings.min_sequence, settings.opt_sequence, settings.max_sequence
-    raise ProfileError(
-        f"input {input_name!r} dim {axis} ({label}) is dynamic and has no profile value",
+    raise _no_value(f"input {input_name!r}", input_name, axis, dim_name,
+                    "backend.trt.opt_sequence and backend.trt.max_sequence")
+
+
+def _no_value(what: str, input_name: str, axis: int, dim_name: str, first: str) -> ProfileError:
+    label = f"{dim_name!r}" if dim_name else "unnamed"
+    override = dim_name or "<dim name>"
+    return ProfileError(
+        f"{what} dim {axis} ({label}) is dynamic and has no profile value",
         where=f"input {input_name}", value=dim_name or f"dim {axis}",
-        fix=f"set backend.trt.opt_sequence and backend.trt.max_sequence, "
-            f"backend.trt.dim_overrides.{override}=[min, opt, max], or "
+        fix=f"set {first}, backend.trt.dim_overrides.{override}=[min, opt, max], or "
             f"backend.trt.shape_overrides.{input_name}=[min_shape, opt_shape, max_shape]")
 
 
