@@ -161,6 +161,9 @@ class TrtConfig:
     # TF32 for FP32-typed layers (TensorRT enables it by default; off here so "fp32" is FP32)
     tf32: bool = False
     cuda_graphs: bool = False  # latency: replay one captured CUDA graph per input shape
+    # one more optimization profile per bench batch size (batch fixed there, TensorRT tunes for
+    # it); profile 0 stays the general one every other stage runs on
+    latency_profiles: bool = False
     rebuild: bool = False
     device: int = 0  # CUDA device index: build, run and time on it
 

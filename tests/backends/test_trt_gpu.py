@@ -106,3 +106,20 @@ def test_debug_tensors_match_onnx_runtime(conv):  # item 13
     assert got["c"].shape == want["c"].shape == (2, 32, 8, 8)
     np.testing.assert_allclose(got["c"], want["c"], rtol=1e-3,
                                atol=1e-3 * float(np.abs(want["c"]).max()))
+
+
+def test_latency_profiles_are_chosen_per_batch(conv):  # item 6
+    from quantkit.backends.trt import ShapeNeeds
+
+    path, _, root, _ = conv
+    s = EngineSettings(**SMALL, latency_profiles=True)
+    needs = ShapeNeeds(kind="image", batch_sizes=(1, 8), latency_batch_sizes=(1, 8))
+    art = build_engine(path, s, cache_dir=root / "engines", needs=needs)
+    assert len(art.meta.settings["extra_profiles"]) == 2
+    x = np.random.default_rng(3).normal(0, 1, (8, 16, 8, 8)).astype(np.float32)
+    with TrtRunner(art.engine_path) as r, OrtRunner(str(path)) as o:
+        for batch, profile in ((1, 1), (8, 2), (3, 0)):
+            got = r.infer({"x": x[:batch]})["y"]
+            assert r._profile == profile
+            want = o.infer({"x": x[:batch]})["y"]
+            np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * float(np.abs(want).max()))

@@ -91,3 +91,34 @@ def test_build_engine_refuses_a_too_narrow_profile_before_needing_tensorrt(tmp_p
     with pytest.raises(ProfileError, match="bench.batch_sizes\\[1\\]=128"):
         build_engine(path, EngineSettings(), cache_dir=tmp_path / "engines", needs=needs)
     assert not (tmp_path / "engines").exists()
+
+
+def test_latency_profiles_one_per_timed_batch_size(tmp_path):
+    """backend.trt.latency_profiles: profile 0 stays the general one; each bench batch size
+    gets its own profile (batch fixed, TensorRT tunes for it), in the key and trtexec."""
+    import shlex
+
+    from quantkit.backends.trt import engine_key_dict, trtexec_command
+    from quantkit.backends.trt.profiles import profile_set
+
+    s = EngineSettings(opt_batch=32, max_batch=64, latency_profiles=True)
+    base = profiles_from_model(text_model(), s)
+    sets = profile_set(base, (1, 32, 64, 128))
+    assert sets[0] == base and len(sets) == 3  # 32 is profile 0's opt; 128 does not fit
+    assert sets[1]["input_ids"] == ((1, 1), (1, 128), (1, 128))
+    assert sets[2]["input_ids"] == ((64, 1), (64, 128), (64, 128))
+    assert profile_set(profiles_from_model(text_model(), EngineSettings(min_batch=4, opt_batch=4,
+                                                                        max_batch=4)), (1, 4)) == [
+        profiles_from_model(text_model(), EngineSettings(min_batch=4, opt_batch=4, max_batch=4))]
+    path = tmp_path / "m.onnx"
+    onnx.save(text_model(), str(path))
+    needs = ShapeNeeds(kind="text", batch_sizes=(1, 32), sequence_length=128,
+                       latency_batch_sizes=(1, 32))
+    args = shlex.split(trtexec_command(path, s, needs=needs))
+    assert [a for a in args if a.startswith("--optShapes")] == [
+        "--optShapes=input_ids:32x128", "--optShapes=input_ids:1x128"]
+    plain = EngineSettings(opt_batch=32, max_batch=64)
+    assert len([a for a in shlex.split(trtexec_command(path, plain, needs=needs))
+                if a.startswith("--optShapes")]) == 1
+    assert "extra_profiles" in engine_key_dict(s, base, (), sets[1:])
+    assert "extra_profiles" not in engine_key_dict(plain, base)

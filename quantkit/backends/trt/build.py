@@ -26,7 +26,7 @@ from quantkit.backends.trt.session import (errors_text, init_plugins, network_fl
                                            parser_error_text, trt_logger)
 from quantkit.backends.trt.timing_cache import (load_timing_cache, save_timing_cache,
                                                 timing_cache_path)
-from quantkit.backends.trt.trtexec import trtexec_command
+from quantkit.backends.trt.trtexec import engine_profiles, trtexec_command
 from quantkit.errors import BackendError, BackendUnavailable
 from quantkit.fsutil import atomic_write_bytes
 from quantkit.settings import TrtConfig
@@ -39,7 +39,8 @@ BUILD_RECIPE = 2
 
 
 def engine_key_dict(settings: TrtConfig, profiles: Mapping[str, Profile],
-                    debug_tensors: Sequence[str] = ()) -> dict:
+                    debug_tensors: Sequence[str] = (),
+                    extra_profiles: Sequence[Mapping[str, Profile]] = ()) -> dict:
     """What the engine depends on: the resolved profiles (not the knobs that produced them),
     TF32, workspace, optimization level, the tensors marked for debugging; the timing-cache
     path, device index, rebuild flag and CUDA graphs only change how it is built or run, and
@@ -54,6 +55,9 @@ def engine_key_dict(settings: TrtConfig, profiles: Mapping[str, Profile],
         "tensorrt_major": settings.tensorrt_major,
         "profiles": {name: [list(s) for s in shapes] for name, shapes in profiles.items()},
     }
+    if extra_profiles:  # backend.trt.latency_profiles: one per timed batch size
+        key["extra_profiles"] = [{n: [list(x) for x in p] for n, p in each.items()}
+                                 for each in extra_profiles]
     if debug_tensors:  # a separate debug engine; the signed-off engine has none
         key["debug_tensors"] = sorted(set(debug_tensors))
     return key
@@ -164,7 +168,8 @@ def build_engine(onnx_path: str | os.PathLike, settings: TrtConfig, *,
     gpu = cuda_device_info(device)
     use_device(device)
     onnx_digest = onnx_sha256(onnx_path, model)
-    key_settings = engine_key_dict(settings, profiles, debug_tensors)
+    all_profiles = engine_profiles(profiles, settings, needs) if profiles else []
+    key_settings = engine_key_dict(settings, profiles, debug_tensors, all_profiles[1:])
     key = engine_cache_key(onnx_digest, key_settings, trt.__version__, gpu.name,
                            gpu.compute_capability)
     out_dir = Path(cache_dir) / key[:24]
@@ -209,8 +214,8 @@ def build_engine(onnx_path: str | os.PathLike, settings: TrtConfig, *,
     config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
     if not settings.tf32:  # TensorRT enables TF32 by default: FP32 layers would run TF32
         config.clear_flag(trt.BuilderFlag.TF32)
-    if profiles:
-        _set_profiles(trt, builder, config, logger, profiles, onnx_path)
+    for each in all_profiles:
+        _set_profiles(trt, builder, config, logger, each, onnx_path)
     load_timing_cache(config, tc_path)
 
     serialized = builder.build_serialized_network(network, config)

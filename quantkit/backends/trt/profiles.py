@@ -38,6 +38,7 @@ class ShapeNeeds:
     image_channels: int | None = None
     image_layout: str = "NCHW"
     sources: dict[str, str] = field(default_factory=dict)  # batch size -> the setting it came from
+    latency_batch_sizes: tuple[int, ...] = ()  # bench.batch_sizes (latency profiles)
 
     def spatial_axes(self) -> tuple[int, int]:
         return (1, 2) if self.image_layout == "NHWC" else (2, 3)
@@ -53,12 +54,14 @@ def shape_needs(settings) -> ShapeNeeds:
         for i, b in enumerate(settings.bench.batch_sizes):
             sources.setdefault(str(b), f"bench.batch_sizes[{i}]")
     sizes = tuple(sorted({int(b) for b in sources}))
+    latency = tuple(settings.bench.batch_sizes) if settings.bench.enabled else ()
     if settings.data.kind == "image":
         im = settings.data.image
         return ShapeNeeds(kind="image", batch_sizes=sizes, image_size=im.size,
-                          image_channels=im.channels, image_layout=im.layout, sources=sources)
+                          image_channels=im.channels, image_layout=im.layout, sources=sources,
+                          latency_batch_sizes=latency)
     return ShapeNeeds(kind="text", batch_sizes=sizes, sequence_length=settings.data.max_length,
-                      sources=sources)
+                      sources=sources, latency_batch_sizes=latency)
 
 
 def graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
@@ -221,3 +224,28 @@ def check_profiles_cover(profiles: Mapping[str, Profile], needs: ShapeNeeds,
                         f"dim {a} (max {hi[a]})", where=f"backend.trt (input {name})", value=n,
                         fix=f"set backend.trt.max_sequence >= {n} (now {hi[a]}), or lower "
                             "data.max_length")
+
+
+def profile_set(profiles: Mapping[str, Profile], batch_sizes: Sequence[int] = ()
+                ) -> list[dict[str, Profile]]:
+    """The engine's optimization profiles: ``profiles`` first (index 0, every stage runs on
+    it), then one per batch size in ``batch_sizes`` with that batch fixed (min = opt = max) and
+    every other dim as in profile 0, so TensorRT tunes kernels for each timed batch size.
+    Batch sizes outside profile 0's range or equal to its opt are left out (profile 0 serves
+    them)."""
+    out = [dict(profiles)]
+    batched = {n: p for n, p in profiles.items() if p[0] and p[0][0] != p[2][0]}
+    if not batched:
+        return out
+    for b in sorted(set(int(b) for b in batch_sizes)):
+        if not all(p[0][0] <= b <= p[2][0] for p in batched.values()):
+            continue
+        if all(p[1][0] == b for p in batched.values()):
+            continue
+        extra = {}
+        for name, (lo, mid, hi) in profiles.items():
+            if name in batched:
+                lo, mid, hi = ((b,) + tuple(lo[1:]), (b,) + tuple(mid[1:]), (b,) + tuple(hi[1:]))
+            extra[name] = (tuple(lo), tuple(mid), tuple(hi))
+        out.append(extra)
+    return out

@@ -69,6 +69,7 @@ class TrtRunner:
         self._outputs: list[str] = []
         self._dtypes: dict[str, np.dtype] = {}
         self._shapes: dict[str, Shape] = {}
+        self._profile = 0
 
     # -- lifecycle -------------------------------------------------------------------------
     def __enter__(self) -> "TrtRunner":
@@ -226,6 +227,7 @@ class TrtRunner:
         the runner's stream; :meth:`launch` then runs on device-resident inputs)."""
         _, context = self._active()
         self._check_feed(feed)
+        self._select_profile(feed)
         keep_alive = []
         for name in self._inputs:
             arr = np.asarray(feed[name])
@@ -256,6 +258,34 @@ class TrtRunner:
             self._set_address(name, buf.ptr)
         self.synchronize()  # the host arrays may be freed after this
         del keep_alive
+
+    def _select_profile(self, feed: Mapping[str, np.ndarray]) -> None:
+        """Engines with latency profiles (``backend.trt.latency_profiles``): run a feed on the
+        profile tuned for its batch size when there is one, else on profile 0."""
+        engine, context = self.engine_, self.context_
+        n = int(getattr(engine, "num_optimization_profiles", 1))
+        if n <= 1:
+            return
+        want = 0
+        for i in range(1, n):
+            fits = True
+            for name in self._inputs:
+                lo, _, hi = engine.get_tensor_profile_shape(name, i)
+                shape = np.shape(feed[name])
+                if len(shape) != len(lo) or not all(a <= d <= b for a, d, b in zip(lo, shape, hi)):
+                    fits = False
+                    break
+            if fits:
+                want = i
+                break
+        if want != self._profile:
+            if not context.set_optimization_profile_async(want, self.stream_.ptr):
+                raise BackendError(f"TensorRT could not switch to optimization profile {want}: "
+                                   + errors_text(self._logger.take_errors(), "no error reported"),
+                                   where=f"{self.name} ({self.engine_path.name})",
+                                   fix="rebuild with backend.trt.latency_profiles=false")
+            self.synchronize()
+            self._profile = want
 
     def launch(self) -> None:
         """Enqueue the engine on the staged device buffers (no synchronization)."""

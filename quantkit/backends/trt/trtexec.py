@@ -10,7 +10,7 @@ from pathlib import Path
 import onnx
 
 from quantkit.backends.trt.onnxfile import load_onnx
-from quantkit.backends.trt.profiles import Profile, ShapeNeeds, profiles_from_model
+from quantkit.backends.trt.profiles import Profile, ShapeNeeds, profile_set, profiles_from_model
 from quantkit.settings import TrtConfig
 
 
@@ -22,6 +22,13 @@ def _trtexec_name(name: str) -> str:
 def _shape_spec(profiles: Mapping[str, Profile], which: int) -> str:
     return ",".join(f"{_trtexec_name(name)}:{'x'.join(str(d) for d in shapes[which])}"
                     for name, shapes in profiles.items())
+
+
+def engine_profiles(profiles: Mapping[str, Profile], settings: TrtConfig,
+                    needs: ShapeNeeds | None) -> list[dict[str, Profile]]:
+    """Profile 0, plus one per latency batch size with ``backend.trt.latency_profiles``."""
+    sizes = needs.latency_batch_sizes if (settings.latency_profiles and needs) else ()
+    return profile_set(profiles, sizes)
 
 
 def trtexec_command(onnx_path: str | os.PathLike, settings: TrtConfig, *,
@@ -45,10 +52,10 @@ def trtexec_command(onnx_path: str | os.PathLike, settings: TrtConfig, *,
     args = ["trtexec", f"--onnx={onnx_path}", "--stronglyTyped"]
     if not settings.tf32:
         args.append("--noTF32")
-    if profiles:
-        args += [f"--minShapes={_shape_spec(profiles, 0)}",
-                 f"--optShapes={_shape_spec(profiles, 1)}",
-                 f"--maxShapes={_shape_spec(profiles, 2)}"]
+    for each in engine_profiles(profiles, settings, needs) if profiles else []:
+        # trtexec makes one optimization profile per repeated min/opt/max group
+        args += [f"--minShapes={_shape_spec(each, 0)}", f"--optShapes={_shape_spec(each, 1)}",
+                 f"--maxShapes={_shape_spec(each, 2)}"]
     args += [f"--memPoolSize=workspace:{settings.workspace_mb}M",
              f"--builderOptimizationLevel={settings.builder_optimization_level}",
              "--profilingVerbosity=detailed"]
