@@ -66,3 +66,12 @@ def test_run_shapes_must_fit_the_engine_profile_before_any_work(override, key, v
 def test_every_experiment_composes_on_trt(experiment):
     s = compose_settings("backend=trt", experiment=experiment)
     assert s.backend.name == "trt" and isinstance(s.backend.trt, EngineSettings)
+
+
+def test_numerics_note_says_whether_tf32_ran():
+    from quantkit.backends.trt import engine_numerics_note
+
+    off = engine_numerics_note("int8.mse", compose_settings("backend=trt"))
+    on = engine_numerics_note("fp32", compose_settings("backend=trt", "backend.trt.tf32=true"))
+    assert "TF32 off: FP32-typed layers compute in IEEE FP32" in off and "GPU 0" in off
+    assert "TF32 allowed (backend.trt.tf32=true)" in on and "strongly typed" in on
