@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["cpu_name", "cpu_isa", "host_facts", "execution_environment", "ISA_FLAGS"]
+__all__ = ["cpu_name", "cpu_isa", "host_facts", "gpu_facts", "execution_environment", "ISA_FLAGS"]
 
 # The /proc/cpuinfo flags that change ONNX Runtime's x86 integer kernels (u8s8 VPMADDUBSW on
 # AVX2 can saturate; VNNI / AMX compute int8 dot products exactly).
@@ -49,11 +49,23 @@ def cpu_isa() -> list[str]:
     return []
 
 
-def host_facts() -> dict[str, Any]:
-    """What ``record.host`` says about the machine (GPU facts are added on backend=trt)."""
+def host_facts(backend: Any = None) -> dict[str, Any]:
+    """What ``record.host`` says about the machine. On ``backend.name == "trt"`` (a
+    BackendConfig), ``gpu`` is :func:`quantkit.backends.trt.gpu_environment` of
+    ``backend.trt.device`` (GPU, compute capability, driver, CUDA and TensorRT versions)."""
     return {"hostname": socket.gethostname(), "platform": platform.platform(),
             "python": sys.version.split()[0], "cpu": cpu_name(), "cpu_isa": cpu_isa(),
-            "cpu_count": os.cpu_count(), "gpu": None}
+            "cpu_count": os.cpu_count(), "gpu": gpu_facts(backend)}
+
+
+def gpu_facts(backend: Any) -> dict[str, Any] | None:
+    """The GPU facts of a ``backend=trt`` run (None on other backends); BackendUnavailable
+    with the fix where tensorrt or the GPU is missing."""
+    if getattr(backend, "name", None) != "trt":
+        return None
+    from quantkit.backends.trt import gpu_environment
+
+    return gpu_environment(getattr(getattr(backend, "trt", None), "device", 0))
 
 
 def execution_environment(backend: Any) -> dict[str, Any]:
@@ -69,7 +81,5 @@ def execution_environment(backend: Any) -> dict[str, Any]:
     env: dict[str, Any] = {"cpu": cpu_name(), "cpu_isa": cpu_isa(),
                            "onnxruntime": onnxruntime.__version__}
     if getattr(backend, "name", None) == "trt":
-        from quantkit.backends.trt import gpu_environment
-
-        env["gpu"] = gpu_environment(getattr(getattr(backend, "trt", None), "device", 0))
+        env["gpu"] = gpu_facts(backend)
     return env

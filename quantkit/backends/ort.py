@@ -210,6 +210,9 @@ class OrtRunner:
                                where=self.name,
                                fix="check the model with `python -m quantkit.lint` "
                                    "and onnx.checker") from exc
+        from quantkit.backends.providers import check_session_providers  # no silent fallback
+
+        check_session_providers(self.session_, check_providers(self.providers), self.provider_options)
         return self
 
     def __exit__(self, *exc: object) -> None:

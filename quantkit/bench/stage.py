@@ -27,7 +27,7 @@ import numpy as np
 from quantkit.bench.stats import compare_int8_fp16, cost_projection, latency_stats
 from quantkit.bench.timing import time_runner
 
-__all__ = ["measure_latency", "execution_label", "default_runner", "feeds_digest"]
+__all__ = ["measure_latency", "execution_label", "latency_key_facts", "default_runner", "feeds_digest"]
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +38,13 @@ def _short(provider: str) -> str:
     return provider.replace("ExecutionProvider", "")
 
 
-def execution_label(settings) -> dict[str, Any]:
-    """Which backend, provider, device and host the latency numbers belong to, and the caveat."""
+def execution_label(settings, *, gpu: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Which backend, provider, device and host the latency numbers belong to, and the caveat.
+
+    ``gpu``: :func:`quantkit.backends.trt.gpu_environment` of ``backend.trt.device`` (TensorRT
+    version, GPU name, compute capability, driver and CUDA versions), put in ``host["gpu"]``
+    on ``backend=trt`` (queried here when not given).
+    """
     from quantkit.environment import cpu_name
 
     b = settings.backend
@@ -48,21 +53,28 @@ def execution_label(settings) -> dict[str, Any]:
         target = asdict(target)
     host = {"cpu": cpu_name(), "cpu_count": os.cpu_count(), "intra_op_threads": b.intra_op_threads}
     if b.name == "trt":
+        if gpu is None:
+            from quantkit.backends.trt import gpu_environment
+
+            gpu = gpu_environment(b.trt.device)
+        host["gpu"] = dict(gpu)
         execution = "TensorRT engine (strongly typed, built by quantkit)"
         device = "GPU"
-        caveat = ("TensorRT engines built from the artifacts on this GPU: valid for this GPU and "
-                  "TensorRT version only")
+        caveat = (f"TensorRT {gpu.get('tensorrt')} engines built from the artifacts on "
+                  f"{gpu.get('name')} (sm {gpu.get('compute_capability')}): valid for this GPU "
+                  "and TensorRT version only; GPU compute time from CUDA events on device-"
+                  "resident inputs, host copies reported apart")
         providers: list[str] = []
     else:
         providers = list(b.providers)
         execution = "ONNX Runtime " + "+".join(_short(p) for p in providers)
-        gpu = [p for p in providers if p in GPU_PROVIDERS]
-        device = "GPU" if gpu else "CPU"
-        if "TensorrtExecutionProvider" in gpu:
+        gpu_eps = [p for p in providers if p in GPU_PROVIDERS]
+        device = "GPU" if gpu_eps else "CPU"
+        if "TensorrtExecutionProvider" in gpu_eps:
             caveat = ("ONNX Runtime's TensorRT execution provider builds its own engines with the "
                       "provider options shown: close to, but not the same as, a strongly typed "
                       "TensorRT engine built by quantkit (backend=trt)")
-        elif gpu:
+        elif gpu_eps:
             caveat = "ONNX Runtime CUDA kernels on a GPU: not a prediction of TensorRT latency"
         elif target == "ort_cpu":
             caveat = (f"ONNX Runtime on this host's CPU ({host['cpu']}, {host['cpu_count']} cores): "
@@ -75,13 +87,28 @@ def execution_label(settings) -> dict[str, Any]:
             "target": target, "host": host, "caveat": caveat}
 
 
+def latency_key_facts(settings, environment: Mapping[str, Any]) -> dict[str, Any]:
+    """Everything a cached latency measurement depends on besides the artifact and the feeds:
+    the timing settings, the backend settings, the target, the seed and ``environment``
+    (:func:`quantkit.environment.execution_environment` of the backend: CPU model and ISA, ONNX
+    Runtime version and, on ``backend=trt``, TensorRT version, GPU name, compute capability,
+    driver and CUDA versions). Another GPU or TensorRT version gives another key."""
+    b = settings.bench
+    timing = {k: v for k, v in asdict(b).items()
+              if k not in ("target_qps", "p99_budget_ms", "candidates", "enabled", "remeasure")}
+    backend = {k: v for k, v in asdict(settings.backend).items() if k != "batch_size"}
+    target = getattr(settings, "target", None)
+    return {"timing": timing, "backend": backend, "target": target, "seed": settings.seed,
+            "environment": dict(environment)}
+
+
 def default_runner(settings, name: str, model):
     """A Runner for one candidate: a TensorRT engine (mapping with ``engine_path``) or an
     ONNX model (path or proto) on ONNX Runtime with the run's providers and options."""
     if isinstance(model, Mapping) and model.get("engine_path"):
         from quantkit.backends.trt import TrtRunner
 
-        return TrtRunner(model["engine_path"], name=f"bench-{name}")
+        return TrtRunner(model["engine_path"], name=f"bench-{name}", device=settings.backend.trt.device)
     from quantkit.backends.ort import OrtRunner
 
     b = settings.backend
@@ -89,6 +116,19 @@ def default_runner(settings, name: str, model):
                      provider_options=getattr(b, "provider_options", None) or None,
                      disabled_optimizers=b.disabled_optimizers,
                      intra_op_threads=b.intra_op_threads)
+
+
+def _time(settings, runner, feeds):
+    """GPU compute time with CUDA events where the runner stages device-resident inputs
+    (TensorRT); wall time of ``infer`` otherwise (ONNX Runtime)."""
+    cfg = settings.bench
+    kwargs = dict(warmup=cfg.warmup, min_repeats=cfg.min_repeats, max_repeats=cfg.repeats,
+                  max_seconds=cfg.max_seconds)
+    if callable(getattr(runner, "stage", None)) and callable(getattr(runner, "launch", None)):
+        from quantkit.bench.gpu_timing import time_on_device
+
+        return time_on_device(runner, feeds, cuda_graphs=settings.backend.trt.cuda_graphs, **kwargs)
+    return time_runner(runner.infer, feeds, **kwargs)
 
 
 def _take_feeds(make_feeds: Callable[[int], Iterable[Mapping[str, np.ndarray]]], batch: int,
@@ -161,13 +201,17 @@ def measure_latency(settings, candidates: Mapping[str, Any],
         r, per = {}, {}
         with make_runner(settings, name, candidates[name]) as runner:
             for b, feeds in feeds_by_batch.items():
-                t = time_runner(runner.infer, feeds, warmup=cfg.warmup, min_repeats=cfg.min_repeats,
-                                max_repeats=cfg.repeats, max_seconds=cfg.max_seconds)
+                t = _time(settings, runner, feeds)
                 r[b] = t.latencies_ms
                 s = latency_stats(t.latencies_ms, b, n_boot=cfg.n_boot, seed=settings.seed,
                                   level=cfg.level)
                 s.update({"warmup": t.warmup, "stopped": t.stopped,
                           "timed_seconds": round(t.seconds, 3), "feeds": len(feeds)})
+                if getattr(t, "h2d_ms", None) is not None:  # GPU: compute time vs host copies
+                    s.update({"timed": "GPU compute (CUDA events, device-resident inputs)",
+                              "cuda_graphs": t.cuda_graphs,
+                              "h2d_ms_mean": float(np.mean(t.h2d_ms)),
+                              "d2h_ms_mean": float(np.mean(t.d2h_ms))})
                 per[str(b)] = s
         return r, per
 

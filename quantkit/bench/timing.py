@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Timing", "time_runner"]
+__all__ = ["Timing", "time_runner", "warmup_calls"]
 
 
 @dataclass
@@ -30,11 +30,19 @@ class Timing:
         return int(self.latencies_ms.size)
 
 
+def warmup_calls(warmup: int, n_feeds: int) -> int:
+    """Untimed calls before timing: ``warmup``, but (unless 0: no warm-up at all) at least one
+    per feed, so every feed shape is seen before timing (TensorRT re-plans on each new input
+    shape, ONNX Runtime allocates)."""
+    return 0 if warmup <= 0 else max(int(warmup), int(n_feeds))
+
+
 def time_runner(infer: Callable[[Mapping[str, np.ndarray]], object],
                 feeds: Sequence[Mapping[str, np.ndarray]], *, warmup: int, min_repeats: int,
                 max_repeats: int, max_seconds: float,
                 clock: Callable[[], int] = time.perf_counter_ns) -> Timing:
-    """Call ``infer`` on ``feeds`` (cycled) ``warmup`` times untimed, then time each call.
+    """Call ``infer`` on ``feeds`` (cycled) untimed, ``warmup`` times but at least once per
+    feed (:func:`warmup_calls`), then time each call.
 
     Timed call ``j`` always gets ``feeds[j % len(feeds)]`` (the timed cycle restarts at the
     first feed after the warm-up), so two timings of the same feeds pair up by position.
@@ -48,7 +56,8 @@ def time_runner(infer: Callable[[Mapping[str, np.ndarray]], object],
     if min_repeats < 1 or max_repeats < min_repeats:
         raise ValueError(f"need 1 <= min_repeats <= max_repeats, got {min_repeats}, {max_repeats}")
     warm = itertools.cycle(feeds)
-    for _ in range(warmup):
+    n_warm = warmup_calls(warmup, len(feeds))
+    for _ in range(n_warm):
         infer(next(warm))
     cycle = itertools.cycle(feeds)
     out = np.empty(max_repeats, dtype=np.float64)
@@ -65,5 +74,5 @@ def time_runner(infer: Callable[[Mapping[str, np.ndarray]], object],
         if n >= min_repeats and n % len(feeds) == 0 and t1 - start >= budget_ns:
             stopped = "time budget" if n < max_repeats else "repeats"
             break
-    return Timing(latencies_ms=out[:n].copy(), warmup=warmup, stopped=stopped,
+    return Timing(latencies_ms=out[:n].copy(), warmup=n_warm, stopped=stopped,
                   seconds=(clock() - start) / 1e9)

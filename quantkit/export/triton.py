@@ -8,7 +8,9 @@ writes ``<out>/<model_name>/config.pbtxt`` and ``<out>/<model_name>/1/model.onnx
 built for that candidate). Inputs, outputs, data types and dims come from the ONNX model; a
 dynamic first dimension on every input and output becomes ``max_batch_size`` (dims then
 exclude the batch). The file copied is checked against the sha256 the run recorded, so the
-repository serves exactly the artifact that was signed off. Every file is written
+repository serves exactly the artifact that was signed off (a plan: against the engine's
+sha256 the run recorded; its TensorRT version, GPU and compute capability go into
+``quantkit_export.json``, since a plan runs only there). Every file is written
 atomically; :func:`validate_repository` parses ``config.pbtxt`` back and checks it against
 the model (the CLI runs it after writing).
 """
@@ -310,6 +312,42 @@ def _source(run_dir: Path, record: Mapping, candidate: str) -> tuple[Path, str |
     return run_dir / name, c.get("artifact_sha256") or (record.get("artifacts") or {}).get(name)
 
 
+def _signed_plan(cand: Mapping, candidate: str, platform: str) -> tuple[Path, dict]:
+    """The engine file a backend=trt run built and signed off for ``candidate``, checked against
+    the engine sha256 the run recorded, and the facts it is valid for (TensorRT version, GPU
+    name, compute capability): a plan only runs on that GPU and TensorRT version."""
+    engine = cand.get("engine") or {}
+    plan = Path(engine["engine_path"]) if engine.get("engine_path") else None
+    if plan is None or not plan.is_file():
+        raise ConfigError(f"no TensorRT engine for {candidate} in this run", where="--platform",
+                          value=platform,
+                          fix="run the experiment with backend=trt on the target GPU (it "
+                              "builds and caches the engine), or export with "
+                              "--platform onnxruntime_onnx")
+    meta = engine.get("meta") or {}
+    want = engine.get("engine_sha256") or meta.get("engine_sha256")
+    if not want:
+        raise ModelError("the run recorded no sha256 for the candidate's engine, so the plan "
+                         "cannot be checked against what was signed off", where=str(plan),
+                         value=candidate, fix="rerun the experiment with backend=trt (this "
+                                              "quantkit records the engine's sha256)")
+    have = sha256_file(plan)
+    if have != want:
+        raise ModelError("the engine file differs from the one the run signed off (sha256 "
+                         "mismatch; the engine cache entry was rebuilt or changed since)",
+                         where=str(plan), value=have[:12],
+                         fix="rerun the experiment with backend=trt to sign off the current "
+                             "engine, or restore the signed one")
+    facts = {"engine_sha256": want, "tensorrt_version": meta.get("tensorrt_version"),
+             "gpu_name": meta.get("gpu_name"), "compute_capability": meta.get("compute_capability"),
+             "onnx_sha256": meta.get("onnx_sha256"), "trtexec": engine.get("trtexec")}
+    if not (facts["tensorrt_version"] and facts["gpu_name"] and facts["compute_capability"]):
+        raise ModelError("the run's engine record lacks the TensorRT version or GPU it was built "
+                         "for", where=str(plan), value=sorted(meta),
+                         fix="rerun the experiment with backend=trt")
+    return plan, facts
+
+
 def export_candidate(run_dir: str | Path, *, candidate: str | None = None,
                      out: str | Path | None = None, platform: str = "onnxruntime_onnx",
                      model_name: str | None = None, max_batch_size: int | None = None) -> Path:
@@ -356,16 +394,9 @@ def export_candidate(run_dir: str | Path, *, candidate: str | None = None,
         if max_batch_size:
             log.warning("model %s has no dynamic batch dim on every input/output: "
                         "max_batch_size 0 (dims are full shapes)", candidate)
-    plan = None
+    plan, engine_facts = None, None
     if platform == "tensorrt_plan":
-        engine = cands[candidate].get("engine") or {}
-        plan = Path(engine["engine_path"]) if engine.get("engine_path") else None
-        if plan is None or not plan.is_file():
-            raise ConfigError(f"no TensorRT engine for {candidate} in this run", where="--platform",
-                              value=platform,
-                              fix="run the experiment with backend=trt on the target GPU (it "
-                                  "builds and caches the engine), or export with "
-                                  "--platform onnxruntime_onnx")
+        plan, engine_facts = _signed_plan(cands[candidate], candidate, platform)
     name = model_name or _model_name(record, candidate)
     model_dir = Path(out) if out is not None else run_dir / "triton"
     model_dir = model_dir / name
@@ -380,6 +411,12 @@ def export_candidate(run_dir: str | Path, *, candidate: str | None = None,
             "onnx_sha256": sha, "model_file_sha256": sha256_file(target),
             "verdict": ((cands[candidate].get("verdict") or {}).get("status")),
             "recommended": record.get("recommended") == candidate}
+    if engine_facts is not None:
+        if meta["model_file_sha256"] != engine_facts["engine_sha256"]:
+            raise ModelError("the copied plan differs from the engine the run signed off",
+                             where=str(target), value=meta["model_file_sha256"][:12],
+                             fix="check the disk and export again")
+        meta["tensorrt"] = engine_facts
     atomic_write_text(model_dir / "quantkit_export.json", json.dumps(meta, indent=2) + "\n")
     log.info("Triton model %s (%s) written to %s", name, platform, model_dir)
     return model_dir

@@ -15,9 +15,10 @@ from onnx import TensorProto, helper, numpy_helper
 
 from quantkit.backends.engine_meta import EngineMeta, load_meta
 from quantkit.backends.trt import (EngineSettings, ProfileError, TrtRunner, build_engine,
-                                   check_int8_layers, cuda_device_info, layer_report,
-                                   onnx_nodes_of, onnx_sha256, parse_layer_info,
-                                   profiles_from_model, require_tensorrt, trtexec_command)
+                                   check_int8_layers, cuda_device_info, engine_key_dict,
+                                   layer_report, onnx_nodes_of, onnx_sha256, parse_layer_info,
+                                   profiles_from_model, require_tensorrt, timing_cache_path,
+                                   trtexec_command)
 from quantkit.errors import BackendError, BackendUnavailable, ConfigError
 
 TENSORRT_PRESENT = importlib.util.find_spec("tensorrt") is not None
@@ -101,12 +102,15 @@ def test_profiles_batch_and_sequence_ranges():
     }
 
 
+NO_SEQ = dict(opt_sequence=None, max_sequence=None)
+
+
 def test_missing_sequence_range_names_input_and_dim():
     with pytest.raises(ProfileError) as err:
-        profiles_from_model(bert_like(), EngineSettings())
+        profiles_from_model(bert_like(), EngineSettings(**NO_SEQ))
     msg = str(err.value)
     assert "input 'input_ids' dim 1 ('sequence') is dynamic and has no profile value" in msg
-    assert "backend.opt_sequence" in msg and "backend.dim_overrides.sequence" in msg
+    assert "backend.trt.opt_sequence" in msg and "backend.trt.dim_overrides.sequence" in msg
     assert isinstance(err.value, BackendError) and isinstance(err.value, ConfigError)
 
 
@@ -115,7 +119,7 @@ def test_unnamed_dynamic_dim_is_reported_as_unnamed():
     for vi in model.graph.input:
         vi.type.tensor_type.shape.dim[1].Clear()  # neither dim_value nor dim_param
     with pytest.raises(ProfileError, match=r"dim 1 \(unnamed\) is dynamic"):
-        profiles_from_model(model, EngineSettings())
+        profiles_from_model(model, EngineSettings(**NO_SEQ))
 
 
 def test_static_model_needs_no_profile():
@@ -158,7 +162,10 @@ def test_initializers_listed_as_inputs_get_no_profile():
 @pytest.mark.parametrize("kwargs, match", [
     (dict(min_batch=4, opt_batch=2), "min_batch <= opt_batch <= max_batch"),
     (dict(workspace_mb=0), "workspace_mb must be a positive integer"),
-    (dict(opt_sequence=128), "set both backend.opt_sequence and backend.max_sequence"),
+    (dict(opt_sequence=128, max_sequence=None), "set both backend.trt.opt_sequence and "
+                                                "backend.trt.max_sequence"),
+    (dict(device=-1), "backend.trt.device must be a non-negative integer"),
+    (dict(image_range=[0, 1, 2]), "dimension range"),
     (dict(opt_sequence=600, max_sequence=512), "sequence range"),
     (dict(builder_optimization_level=7), "builder_optimization_level"),
     (dict(tensorrt_major=9), "tensorrt_major must be >= 10"),
@@ -172,12 +179,16 @@ def test_settings_are_validated(kwargs, match):
 
 def test_key_dict_follows_the_engine_not_the_timing_cache_path():
     profiles = profiles_from_model(bert_like(), EngineSettings(opt_sequence=16, max_sequence=32))
-    a = EngineSettings(opt_sequence=16, max_sequence=32, timing_cache="/a/cache.bin")
-    b = EngineSettings(opt_sequence=16, max_sequence=32, timing_cache="/b/cache.bin")
-    assert a.key_dict(profiles) == b.key_dict(profiles)
+    a = EngineSettings(opt_sequence=16, max_sequence=32, timing_cache="/a/cache.bin", device=0)
+    b = EngineSettings(opt_sequence=16, max_sequence=32, timing_cache="/b/cache.bin", device=1,
+                       rebuild=True)
+    assert engine_key_dict(a, profiles) == engine_key_dict(b, profiles)
     c = EngineSettings(opt_sequence=16, max_sequence=32, workspace_mb=1024)
-    assert c.key_dict(profiles) != a.key_dict(profiles)
-    json.dumps(a.key_dict(profiles))  # hashable as JSON
+    assert engine_key_dict(c, profiles) != engine_key_dict(a, profiles)
+    tf32 = EngineSettings(opt_sequence=16, max_sequence=32, tf32=True)
+    assert engine_key_dict(tf32, profiles) != engine_key_dict(a, profiles)  # TF32 changes numerics
+    assert engine_key_dict(a, profiles)["tf32"] is False  # off by default
+    json.dumps(engine_key_dict(a, profiles))  # hashable as JSON
 
 
 # --------------------------------------------------------------------------------------------
@@ -192,7 +203,7 @@ def test_trtexec_command_matches_the_build(tmp_path):
     cmd = trtexec_command(path, s, engine_path=tmp_path / "out" / "bert.engine",
                           layer_info_path=tmp_path / "out" / "layers.json")
     assert shlex.split(cmd) == [
-        "trtexec", f"--onnx={path}", "--stronglyTyped",
+        "trtexec", f"--onnx={path}", "--stronglyTyped", "--noTF32",
         "--minShapes=input_ids:1x1,attention_mask:1x1",
         "--optShapes=input_ids:8x128,attention_mask:8x128",
         "--maxShapes=input_ids:32x512,attention_mask:32x512",
@@ -202,6 +213,18 @@ def test_trtexec_command_matches_the_build(tmp_path):
         f"--exportLayerInfo={tmp_path / 'out' / 'layers.json'}", "--skipInference"]
     for flag in ("--fp16", "--int8", "--best", "--bf16", "--fp8", "--precisionConstraints"):
         assert flag not in cmd  # precision lives in the graph
+    s_tf32 = EngineSettings(opt_sequence=128, max_sequence=512, tf32=True)
+    assert "--noTF32" not in shlex.split(trtexec_command(path, s_tf32))
+    debug = shlex.split(trtexec_command(path, s, debug_tensors=["ids_f", "mask_f", "ids_f"]))
+    assert "--markDebug=ids_f,mask_f" in debug
+
+
+def test_a_debug_engine_is_its_own_cache_entry():
+    profiles = profiles_from_model(bert_like(), EngineSettings())
+    plain = engine_key_dict(EngineSettings(), profiles)
+    debug = engine_key_dict(EngineSettings(), profiles, ["mask_f", "ids_f"])
+    assert "debug_tensors" not in plain and debug["debug_tensors"] == ["ids_f", "mask_f"]
+    assert engine_key_dict(EngineSettings(), profiles, ("ids_f", "mask_f")) == debug
 
 
 def test_trtexec_command_static_model_defaults_and_quoting(tmp_path):
@@ -222,7 +245,7 @@ def test_trtexec_command_static_model_defaults_and_quoting(tmp_path):
 def test_trtexec_command_reports_profile_errors(tmp_path):
     path = _save(bert_like(), tmp_path / "bert.onnx")
     with pytest.raises(ProfileError, match="'input_ids' dim 1"):
-        trtexec_command(path, EngineSettings())
+        trtexec_command(path, EngineSettings(**NO_SEQ))
     with pytest.raises(BackendError, match="ONNX model not found"):
         trtexec_command(tmp_path / "missing.onnx", EngineSettings())
 
@@ -287,7 +310,7 @@ def test_parse_layer_info_accepts_text_dict_and_list():
     assert parse_layer_info(json.loads(INSPECTOR_JSON)) == layers
     assert parse_layer_info(json.loads(INSPECTOR_JSON)["Layers"]) == layers
     assert parse_layer_info([{"LayerType": "Shuffle"}]) == [
-        {"LayerType": "Shuffle", "Name": "<layer 0>", "Inputs": [], "Outputs": []}]
+        {"LayerType": "Shuffle", "Name": "<layer 0>", "Inputs": [], "Outputs": [], "Constants": []}]
     assert onnx_nodes_of(layers[1]) == ["/conv1/DequantizeLinear", "/conv1/Conv", "/relu1/Relu"]
     assert onnx_nodes_of(layers[6]) == ["/proj/MatMul"]
     assert onnx_nodes_of(layers[4]) == []
@@ -330,6 +353,33 @@ def test_check_int8_layers_ok_when_every_planned_node_is_int8():
     result = check_int8_layers(INSPECTOR_JSON, ["/conv1/Conv", "/conv2/Conv"])
     assert result["ok"] is True and result["n_int8"] == 2
     assert check_int8_layers(INSPECTOR_JSON, [])["ok"] is False  # nothing planned: nothing shown
+
+
+def test_int8_needs_an_int8_data_input_not_just_an_int8_output():
+    """A GEMM whose epilogue absorbed the next Quantize writes Int8 but computed in FP16: that
+    is reported as int8_output_only, not int8. A Reformat that writes Int8 never counts; on
+    TensorRT 11 an Int8 entry in the layer's Constants (its weights) counts as reading INT8."""
+    layers = [
+        {"Name": "Reformatting CopyNode for Input Tensor 0 to /fc1/MatMul", "LayerType": "Reformat",
+         "Inputs": [{"Name": "h", "Format/Datatype": "Row major linear FP16 format"}],
+         "Outputs": [{"Name": "h8", "Format/Datatype": "Row major linear Int8 format"}],
+         "Metadata": "[ONNX Layer: /fc1/MatMul]"},
+        {"Name": "/fc1/MatMul", "LayerType": "gemm",
+         "Inputs": [{"Name": "h", "Format/Datatype": "Row major linear FP16 format"}],
+         "Outputs": [{"Name": "q", "Format/Datatype": "Row major linear Int8 format"}],
+         "Metadata": "[ONNX Layer: /fc1/MatMul]" + SEP + "[ONNX Layer: /fc2/QuantizeLinear]"},
+        {"Name": "/fc2/MatMul", "LayerType": "gemm",
+         "Inputs": [{"Name": "a", "Format/Datatype": "Row major linear FP16 format"}],
+         "Constants": [{"Name": "W2", "Format/Datatype": "Row major linear Int8 format"}],
+         "Outputs": [{"Name": "b", "Format/Datatype": "Row major linear FP16 format"}],
+         "Metadata": "[ONNX Layer: /fc2/MatMul]"},
+    ]
+    result = check_int8_layers(layers, ["/fc1/MatMul", "/fc2/MatMul"])
+    fc1, fc2 = result["nodes"]["/fc1/MatMul"], result["nodes"]["/fc2/MatMul"]
+    assert fc1["status"] == "int8_output_only" and fc1["layers"] == ["/fc1/MatMul"]
+    assert fc1["int8_tensors"] == [] and fc1["int8_outputs"] == ["/fc1/MatMul:q"]
+    assert fc2["status"] == "int8" and fc2["int8_tensors"] == ["/fc2/MatMul:W2"]
+    assert (result["n_int8"], result["n_int8_output_only"], result["ok"]) == (1, 1, False)
 
 
 def test_name_matching_without_metadata_respects_name_boundaries():
@@ -460,7 +510,10 @@ def test_engine_files_metadata_and_int8_layers(built, gpu):
     assert meta == art.meta and meta.gpu_name == gpu.name
     assert meta.compute_capability == gpu.compute_capability
     assert meta.settings["profiles"] == {"x": [[1, 16, 8, 8], [4, 16, 8, 8], [8, 16, 8, 8]]}
-    assert (root / "timing.cache").stat().st_size > 0
+    import tensorrt
+
+    tc = timing_cache_path(root / "timing.cache", tensorrt.__version__, gpu)
+    assert tc.stat().st_size > 0 and f"--timingCacheFile={tc}" in art.trtexec
     assert "--stronglyTyped" in art.trtexec and f"--saveEngine={art.engine_path}" in art.trtexec
     layers = parse_layer_info(art.layers_path.read_text())
     check = check_int8_layers(layers, ["conv"])

@@ -12,6 +12,7 @@ from hydra import compose, initialize_config_dir
 from onnx import TensorProto, helper, numpy_helper
 
 from quantkit.bench import measure_latency, time_runner
+from quantkit.bench.timing import warmup_calls
 from quantkit.errors import ConfigError
 from quantkit.settings import build, register
 
@@ -73,6 +74,18 @@ def test_warmup_untimed_then_stops_at_repeat_cap():
     assert np.allclose(t.latencies_ms, 1.0)  # one clock step between the readings of a call
 
 
+def test_warmup_sees_every_feed_shape_before_timing():
+    """2 warm-up calls for 4 feed shapes left 2 shapes cold for the first timed calls."""
+    calls = []
+    feeds = [{"x": np.zeros((b, 8), np.float32)} for b in (1, 4, 16, 32)]
+    t = time_runner(calls.append, feeds, warmup=2, min_repeats=4, max_repeats=4,
+                    max_seconds=1e9, clock=StepClock(1_000_000))
+    warm = [c["x"].shape[0] for c in calls[:t.warmup]]
+    assert t.warmup == 4 and sorted(warm) == [1, 4, 16, 32]
+    assert [c["x"].shape[0] for c in calls[t.warmup:]] == [1, 4, 16, 32]
+    assert warmup_calls(0, 4) == 0 and warmup_calls(10, 4) == 10
+
+
 def test_time_budget_stops_after_min_repeats():
     calls = []
     t = time_runner(calls.append, [{}], warmup=0, min_repeats=4, max_repeats=1000,
@@ -121,7 +134,8 @@ def test_every_candidate_and_batch_timed(result):
     for per_batch in result["candidates"].values():
         assert set(per_batch) == {"1", "16"}
         for b, s in per_batch.items():
-            assert s["batch_size"] == int(b) and 30 <= s["n"] <= 60 and s["warmup"] == 2
+            assert s["batch_size"] == int(b) and 30 <= s["n"] <= 60
+            assert s["warmup"] == 3  # bench.warmup=2, but every one of the 3 feeds once
             assert 0 < s["p50_ms"] <= s["p90_ms"] <= s["p99_ms"]
             assert s["throughput"] > 0 and s["feeds"] == 3
     summary = result["summary"]

@@ -183,3 +183,50 @@ def test_cli_exports_and_checks(tmp_path):
     r = subprocess.run([sys.executable, "-m", "quantkit.export.triton", str(run),
                         "--platform", "tensorrt_plan"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "no TensorRT engine" in r.stderr and "Traceback" not in r.stderr
+
+
+def add_engine(run: Path, tmp_path: Path, candidate: str = "int8.mse") -> Path:
+    """What a backend=trt run records for a candidate: the engine file in the engine cache
+    and its metadata (the bytes stand for a serialized plan; nothing here parses them)."""
+    plan = tmp_path / "engines" / "abc" / "model.engine"
+    plan.parent.mkdir(parents=True)
+    plan.write_bytes(bytes(range(256)) * 64)
+    record = json.loads((run / "record.json").read_text())
+    meta = {"tensorrt_version": "10.13.0.35", "gpu_name": "NVIDIA L4", "compute_capability": "8.9",
+            "onnx_sha256": record["candidates"][candidate]["artifact_sha256"],
+            "engine_sha256": sha256_file(plan)}
+    record["candidates"][candidate]["engine"] = {"engine_path": str(plan), "meta": meta,
+                                                 "engine_sha256": meta["engine_sha256"],
+                                                 "trtexec": "trtexec --onnx=... --stronglyTyped"}
+    (run / "record.json").write_text(json.dumps(record))
+    return plan
+
+
+def test_plan_export_checks_the_signed_engine_and_records_where_it_runs(tmp_path):
+    run = make_run(tmp_path)
+    plan = add_engine(run, tmp_path)
+    model_dir = export_candidate(run, platform="tensorrt_plan")
+    assert (model_dir / "1" / "model.plan").read_bytes() == plan.read_bytes()
+    info = json.loads((model_dir / "quantkit_export.json").read_text())
+    assert info["tensorrt"]["tensorrt_version"] == "10.13.0.35"
+    assert info["tensorrt"]["gpu_name"] == "NVIDIA L4"
+    assert info["tensorrt"]["compute_capability"] == "8.9"
+    assert info["tensorrt"]["engine_sha256"] == info["model_file_sha256"] == sha256_file(plan)
+    assert validate_repository(model_dir)
+
+
+def test_plan_rebuilt_after_sign_off_is_not_exported(tmp_path):
+    """Before: the plan was copied from the engine cache unchecked; a cache entry rebuilt by a
+    later run (other settings, another TensorRT) was exported as the signed candidate."""
+    run = make_run(tmp_path)
+    plan = add_engine(run, tmp_path)
+    plan.write_bytes(plan.read_bytes()[::-1])
+    with pytest.raises(ModelError, match="engine file differs from the one the run signed off"):
+        export_candidate(run, platform="tensorrt_plan", out=tmp_path / "repo")
+    assert not (tmp_path / "repo").exists()
+    record = json.loads((run / "record.json").read_text())
+    engine = record["candidates"]["int8.mse"]["engine"]
+    del engine["engine_sha256"], engine["meta"]["engine_sha256"]
+    (run / "record.json").write_text(json.dumps(record))
+    with pytest.raises(ModelError, match="recorded no sha256"):
+        export_candidate(run, platform="tensorrt_plan", out=tmp_path / "repo")

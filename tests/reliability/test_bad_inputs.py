@@ -391,7 +391,7 @@ CASES = [
     Case("model_output_unknown", "ModelError", "not an output of the model", "model.output",
          "probs", "logits", cli=lambda w: ["model.output=probs"]),
     Case("dynamic_dims_without_profile", "ProfileError", "is dynamic and has no profile",
-         "input input_ids", "seq", "backend.dim_overrides.seq", api=_dynamic_dims_without_profile),
+         "input input_ids", "seq", "backend.trt.dim_overrides.seq", api=_dynamic_dims_without_profile),
     # data
     Case("dataset_missing", "DataError", "dataset file not found", "data.path", "missing.csv",
          "existing csv", cli=lambda w: [f"data.path={w['root'] / 'missing.csv'}"]),
