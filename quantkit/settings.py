@@ -17,6 +17,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from quantkit.errors import ConfigError
+from quantkit.graph.weights import WEIGHTED_OPS
 
 CALIBRATOR_NAMES = ("minmax", "percentile", "entropy", "mse")
 
@@ -119,7 +120,7 @@ class SearchConfig:
 
 @dataclass
 class PrecisionConfig:
-    op_types: list[str] = field(default_factory=lambda: ["MatMul", "Gemm", "Conv", "ConvTranspose"])
+    op_types: list[str] = field(default_factory=lambda: list(WEIGHTED_OPS))
     include_nodes: list[str] = field(default_factory=list)  # regexes; empty = all in scope
     exclude_nodes: list[str] = field(default_factory=list)
     force: dict[str, str] = field(default_factory=dict)  # node/op regex -> int8|fp16|fp32

@@ -67,8 +67,8 @@ _METADATA_OPS = frozenset({"Shape", "Size"})
 _DTYPE_DEFAULT_FLOAT = frozenset({"RandomNormal", "RandomUniform", "ConstantOfShape"})
 
 
-def convert_fp16(model: onnx.ModelProto, plan: Plan, *, keep_io_types: bool = True
-                 ) -> onnx.ModelProto:
+def convert_fp16(model: onnx.ModelProto, plan: Plan, *, keep_io_types: bool = True,
+                 infos: Mapping | None = None) -> onnx.ModelProto:
     """A copy of ``model`` whose FP16-planned nodes compute in float16 (scheme: module doc).
 
     Run it after ``insert_qdq`` (Q/DQ nodes need not be in the plan). ``keep_io_types``
@@ -76,16 +76,17 @@ def convert_fp16(model: onnx.ModelProto, plan: Plan, *, keep_io_types: bool = Tr
     The result passes ``onnx.checker`` and runs in ONNX Runtime (which wraps float16 ops it
     has no CPU kernel for in Casts of its own).
     """
-    return _Rewrite(model, plan, keep_io_types=keep_io_types, emulate=False).run()
+    return _Rewrite(model, plan, keep_io_types=keep_io_types, emulate=False, infos=infos).run()
 
 
-def emulate_fp16(model: onnx.ModelProto, plan: Plan) -> onnx.ModelProto:
+def emulate_fp16(model: onnx.ModelProto, plan: Plan, *, infos: Mapping | None = None
+                 ) -> onnx.ModelProto:
     """FP32 compute with FP16 rounding wherever :func:`convert_fp16` would hold FP16 values.
 
     Graph I/O stays float32 and original tensor names keep their (rounded) values, so it can
     be compared tensor by tensor with the FP32 model or the converted one.
     """
-    return _Rewrite(model, plan, keep_io_types=True, emulate=True).run()
+    return _Rewrite(model, plan, keep_io_types=True, emulate=True, infos=infos).run()
 
 
 def node_compute_dtypes(model: onnx.ModelProto, plan: Plan) -> dict[str, str]:
@@ -96,7 +97,8 @@ def node_compute_dtypes(model: onnx.ModelProto, plan: Plan) -> dict[str, str]:
 
 
 def fp16_overflow_nodes(model: onnx.ModelProto, tensor_absmax: Mapping[str, float], *,
-                        limit: float = FP16_MAX) -> dict[str, str]:
+                        limit: float = FP16_MAX, infos: Mapping | None = None
+                        ) -> dict[str, str]:
     """Nodes to keep in FP32: a float input or output exceeds ``limit`` (default 65504).
 
     ``tensor_absmax`` holds max |x| of tensors from FP32 reference runs; constants are
@@ -105,7 +107,7 @@ def fp16_overflow_nodes(model: onnx.ModelProto, tensor_absmax: Mapping[str, floa
     Pass the result as ``build_plan(fp32_nodes_reasons=...)``.
     """
     graph = model.graph
-    infos = tensor_infos(model)
+    infos = tensor_infos(model) if infos is None else infos  # ModelGraph.infos: no re-inference
     absmax = {t: float(np.max(np.abs(v), initial=0.0))
               for t, v in constant_arrays(graph).items() if v.dtype == np.float32}
     absmax.update({t: float(v) for t, v in tensor_absmax.items()})
@@ -164,7 +166,7 @@ class _Rewrite:
     """Decides each node's compute dtype (analyze) and rewrites the graph (emit)."""
 
     def __init__(self, model: onnx.ModelProto, plan: Plan, *, keep_io_types: bool,
-                 emulate: bool) -> None:
+                 emulate: bool, infos: Mapping | None = None) -> None:
         self.model = onnx.ModelProto()
         self.model.CopyFrom(model)
         ensure_node_names(self.model)
@@ -174,7 +176,7 @@ class _Rewrite:
         self.graph = self.model.graph
         self.nodes = list(self.graph.node)
         self.opset = opset_version(self.model)
-        self.infos = tensor_infos(self.model)
+        self.infos = tensor_infos(self.model) if infos is None else dict(infos)
         self.constants = constant_tensors(self.graph)
         self.graph_inputs = [i.name for i in self.graph.input]
         self.captures = subgraph_captures(self.graph)
