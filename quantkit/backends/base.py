@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -9,7 +10,12 @@ import numpy as np
 
 @runtime_checkable
 class Runner(Protocol):
-    """Runs one model. ``with runner as r: outputs = r.infer(feed)``."""
+    """Runs one model. ``with runner as r: outputs = r.infer(feed)``.
+
+    ``output_names``: what ``infer`` returns by default (inside the ``with`` block);
+    ``infer(feed, output_names)`` returns only the named outputs (e.g. the extra tensors a
+    calibration or per-layer run marked). Callers never test for a concrete runner class.
+    """
 
     name: str
 
@@ -17,4 +23,8 @@ class Runner(Protocol):
 
     def __exit__(self, *exc: object) -> None: ...
 
-    def infer(self, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]: ...
+    @property
+    def output_names(self) -> list[str]: ...
+
+    def infer(self, feed: dict[str, np.ndarray],
+              output_names: Sequence[str] | None = None) -> dict[str, np.ndarray]: ...

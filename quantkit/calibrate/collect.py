@@ -156,9 +156,9 @@ RunnerFactory = Callable[[Any, Sequence[str]], Any]
 
 
 def _default_runner(model: Any, extra_outputs: Sequence[str]) -> Any:
-    from quantkit.backends.ort import OrtRunner
+    from quantkit.backends.runners import ort_runner
 
-    return OrtRunner(model, name="calibrate", extra_outputs=extra_outputs)
+    return ort_runner(None, model, name="calibrate", extra_outputs=extra_outputs)
 
 
 def _batch_size(feed: Mapping[str, Any], first_input: str | None) -> int:
@@ -230,8 +230,6 @@ def collect_stats(model_path_or_proto: str | os.PathLike | onnx.ModelProto,
 
     from tqdm import tqdm
 
-    from quantkit.backends.ort import OrtRunner
-
     feed_set = set(from_feed)
     with contextlib.ExitStack() as stack:
         runner = stack.enter_context((runner_factory or _default_runner)(model, fetch)) \
@@ -254,10 +252,7 @@ def collect_stats(model_path_or_proto: str | os.PathLike | onnx.ModelProto,
             outputs: Mapping[str, Any] = {}
             if runner is not None:
                 try:
-                    if isinstance(runner, OrtRunner):
-                        outputs = runner.infer(dict(feed), output_names=fetch)
-                    else:
-                        outputs = runner.infer(dict(feed))
+                    outputs = runner.infer(dict(feed), fetch)  # the Runner protocol
                 except BackendError as exc:  # the runner named the input that does not fit
                     raise CalibrationError(f"inference failed: {exc.what}",
                                            where=f"calibration batch {b}"
