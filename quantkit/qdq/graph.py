@@ -6,3 +6,5 @@ from quantkit.graph.facts import (FLOAT, FLOAT16, MIN_QDQ_OPSET, QuantSlots, Ten
                                   ensure_node_names, node_names, opset_version, producers,
                                   quant_slots, require_qdq_opset, subgraph_captures,
                                   tensor_infos, unique_name, with_value_info)
+
+__all__ = ["FLOAT", "FLOAT16", "MIN_QDQ_OPSET", "QuantSlots", "TensorInfo", "attr", "constant_arrays", "constant_tensors", "consumers", "ensure_node_names", "node_names", "opset_version", "producers", "quant_slots", "require_qdq_opset", "subgraph_captures", "tensor_infos", "unique_name", "with_value_info"]

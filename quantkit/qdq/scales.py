@@ -11,10 +11,14 @@ from __future__ import annotations
 import numpy as np
 
 from quantkit.errors import GraphEditError
-from quantkit.graph.weights import BIAS_SLOT, WEIGHT_SLOT, weight_axis  # noqa: F401 (re-exported)
+from quantkit.graph.weights import BIAS_SLOT, WEIGHT_SLOT, weight_axis
+
+__all__ = ["INT8_MAX", "BIAS_SLOT", "WEIGHT_SLOT", "weight_axis", "per_channel_amax", "int8_scale",
+           "fake_quantize"]
 
 #: Largest magnitude of signed, symmetric INT8 (TRT rule 1: range [-128, 127], zero point 0).
 INT8_MAX = 127
+
 
 def per_channel_amax(weight: np.ndarray, axis: int) -> np.ndarray:
     """Max-abs of ``weight`` over every axis except ``axis``: one value per channel (float32)."""

@@ -19,7 +19,8 @@ from quantkit.run.evaluation import (Evaluation, evaluate, evaluate_artifact, ev
 from quantkit.run.fp16_range import Fp16Range, check_fp16_range
 from quantkit.run.latency import LatencyReport, latency_feeds, latency_reuse, measure
 from quantkit.run.layerwise import LayerReport, compare_layers
-from quantkit.run.prepare import Prepared, check_preflight, load_data, prepare_model
+from quantkit.run.prepare import (Prepared, check_preflight, load_data, prepare_model,
+                                  prepared_context, text_encoder)
 from quantkit.run.record import (RunResults, assemble_record, candidate_records, record_files,
                                  recommend, recorded_config, slower_than_fp32, target_note,
                                  write_sha256sums)
@@ -33,7 +34,7 @@ __all__ = ["Artifact", "build_artifact", "build_artifacts", "plan_for_ranges", "
            "evaluate_artifact", "evaluate_reference", "numerics_note", "Fp16Range",
            "check_fp16_range", "LatencyReport", "latency_feeds", "latency_reuse", "measure",
            "LayerReport", "compare_layers", "Prepared", "check_preflight", "load_data",
-           "prepare_model", "RunResults", "assemble_record", "candidate_records", "record_files",
+           "prepare_model", "prepared_context", "text_encoder", "RunResults", "assemble_record", "candidate_records", "record_files",
            "recommend", "recorded_config", "slower_than_fp32", "target_note", "write_sha256sums",
            "QuantScope", "quant_scope", "SearchOutcome", "measure_sensitivity", "search_mixed",
            "search_skip_reason", "summary_lines"]

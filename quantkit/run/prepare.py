@@ -11,7 +11,8 @@ import onnx
 
 from quantkit.run.context import RunContext
 
-__all__ = ["Prepared", "check_preflight", "load_data", "prepare_model"]
+__all__ = ["Prepared", "check_preflight", "load_data", "prepare_model", "prepared_context",
+           "text_encoder"]
 
 log = logging.getLogger(__name__)
 
@@ -81,3 +82,30 @@ def prepare_model(ctx: RunContext, splits) -> Prepared:
     graph = ModelGraph.build(onnx.load(model.path))
     return Prepared(splits=splits, model=model, feeds=feeds,
                     eval_lengths=feeds.lengths(splits.eval), graph=graph)
+
+
+def prepared_context(settings, run_dir) -> RunContext:
+    """A RunContext with data, model, feeds and ModelGraph prepared exactly as a run does
+    (benchmarks and tests call stages on it). Uses the run's stage cache settings."""
+    from pathlib import Path
+
+    from quantkit.assets import cache_root
+    from quantkit.run.context import make_context
+
+    ctx = make_context(settings, Path(run_dir), cache_root(settings.cache_dir))
+    splits = load_data(ctx)
+    p = prepare_model(ctx, splits)
+    return ctx.with_inputs(model=p.model, splits=splits, feeds=p.feeds,
+                           eval_lengths=p.eval_lengths, graph=p.graph)
+
+
+def text_encoder(settings, model):
+    """The bare TextEncoder of a text model (benchmarks); runs use the model's feeds."""
+    from quantkit.data.text import TextEncoder, load_tokenizer
+    from quantkit.errors import ConfigError
+
+    if not model.tokenizer:
+        raise ConfigError("a text model needs a tokenizer", where="data.tokenizer", value=None,
+                          fix="set data.tokenizer=<directory with tokenizer.json or hub name>")
+    return TextEncoder(load_tokenizer(model.tokenizer), max_length=settings.data.max_length,
+                       input_names=model.input_names)
