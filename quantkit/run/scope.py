@@ -31,10 +31,15 @@ class QuantScope:
 
 
 def quant_scope(ctx: RunContext) -> QuantScope:
-    """The scope on the run's ModelGraph for ``settings.target`` and ``settings.precision``."""
+    """The scope on the run's ModelGraph for ``settings.target`` and ``settings.precision``.
+
+    ConfigError when an include / exclude pattern matches no node (quantkit.graph.selection).
+    """
     from quantkit.calibrate.collect import activation_tensors, select_tensors
+    from quantkit.graph.selection import NodeSelection
 
     p, graph = ctx.settings.precision, ctx.graph
+    NodeSelection.from_patterns(p.include_nodes, p.exclude_nodes).check_matches(graph.node_names)
     targets = select_tensors(graph.model, op_types=tuple(p.op_types),
                              include_nodes=tuple(p.include_nodes),
                              exclude_nodes=tuple(p.exclude_nodes))
