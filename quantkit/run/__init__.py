@@ -12,7 +12,7 @@ RunRecord once at the end (:func:`assemble_record`). Stage order:
 from quantkit.run.artifacts import Artifact, build_artifact, build_artifacts, plan_for_ranges
 from quantkit.run.backend_check import BackendCheck, check_backend
 from quantkit.run.calibration import Calibration, calibrate
-from quantkit.run.context import RunContext, make_context, proto_digest
+from quantkit.run.context import RunContext, make_context
 from quantkit.run.engine import EngineBuild, build_trt_engine
 from quantkit.run.evaluation import (Evaluation, evaluate, evaluate_artifact, evaluate_reference,
                                      numerics_note)
@@ -30,7 +30,7 @@ from quantkit.run.summary import summary_lines
 
 __all__ = ["Artifact", "build_artifact", "build_artifacts", "plan_for_ranges", "BackendCheck",
            "check_backend", "Calibration", "calibrate", "RunContext", "make_context",
-           "proto_digest", "EngineBuild", "build_trt_engine", "Evaluation", "evaluate",
+           "EngineBuild", "build_trt_engine", "Evaluation", "evaluate",
            "evaluate_artifact", "evaluate_reference", "numerics_note", "Fp16Range",
            "check_fp16_range", "LatencyReport", "latency_feeds", "latency_reuse", "measure",
            "LayerReport", "compare_layers", "Prepared", "check_preflight", "load_data",

@@ -8,7 +8,6 @@ worker) each build their own RunContext and share nothing by accident.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,14 +18,9 @@ import numpy as np
 
 from quantkit.settings import Settings
 
-__all__ = ["RunContext", "make_context", "proto_digest"]
+__all__ = ["RunContext", "make_context"]
 
 log = logging.getLogger(__name__)
-
-
-def proto_digest(proto) -> str:
-    """sha256 of a ModelProto's deterministic serialization (a stage-cache input)."""
-    return hashlib.sha256(proto.SerializeToString(deterministic=True)).hexdigest()
 
 
 @dataclass(frozen=True)

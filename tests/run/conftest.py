@@ -12,26 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reliability"))
 
 import tinyworld  # noqa: E402
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
-
-
-def compose_cfg(world: dict, *extra: str):
-    """The tiny world's run config, composed in-process (no Hydra run dir override)."""
-    from hydra import compose, initialize_config_dir
-
-    from quantkit.settings import register
-
-    register()
-    args = [a for a in tinyworld.override(tinyworld.cli_args(world), *extra)
-            if not a.startswith("hydra.")]
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose(config_name="config", overrides=args)
-
-
-def settings_for(world: dict, *extra: str):
-    from quantkit.settings import build
-
-    return build(compose_cfg(world, *extra))
+from runworld import compose_cfg, settings_for  # noqa: E402,F401
 
 
 @pytest.fixture(scope="session")

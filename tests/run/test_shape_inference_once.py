@@ -10,7 +10,7 @@ import threading
 import onnx
 import pytest
 
-from conftest import compose_cfg
+from runworld import compose_cfg
 
 
 def _signature(model) -> list[tuple]:

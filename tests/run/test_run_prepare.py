@@ -18,7 +18,7 @@ def test_prepare_builds_one_model_graph(ctx):
 
 
 def test_prepared_records(tiny, tmp_path):
-    from conftest import settings_for
+    from runworld import settings_for
 
     s = settings_for(tiny, "stage_cache=false")
     c = make_context(s, tmp_path, tmp_path / "cache")
@@ -32,7 +32,7 @@ def test_prepared_records(tiny, tmp_path):
 
 
 def test_preflight_names_a_missing_model_file(tiny, tmp_path):
-    from conftest import settings_for
+    from runworld import settings_for
 
     s = settings_for(tiny, f"model.path={tmp_path / 'missing.onnx'}")
     with pytest.raises(QuantkitError, match="missing.onnx"):

@@ -28,7 +28,7 @@ def test_record_from_results(ctx, reference, artifacts, evaluations, layers, cal
 
 
 def test_recorded_config_is_what_ran(tiny):
-    from conftest import compose_cfg
+    from runworld import compose_cfg
     from quantkit.settings import build
 
     cfg = compose_cfg(tiny, "target=ort_cpu")

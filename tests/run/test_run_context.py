@@ -50,7 +50,7 @@ def test_runner_marks_fp32_tensors_from_the_graph(ctx):
 
 
 def test_make_context_respects_stage_cache_off(tiny, tmp_path):
-    from conftest import settings_for
+    from runworld import settings_for
     from quantkit.run import make_context
 
     c = make_context(settings_for(tiny, "stage_cache=false"), tmp_path, tmp_path / "cache")

@@ -14,7 +14,7 @@ def test_tiny_model_fits_fp16(overflow):
 
 
 def test_a_node_beyond_65504_stays_fp32(tmp_path):
-    from conftest import settings_for
+    from runworld import settings_for
 
     world = tinyworld.make_world(tmp_path / "w")
     m = onnx.load(str(world["model"]))
