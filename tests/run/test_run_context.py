@@ -55,3 +55,11 @@ def test_make_context_respects_stage_cache_off(tiny, tmp_path):
 
     c = make_context(settings_for(tiny, "stage_cache=false"), tmp_path, tmp_path / "cache")
     assert isinstance(c, RunContext) and c.cache is not None and not c.cache.enabled
+
+
+def test_runners_satisfy_the_protocol_without_a_session(ctx):
+    from quantkit.backends.base import Runner
+
+    r = ctx.runner(ctx.graph.model, name="p")
+    assert isinstance(r, Runner)  # output_names is declared; checked without opening a session
+    assert not isinstance(object(), Runner)
