@@ -30,7 +30,8 @@ def setup(experiment: str = "bert_int8", *overrides: str):
 
     The encoder is a TextEncoder for text experiments and an ImageFeeds
     (quantkit.data.feeds) for image experiments (mobilenet_int8)."""
-    from quantkit.app import make_feeds, text_encoder
+    from quantkit.data.feeds import make_feeds
+    from quantkit.run import text_encoder
     from quantkit.assets import cache_root
     from quantkit.data import load_splits
     from quantkit.models import prepare_model

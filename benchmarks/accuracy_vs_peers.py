@@ -38,44 +38,34 @@ def main() -> None:
     text = s.data.kind == "text"
 
     import numpy as np
-    import onnx
 
     import peers
-    from quantkit.app import build_artifact, calibrate, evaluate_candidate, fp16_overflow
     from quantkit.backends.batched import run_split
     from quantkit.backends.ort import OrtRunner
     from quantkit.data.feeds import as_feeds
-    from quantkit.qdq.graph import ensure_node_names
+    from quantkit.run import (build_artifact, calibrate, check_fp16_range, evaluate_artifact,
+                              evaluate_reference, plan_for_ranges, prepared_context, quant_scope)
 
-    import quantkit.app as app
-    from quantkit.assets import cache_root
-    from quantkit.cache import StageCache
-
-    # the stage cache a run uses: evaluations a run of this experiment made are read back
-    app._CACHE = StageCache(Path(s.stage_cache_dir).expanduser() if s.stage_cache_dir
-                            else cache_root(s.cache_dir) / "stages", enabled=s.stage_cache)
     enc = as_feeds(enc)
     lengths = enc.lengths(splits.eval)
     y = splits.eval.labels
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        ref = evaluate_candidate(s, "fp32", model.path, model, splits, enc, lengths,
-                                 artifact_sha=model.sha256)
-        acc_fp32 = ref["evidence"]["metrics"]["accuracy"]
+        # the run's own stages and stage cache: evaluations a run of this experiment made
+        # are read back
+        ctx = prepared_context(s, tmp)
+        ref = evaluate_reference(ctx)
+        acc_fp32 = ref.metric("accuracy")
         rows.append(("fp32", "-", acc_fp32))
-        proto = onnx.load(model.path)
-        ensure_node_names(proto)
-        cal = calibrate(s, proto, splits, enc, tmp)
-        overflow = fp16_overflow(s, proto, splits, enc)
+        cal = calibrate(ctx, quant_scope(ctx))
+        overflow = check_fp16_range(ctx)
         qk = {}
-        for method, rng in cal["ranges"].items():
-            art = build_artifact(s, proto, tmp, f"int8.{method}", ranges=rng, overflow=overflow)
+        for method, rng in cal.ranges.items():
+            art = build_artifact(ctx, f"int8.{method}", plan_for_ranges(ctx, rng, overflow),
+                                 nonfinite=rng.excluded)
             # as a quantkit run evaluates it: FP16 remainder on a faithful FP16 emulation
-            res = evaluate_candidate(s, f"int8.{method}", art["path"], model, splits, enc, lengths,
-                                     reference=ref, plan_int8=art["plan"].int8_nodes(),
-                                     emulated=art["emulated"], artifact_sha=art["sha256"])
-            qk[method] = res["evidence"]["metrics"]["accuracy"]
+            qk[method] = evaluate_artifact(ctx, art, ref).metric("accuracy")
             rows.append(("quantkit", f"{method} (INT8 + FP16 remainder, emulated)", qk[method]))
         # ORT stacks its calibration batches: text batches padded to max_length (images
         # have one shape already)

@@ -40,18 +40,18 @@ def child(side: str, samples: int, padding: str, experiment: str = "bert_int8") 
     if side == "quantkit":
         import onnx
 
-        from quantkit.calibrate import (activation_tensors, collect_stats, compute_ranges,
-                                        make_calibrator, select_tensors)
+        from quantkit.calibrate import collect_stats, compute_ranges, make_calibrator
 
-        from quantkit.app import residual_inputs
-        from quantkit.qdq.graph import ensure_node_names
+        from quantkit.graph.model_graph import ModelGraph
+        from quantkit.run import RunContext, quant_scope
 
         t0 = time.perf_counter()
         proto = onnx.load(model.path)
-        ensure_node_names(proto)
-        tensors = activation_tensors(select_tensors(proto))
-        # as a run does: the skip inputs of residual Adds after INT8 Convs too (TRT rule 6)
-        tensors += [t for t in residual_inputs(s, proto, tensors) if t not in set(tensors)]
+        graph = ModelGraph.build(proto)
+        # as a run does: the run's QuantScope, incl. the skip inputs of residual Adds after
+        # INT8 Convs (TRT rule 6)
+        tensors = list(quant_scope(RunContext(settings=s, run_dir=Path("."), cache_dir=Path("."),
+                                              graph=graph)).tensors)
         res = collect_stats(proto, iter(feeds), tensors, progress=False)
         cals = {m: make_calibrator(m) for m in ("minmax", "percentile", "entropy", "mse")}
         ranges = compute_ranges(res.stats, cals, samples_seen=res.samples_seen)

@@ -69,7 +69,7 @@ def feeds_for(settings, model, splits, *, seq_len: int):
 
     kind = getattr(settings.data, "kind", "text")
     if kind == "text":
-        from quantkit.app import text_encoder
+        from quantkit.run import text_encoder
 
         enc = text_encoder(settings, model)
         texts = splits.eval.texts
@@ -80,7 +80,7 @@ def feeds_for(settings, model, splits, *, seq_len: int):
         calib = [f for _, f in iter_feeds(enc, splits.calib.texts, settings.calibrator.batch_size,
                                           pad_to=seq_len)]
         return enc, make_batch, calib, f"real eval snippets padded to {seq_len} tokens"
-    from quantkit.app import make_feeds
+    from quantkit.data.feeds import make_feeds
 
     enc = make_feeds(settings, model)
 
@@ -120,30 +120,36 @@ def main(argv=None) -> None:
     splits = load_splits(s_trt, cache_dir=cache)
     model = prepare_model(s_trt, splits, cache_dir=cache)
 
+    import dataclasses
+
     import peers
-    from quantkit.app import build_artifact, calibrate
     from quantkit.backends.ort import OrtRunner
-    from quantkit.qdq.graph import ensure_node_names
+    from quantkit.graph.model_graph import ModelGraph
+    from quantkit.run import (RunContext, build_artifact, calibrate, plan_for_ranges,
+                              quant_scope)
 
     enc, make_batch, calib_feeds, feed_desc = feeds_for(s_trt, model, splits, seq_len=a.seq_len)
     proto = onnx.load(model.path)
-    ensure_node_names(proto)
+    graph = ModelGraph.build(proto)  # names the nodes of proto
     ropts = dict(disabled_optimizers=s_trt.backend.disabled_optimizers,
                  intra_op_threads=a.threads, providers=s_trt.backend.providers)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        cal = calibrate(s_ort, proto, splits, enc, tmp)  # ort_cpu's set: a superset
-        if a.calibrator not in cal["ranges"]:
-            raise SystemExit(f"--calibrator {a.calibrator}: not one of {list(cal['ranges'])}")
-        rng = cal["ranges"][a.calibrator]
+        ctx = RunContext(settings=s_ort, run_dir=tmp, cache_dir=cache, model=model,
+                         splits=splits, feeds=enc, graph=graph)
+        cal = calibrate(ctx, quant_scope(ctx))  # ort_cpu's set: a superset
+        if a.calibrator not in cal.ranges:
+            raise SystemExit(f"--calibrator {a.calibrator}: not one of {list(cal.ranges)}")
+        rng = cal.ranges[a.calibrator]
         arts = {}
         for tgt, s in (("ort_cpu", s_ort), ("tensorrt", s_trt)):
             d = tmp / tgt
             d.mkdir()
-            arts[tgt] = build_artifact(s, proto, d, f"int8.{a.calibrator}", ranges=rng,
-                                       overflow={})
-        int8_nodes = arts["tensorrt"]["plan"].int8_nodes()
-        assert int8_nodes == arts["ort_cpu"]["plan"].int8_nodes(), "one Plan for both targets"
+            tctx = dataclasses.replace(ctx, settings=s, run_dir=d)
+            arts[tgt] = build_artifact(tctx, f"int8.{a.calibrator}",
+                                       plan_for_ranges(tctx, rng, None), nonfinite=rng.excluded)
+        int8_nodes = arts["tensorrt"].plan.int8_nodes()
+        assert int8_nodes == arts["ort_cpu"].plan.int8_nodes(), "one Plan for both targets"
         named = tmp / "fp32.named.onnx"
         onnx.save(proto, str(named))
         ortq = tmp / "ort_quantize_static.onnx"
@@ -151,8 +157,8 @@ def main(argv=None) -> None:
                            op_types=tuple(s_trt.precision.op_types), nodes_to_quantize=int8_nodes)
         ortq_u8 = tmp / "ort_quantize_static_u8.onnx"
         ort_quantize_uint8(named, ortq_u8, calib_feeds)
-        paths = {"fp32": model.path, "quantkit.ort_cpu": arts["ort_cpu"]["path"],
-                 "quantkit.tensorrt": arts["tensorrt"]["path"], "ort.quantize_static": ortq,
+        paths = {"fp32": model.path, "quantkit.ort_cpu": arts["ort_cpu"].path,
+                 "quantkit.tensorrt": arts["tensorrt"].path, "ort.quantize_static": ortq,
                  "ort.quantize_static.u8": ortq_u8}
         coverage = {}
         for name, path in paths.items():

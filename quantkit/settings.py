@@ -18,6 +18,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from quantkit.errors import ConfigError
+from quantkit.graph.weights import WEIGHTED_OPS
 
 CALIBRATOR_NAMES = ("minmax", "percentile", "entropy", "mse")
 
@@ -185,7 +186,7 @@ class SearchConfig:
 
 @dataclass
 class PrecisionConfig:
-    op_types: list[str] = field(default_factory=lambda: ["MatMul", "Gemm", "Conv", "ConvTranspose"])
+    op_types: list[str] = field(default_factory=lambda: list(WEIGHTED_OPS))
     include_nodes: list[str] = field(default_factory=list)  # regexes; empty = all in scope
     exclude_nodes: list[str] = field(default_factory=list)
     force: dict[str, str] = field(default_factory=dict)  # node/op regex -> int8|fp16|fp32
@@ -670,16 +671,26 @@ def build(cfg: DictConfig | dict) -> Settings:
     return apply_target(validate(obj))
 
 
-def apply_target(s: Settings) -> Settings:
-    """What a deployment target forces: target=ort_cpu runs the remainder in FP32 (ONNX
-    Runtime CPU has no fast FP16 kernels). Logged; the run record notes it."""
-    if s.target == "ort_cpu" and s.precision.remainder != "fp32":
-        import logging
+def target_overrides(s: Settings) -> dict[str, Any]:
+    """What the deployment target forces, as dotted config keys -> values: target=ort_cpu
+    runs the remainder in FP32 (ONNX Runtime CPU has no fast FP16 kernels). The run record's
+    config has these written in, so it shows the configuration that ran."""
+    return {"precision.remainder": "fp32"} if s.target == "ort_cpu" else {}
 
-        logging.getLogger(__name__).info(
-            "target=ort_cpu: precision.remainder %s -> fp32 (ONNX Runtime CPU has no fast "
-            "FP16 kernels)", s.precision.remainder)
-        s.precision.remainder = "fp32"
+
+def apply_target(s: Settings) -> Settings:
+    """Apply :func:`target_overrides` to ``s`` (logged; the run record notes it)."""
+    for dotted, value in target_overrides(s).items():
+        *parents, leaf = dotted.split(".")
+        node = s
+        for key in parents:
+            node = getattr(node, key)
+        if getattr(node, leaf) != value:
+            import logging
+
+            logging.getLogger(__name__).info(
+                "target=%s: %s %s -> %s", s.target, dotted, getattr(node, leaf), value)
+            setattr(node, leaf, value)
     return s
 
 

@@ -109,13 +109,9 @@ def default_runner(settings, name: str, model):
         from quantkit.backends.trt import TrtRunner
 
         return TrtRunner(model["engine_path"], name=f"bench-{name}", device=settings.backend.trt.device)
-    from quantkit.backends.ort import OrtRunner
+    from quantkit.backends.runners import ort_runner
 
-    b = settings.backend
-    return OrtRunner(model, name=f"bench-{name}", providers=b.providers,
-                     provider_options=getattr(b, "provider_options", None) or None,
-                     disabled_optimizers=b.disabled_optimizers,
-                     intra_op_threads=b.intra_op_threads)
+    return ort_runner(settings.backend, model, name=f"bench-{name}")
 
 
 def _time(settings, runner, feeds):

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,16 +24,14 @@ import onnx
 
 from quantkit.calibrate.ranges import Ranges, compute_ranges
 from quantkit.calibrate.stats import DEFAULT_NUM_BINS, HistogramStats, combine_stats
-from quantkit.calibrate.weights import WEIGHTED_OPS, weight_axis
+from quantkit.graph.selection import NodeSelection
+from quantkit.graph.weights import WEIGHT_INPUTS, WEIGHTED_OPS, weight_axis
 from quantkit.errors import BackendError, CalibrationError, ConfigError, DataError, QuantkitError
 
 __all__ = ["QuantTarget", "WeightTarget", "select_tensors", "activation_tensors",
            "CollectResult", "collect_stats", "compute_ranges", "Ranges"]
 
 log = logging.getLogger(__name__)
-
-#: Inputs of these ops that may carry the weight (others are never weights).
-_WEIGHT_INPUTS = {"Conv": (1,), "ConvTranspose": (1,), "Gemm": (0, 1), "MatMul": (0, 1)}
 
 
 @dataclass(frozen=True)
@@ -61,19 +58,6 @@ class QuantTarget:
     node_index: int
     activations: tuple[str, ...]
     weight: WeightTarget | None = None
-
-
-def _compile(patterns: Sequence[str] | str, where: str) -> list[re.Pattern[str]]:
-    if isinstance(patterns, str):
-        patterns = (patterns,)
-    out = []
-    for p in patterns:
-        try:
-            out.append(re.compile(p))
-        except re.error as exc:
-            raise ConfigError(f"invalid regular expression ({exc})", where=where, value=p,
-                              fix="use a Python regex matched with re.search") from exc
-    return out
 
 
 def _constants(graph: onnx.GraphProto) -> dict[str, tuple[tuple[int, ...], str]]:
@@ -104,17 +88,16 @@ def select_tensors(model: onnx.ModelProto, *,
                    exclude_nodes: Sequence[str] | str = ()) -> list[QuantTarget]:
     """Weighted nodes to quantize, in graph (topological) order.
 
-    ``include_nodes`` / ``exclude_nodes`` are regexes searched in node names: when
-    include patterns are given a node must match one; a node matching an exclude pattern
-    is dropped. Only the first two inputs count (Conv/Gemm bias stays unquantized).
+    ``include_nodes`` / ``exclude_nodes`` are regexes matched against whole node names
+    (:mod:`quantkit.graph.selection`): when include patterns are given a node must match
+    one; a node matching an exclude pattern is dropped. Only the first two inputs count (Conv/Gemm bias stays unquantized).
     Nodes whose inputs are all constant, or whose weight has no output-channel axis
     (e.g. a 1-D MatMul weight: GEMV), are skipped with a log message.
     """
     if not isinstance(model, onnx.ModelProto):
         raise ConfigError("select_tensors needs an onnx.ModelProto", value=type(model).__name__,
                           fix="load the model with onnx.load(path)")
-    include = _compile(include_nodes, "calibrate.include_nodes")
-    exclude = _compile(exclude_nodes, "calibrate.exclude_nodes")
+    selection = NodeSelection.from_patterns(include_nodes, exclude_nodes)
     graph = model.graph
     consts = _constants(graph)
     wanted = set(op_types)
@@ -123,9 +106,7 @@ def select_tensors(model: onnx.ModelProto, *,
         if node.op_type not in wanted or node.domain not in ("", "ai.onnx"):
             continue
         name = node.name or f"{node.op_type}_{idx}"
-        if include and not any(r.search(name) for r in include):
-            continue
-        if any(r.search(name) for r in exclude):
+        if not selection.selects(name):
             continue
         inputs = [(k, t) for k, t in enumerate(node.input[:2]) if t]
         const_inputs = [(k, t) for k, t in inputs if t in consts]
@@ -136,7 +117,7 @@ def select_tensors(model: onnx.ModelProto, *,
         weight = None
         if const_inputs:
             k, t = const_inputs[0]
-            if k not in _WEIGHT_INPUTS.get(node.op_type, (1,)):
+            if k not in WEIGHT_INPUTS.get(node.op_type, (1,)):
                 log.info("skip %s (%s): constant input %d is not a weight", name,
                          node.op_type, k)
                 continue
@@ -174,9 +155,9 @@ RunnerFactory = Callable[[Any, Sequence[str]], Any]
 
 
 def _default_runner(model: Any, extra_outputs: Sequence[str]) -> Any:
-    from quantkit.backends.ort import OrtRunner
+    from quantkit.backends.runners import ort_runner
 
-    return OrtRunner(model, name="calibrate", extra_outputs=extra_outputs)
+    return ort_runner(None, model, name="calibrate", extra_outputs=extra_outputs)
 
 
 def _batch_size(feed: Mapping[str, Any], first_input: str | None) -> int:
@@ -248,8 +229,6 @@ def collect_stats(model_path_or_proto: str | os.PathLike | onnx.ModelProto,
 
     from tqdm import tqdm
 
-    from quantkit.backends.ort import OrtRunner
-
     feed_set = set(from_feed)
     with contextlib.ExitStack() as stack:
         runner = stack.enter_context((runner_factory or _default_runner)(model, fetch)) \
@@ -272,10 +251,7 @@ def collect_stats(model_path_or_proto: str | os.PathLike | onnx.ModelProto,
             outputs: Mapping[str, Any] = {}
             if runner is not None:
                 try:
-                    if isinstance(runner, OrtRunner):
-                        outputs = runner.infer(dict(feed), output_names=fetch)
-                    else:
-                        outputs = runner.infer(dict(feed))
+                    outputs = runner.infer(dict(feed), fetch)  # the Runner protocol
                 except BackendError as exc:  # the runner named the input that does not fit
                     raise CalibrationError(f"inference failed: {exc.what}",
                                            where=f"calibration batch {b}"

@@ -7,6 +7,7 @@ here only, lazily; ``import quantkit`` never imports them.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -43,16 +44,38 @@ def export_encoder(encoder: str, out_path: Path, *, opset: int, pooling: str,
                    trust_remote_code: bool = False) -> None:
     """Encoder -> pooled, L2-normalized embedding ONNX (dynamic batch and sequence)."""
     torch, transformers = _import_export_deps()
+    with _quiet_export(torch, transformers):
+        _export_encoder(torch, transformers, encoder, out_path, opset=opset, pooling=pooling,
+                        trust_remote_code=trust_remote_code)
+
+
+@contextlib.contextmanager
+def _quiet_export(torch, transformers):
+    """transformers' verbosity / progress bar and torch's tracer warnings silenced for the
+    export only; everything is restored after (no process-wide side effect)."""
     import warnings
 
-    transformers.utils.logging.disable_progress_bar()
-    transformers.utils.logging.set_verbosity_error()
-    warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
-    warnings.filterwarnings("ignore", message=".*advanced indexing.*")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1" if Path(encoder).is_dir() else os.environ.get("HF_HUB_OFFLINE", "0"))
+    tlog = transformers.utils.logging
+    level, bar = tlog.get_verbosity(), tlog.is_progress_bar_enabled()
+    tlog.set_verbosity_error()
+    tlog.disable_progress_bar()
     try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
+            warnings.filterwarnings("ignore", message=".*advanced indexing.*")
+            yield
+    finally:
+        tlog.set_verbosity(level)
+        if bar:
+            tlog.enable_progress_bar()
+
+
+def _export_encoder(torch, transformers, encoder: str, out_path: Path, *, opset: int,
+                    pooling: str, trust_remote_code: bool) -> None:
+    try:  # a local directory never touches the hub; a hub id follows HF_HUB_OFFLINE as set
         hf = transformers.AutoModel.from_pretrained(encoder, attn_implementation="eager",
-                                                    trust_remote_code=trust_remote_code)
+                                                    trust_remote_code=trust_remote_code,
+                                                    local_files_only=Path(encoder).is_dir())
     except Exception as exc:
         raise ModelError(f"could not load the encoder: {str(exc).splitlines()[0]}", where="model",
                          value=encoder, fix="check the model id / directory (hub ids need network)") from exc

@@ -10,8 +10,9 @@ Decision order for each node, first match wins:
 1. ``force``: a regex that matches the whole node name or the whole op type
    (``re.fullmatch``) sets the precision ("forced by config"). Forcing INT8 needs a finite
    amax for every activation input, else ConfigError.
-2. Automatic INT8: op type in ``op_types``, node not in ``exclude_nodes``, in
-   ``include_nodes`` when that is given, every activation input has a finite amax and is not
+2. Automatic INT8: op type in ``op_types``, node not matched by ``exclude_nodes``, matched
+   by ``include_nodes`` when that is given (regexes on the whole node name,
+   :mod:`quantkit.graph.selection`), every activation input has a finite amax and is not
    ``excluded``, and (``skip_small``) not a GEMV / small GEMM / few-channel Conv.
 3. ``fp32_nodes_reasons``: FP32 with the given reason. It only overrides the remainder:
    INT8 nodes keep INT8, because their outputs stay FP32 (see ``quantkit.qdq.casts``).
@@ -42,7 +43,9 @@ from enum import Enum
 import onnx
 
 from quantkit.errors import ConfigError
-from quantkit.qdq.graph import (TensorInfo, attr, constant_tensors, ensure_node_names,
+from quantkit.graph.selection import NodeSelection
+from quantkit.graph.weights import WEIGHTED_OPS
+from quantkit.graph.facts import (TensorInfo, attr, constant_tensors, ensure_node_names,
                                 quant_slots, tensor_infos)
 
 log = logging.getLogger(__name__)
@@ -51,13 +54,13 @@ __all__ = ["Precision", "NodeDecision", "Plan", "build_plan", "ensure_node_names
            "DEFAULT_OP_TYPES", "MIN_GEMM_DIM", "MIN_CONV_CHANNELS"]
 
 #: Weighted ops quantized by default (TRT rules 4 and 9: the safe INT8 scope).
-DEFAULT_OP_TYPES = ("MatMul", "Gemm", "Conv", "ConvTranspose")
+DEFAULT_OP_TYPES = WEIGHTED_OPS
 #: MatMul / Gemm with K or N below this stay out of INT8 (rule 10; ModelOpt's _MIN_MATMUL_DIM).
 MIN_GEMM_DIM = 16
 #: Conv channel count below which the ModelOpt INT8 exceptions must hold (rule 10).
 MIN_CONV_CHANNELS = 16
 
-_WEIGHTED = frozenset(DEFAULT_OP_TYPES)
+_WEIGHTED = frozenset(WEIGHTED_OPS)
 
 
 class Precision(str, Enum):
@@ -202,7 +205,8 @@ def build_plan(model: onnx.ModelProto, *, amax: Mapping[str, float],
                fp32_nodes_reasons: Mapping[str, str] | None = None,
                skip_small: bool = True,
                calibrator: str = "",
-               fp32_ops: Iterable[str] | None = None) -> Plan:
+               fp32_ops: Iterable[str] | None = None,
+               infos: Mapping[str, TensorInfo] | None = None) -> Plan:
     """Decide int8 / fp16 / fp32 with a reason for every node (see the module docstring).
 
     ``amax``: calibrated per-tensor amax of activations; ``excluded``: tensor -> why it must
@@ -215,14 +219,15 @@ def build_plan(model: onnx.ModelProto, *, amax: Mapping[str, float],
     force = dict(force or {})
     fp32_reasons = dict(fp32_nodes_reasons or {})
     op_types = tuple(op_types)
-    include, exclude = set(include_nodes), set(exclude_nodes)
+    selection = NodeSelection.from_patterns(tuple(include_nodes), tuple(exclude_nodes),
+                                            where="build_plan")
     rem = _precision(remainder, "build_plan(remainder)")
     if rem is Precision.INT8:
         raise ConfigError("the remainder precision cannot be int8", where="build_plan(remainder)",
                           value="int8", fix="use fp16 or fp32; INT8 needs calibrated weighted ops")
     names = [n.name for n in graph.node]
-    for what, given in (("include_nodes", include), ("exclude_nodes", exclude),
-                        ("fp32_nodes_reasons", set(fp32_reasons))):
+    selection.check_matches(names, where="build_plan")
+    for what, given in (("fp32_nodes_reasons", set(fp32_reasons)),):
         for n in sorted(given):
             if n not in names:
                 raise ConfigError(f"{what} names a node the model does not have",
@@ -250,7 +255,7 @@ def build_plan(model: onnx.ModelProto, *, amax: Mapping[str, float],
             continue
         (finite_amax if math.isfinite(fv) and fv >= 0 else bad_amax)[t] = fv
 
-    infos = tensor_infos(model)
+    infos = tensor_infos(model) if infos is None else infos  # ModelGraph.infos: inferred once
     constants = constant_tensors(graph)
     graph_inputs = {i.name for i in graph.input}
     ctx = _Ctx(infos, constants, graph_inputs, finite_amax, bad_amax, excluded)
@@ -269,7 +274,7 @@ def build_plan(model: onnx.ModelProto, *, amax: Mapping[str, float],
                                       fix="calibrate the node's inputs or force fp16/fp32")
             decisions[node.name] = NodeDecision(p, f"forced by config ({pattern!r})")
             continue
-        decision = _auto(node, ctx, op_types=op_types, include=include, exclude=exclude,
+        decision = _auto(node, ctx, op_types=op_types, selection=selection,
                          remainder=rem, skip_small=skip_small, calibrator=calibrator)
         if decision.precision is not Precision.INT8 and node.name in fp32_reasons:
             decision = NodeDecision(Precision.FP32, fp32_reasons[node.name])
@@ -332,15 +337,15 @@ class _Ctx:
         return self.input_blocker(node)
 
 
-def _auto(node: onnx.NodeProto, ctx: _Ctx, *, op_types, include, exclude, remainder,
+def _auto(node: onnx.NodeProto, ctx: _Ctx, *, op_types, selection: NodeSelection, remainder,
           skip_small, calibrator) -> NodeDecision:
     op = node.op_type
     if op not in op_types:
         why = f"not a weighted op ({op})" if op not in _WEIGHTED else f"{op} not in op_types"
         return NodeDecision(remainder, why)
-    if node.name in exclude:
+    if selection.excluded(node.name):
         return NodeDecision(remainder, "excluded by config (exclude_nodes)")
-    if include and node.name not in include:
+    if selection.not_included(node.name):
         return NodeDecision(remainder, "not in include_nodes")
     slots = quant_slots(node, ctx.infos, ctx.constants)
     if not slots.activations:

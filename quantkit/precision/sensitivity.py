@@ -119,7 +119,7 @@ def proxy_scores(layer_stats: Mapping[str, Mapping[str, Any]],
     return out
 
 
-def int8_node_tensors(model: onnx.ModelProto, int8_nodes: Iterable[str]
+def int8_node_tensors(model: onnx.ModelProto, int8_nodes: Iterable[str], *, infos=None
                       ) -> tuple[dict[str, str], dict[str, list[str]]]:
     """``(node_outputs, node_inputs)`` for :func:`proxy_scores`, in graph order.
 
@@ -127,7 +127,7 @@ def int8_node_tensors(model: onnx.ModelProto, int8_nodes: Iterable[str]
     activation inputs (the ones ``insert_qdq`` quantizes, TRT rule 4). Does not edit ``model``;
     names follow ``ensure_node_names`` (the names a Plan uses).
     """
-    from quantkit.qdq.graph import constant_tensors, node_names, quant_slots, tensor_infos
+    from quantkit.graph.facts import constant_tensors, node_names, quant_slots, tensor_infos
 
     wanted = set(int8_nodes)
     graph = model.graph
@@ -136,7 +136,7 @@ def int8_node_tensors(model: onnx.ModelProto, int8_nodes: Iterable[str]
     if unknown:
         raise ConfigError("node is not in the model", where="precision.int8_node_tensors",
                           value=unknown[0], fix="pass node names from the plan built on this model")
-    infos = tensor_infos(model)
+    infos = tensor_infos(model) if infos is None else infos  # ModelGraph.infos when known
     constants = constant_tensors(graph)
     outputs: dict[str, str] = {}
     inputs: dict[str, list[str]] = {}

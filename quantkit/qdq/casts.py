@@ -90,7 +90,7 @@ FP16_MIN_NORMAL = float(np.finfo(np.float16).tiny)
 
 
 def convert_fp16(model: onnx.ModelProto, plan: Plan, *, keep_io_types: bool = True,
-                 qdq_scale_dtype: str = "fp32") -> onnx.ModelProto:
+                 qdq_scale_dtype: str = "fp32", infos: Mapping | None = None) -> onnx.ModelProto:
     """A copy of ``model`` whose FP16-planned nodes compute in float16 (scheme: module doc).
 
     Run it after ``insert_qdq`` (Q/DQ nodes need not be in the plan). ``keep_io_types``
@@ -103,10 +103,11 @@ def convert_fp16(model: onnx.ModelProto, plan: Plan, *, keep_io_types: bool = Tr
     has no CPU kernel for in Casts of its own).
     """
     return _Rewrite(model, plan, keep_io_types=keep_io_types, emulate=False,
-                    qdq_scale_dtype=qdq_scale_dtype).run()
+                    qdq_scale_dtype=qdq_scale_dtype, infos=infos).run()
 
 
-def emulate_fp16(model: onnx.ModelProto, plan: Plan, *, qdq_scale_dtype: str = "fp32"
+def emulate_fp16(model: onnx.ModelProto, plan: Plan, *, qdq_scale_dtype: str = "fp32",
+                 infos: Mapping | None = None
                  ) -> onnx.ModelProto:
     """FP32 compute with FP16 rounding wherever :func:`convert_fp16` would hold FP16 values.
 
@@ -114,7 +115,7 @@ def emulate_fp16(model: onnx.ModelProto, plan: Plan, *, qdq_scale_dtype: str = "
     be compared tensor by tensor with the FP32 model or the converted one.
     """
     return _Rewrite(model, plan, keep_io_types=True, emulate=True,
-                    qdq_scale_dtype=qdq_scale_dtype).run()
+                    qdq_scale_dtype=qdq_scale_dtype, infos=infos).run()
 
 
 def node_compute_dtypes(model: onnx.ModelProto, plan: Plan, *, qdq_scale_dtype: str = "fp32"
@@ -126,7 +127,8 @@ def node_compute_dtypes(model: onnx.ModelProto, plan: Plan, *, qdq_scale_dtype: 
 
 
 def fp16_overflow_nodes(model: onnx.ModelProto, tensor_absmax: Mapping[str, float], *,
-                        limit: float = FP16_MAX) -> dict[str, str]:
+                        limit: float = FP16_MAX, infos: Mapping | None = None
+                        ) -> dict[str, str]:
     """Nodes to keep in FP32: a float input or output exceeds ``limit`` (default 65504).
 
     ``tensor_absmax`` holds max |x| of tensors from FP32 reference runs; constants are
@@ -135,7 +137,7 @@ def fp16_overflow_nodes(model: onnx.ModelProto, tensor_absmax: Mapping[str, floa
     Pass the result as ``build_plan(fp32_nodes_reasons=...)``.
     """
     graph = model.graph
-    infos = tensor_infos(model)
+    infos = tensor_infos(model) if infos is None else infos  # ModelGraph.infos: no re-inference
     absmax = {t: float(np.max(np.abs(v), initial=0.0))
               for t, v in constant_arrays(graph).items() if v.dtype == np.float32}
     absmax.update({t: float(v) for t, v in tensor_absmax.items()})
@@ -194,7 +196,7 @@ class _Rewrite:
     """Decides each node's compute dtype (analyze) and rewrites the graph (emit)."""
 
     def __init__(self, model: onnx.ModelProto, plan: Plan, *, keep_io_types: bool,
-                 emulate: bool, qdq_scale_dtype: str = "fp32") -> None:
+                 emulate: bool, qdq_scale_dtype: str = "fp32", infos: Mapping | None = None) -> None:
         if qdq_scale_dtype not in QDQ_SCALE_DTYPES:
             raise ConfigError("unknown Q/DQ scale dtype", where="qdq_scale_dtype",
                               value=qdq_scale_dtype, fix="use fp32 (default) or fp16")
@@ -221,7 +223,7 @@ class _Rewrite:
         self.graph = self.model.graph
         self.nodes = list(self.graph.node)
         self.opset = opset_version(self.model)
-        self.infos = tensor_infos(self.model)
+        self.infos = tensor_infos(self.model) if infos is None else dict(infos)
         self.constants = constant_tensors(self.graph)
         self.graph_inputs = [i.name for i in self.graph.input]
         self.captures = subgraph_captures(self.graph)

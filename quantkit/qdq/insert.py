@@ -40,10 +40,11 @@ from onnx import numpy_helper
 
 from quantkit.errors import GraphEditError
 from quantkit.precision.plan import Plan, Precision
-from quantkit.qdq.graph import (TensorInfo, attr, constant_tensors, consumers, ensure_node_names,
+from quantkit.graph.facts import (TensorInfo, attr, constant_tensors, consumers, ensure_node_names,
                                 node_names, quant_slots, require_qdq_opset, tensor_infos,
                                 unique_name, with_value_info)
-from quantkit.qdq.scales import BIAS_SLOT, int8_scale, per_channel_amax, weight_axis
+from quantkit.graph.weights import BIAS_SLOT, weight_axis
+from quantkit.qdq.scales import int8_scale, per_channel_amax
 from quantkit.qdq.targets import DEFAULT_TARGET, Target, get_target, uint8_qparams
 
 log = logging.getLogger(__name__)
@@ -108,13 +109,14 @@ class QdqMap:
                                  ) from None
 
 
-def residual_add_inputs(model: onnx.ModelProto, plan: Plan) -> list[str]:
+def residual_add_inputs(model: onnx.ModelProto, plan: Plan, *,
+                        infos: Mapping[str, TensorInfo] | None = None) -> list[str]:
     """Skip-branch tensors of residual Adds after INT8 Convs (rule 6), in graph order.
 
     Calibrate these too and put their amax into ``plan.activation_amax``; insert_qdq then
     quantizes them so TensorRT can fuse Conv + Add with INT8 I/O. Does not edit ``model``.
     """
-    infos = tensor_infos(model)
+    infos = tensor_infos(model) if infos is None else infos
     return list(dict.fromkeys(t for _, _, t in _residual_skips(model.graph, plan, infos)))
 
 
@@ -153,7 +155,8 @@ def _residual_skips(graph: onnx.GraphProto, plan: Plan,
     return found
 
 
-def ort_cpu_output_tensors(model: onnx.ModelProto, plan: Plan) -> list[str]:
+def ort_cpu_output_tensors(model: onnx.ModelProto, plan: Plan, *,
+                           infos: Mapping[str, TensorInfo] | None = None) -> list[str]:
     """Outputs target ort_cpu quantizes (so they need a calibrated range), in graph order.
 
     INT8 Conv outputs (past a single-reader Relu / Clip with constant bounds), outputs of
@@ -166,7 +169,7 @@ def ort_cpu_output_tensors(model: onnx.ModelProto, plan: Plan) -> list[str]:
     Calibrate these for target ort_cpu and put their amax / min / max into the Plan.
     Does not edit ``model``.
     """
-    infos = tensor_infos(model)
+    infos = tensor_infos(model) if infos is None else infos
     outs, _ = _ort_cpu_fusions(model.graph, plan, infos, constant_tensors(model.graph),
                                has_range=lambda t: True)
     return list(outs)
@@ -272,13 +275,15 @@ def _decision(plan: Plan, name: str) -> Precision | None:
 
 
 def insert_qdq(model: onnx.ModelProto, plan: Plan, *,
-               target: str | Target = DEFAULT_TARGET) -> tuple[onnx.ModelProto, QdqMap]:
+               target: str | Target = DEFAULT_TARGET,
+               infos: Mapping[str, TensorInfo] | None = None) -> tuple[onnx.ModelProto, QdqMap]:
     """A copy of ``model`` with Q/DQ in front of every INT8 node of ``plan``, and its QdqMap.
 
     ``target`` (``qdq/targets.py``) chooses the realization: ``tensorrt`` (signed symmetric
     INT8 activations, TRT_RULES.md) or ``ort_cpu`` (uint8 asymmetric activations from
     ``plan.activation_range``, falling back to ``[-amax, amax]`` for a tensor without one).
     Needs opset >= 13 (per-channel axis). The result passes ``onnx.checker.check_model``.
+    ``infos``: the tensor facts of ``model`` when known (``ModelGraph.infos``), else inferred.
     """
     where = "qdq.insert_qdq"
     tgt = get_target(target)
@@ -291,7 +296,7 @@ def insert_qdq(model: onnx.ModelProto, plan: Plan, *,
     if missing:
         raise GraphEditError("the plan's INT8 node is not in the model", where=where,
                              value=missing[0], fix="build the plan on this model (build_plan)")
-    infos = tensor_infos(m)
+    infos = tensor_infos(m) if infos is None else infos
     constants = constant_tensors(m.graph)
     skips = _residual_skips(m.graph, plan, infos) if tgt.residual_add else []
     fused, qnodes = (_ort_cpu_fusions(m.graph, plan, infos, constants,
@@ -318,7 +323,7 @@ def insert_qdq(model: onnx.ModelProto, plan: Plan, *,
         if slots.weight is not None:
             t = proto.input[slots.weight]
             w = numpy_helper.to_array(constants[t])
-            axis = weight_axis(proto.op_type, w.ndim, trans_b=int(attr(proto, "transB", 0)))
+            axis = weight_axis(proto.op_type, w.ndim, {"transB": attr(proto, "transB", 0)})
             w_scale = int8_scale(per_channel_amax(w, axis), where=f"weight {t}")
             editor.quantize(node, t, w_scale, axis=axis)
             if tgt.quantize_bias:

@@ -34,8 +34,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import onnx
 
-from quantkit.qdq.graph import attr, constant_arrays, consumers, node_names, producers
-from quantkit.qdq.scales import BIAS_SLOT, WEIGHT_SLOT, weight_axis
+from quantkit.graph.facts import attr, constant_arrays, consumers, node_names, producers
+from quantkit.graph.weights import BIAS_SLOT, WEIGHT_SLOT, weight_axis
 
 __all__ = ["Violation", "lint_qdq", "lint_ort_cpu", "lint_for_target", "RULES", "ORT_CPU_RULES"]
 
@@ -307,7 +307,7 @@ def _check_weight(dq: onnx.NodeProto, name: str, x: str, consts, prod, readers, 
             continue
         if w.ndim < 2:
             continue
-        axis = weight_axis(reader.op_type, w.ndim, trans_b=int(attr(reader, "transB", 0)))
+        axis = weight_axis(reader.op_type, w.ndim, {"transB": attr(reader, "transB", 0)})
         channels = w.shape[axis]
         if n_scales == 1 and channels > 1:
             flag("weight-per-tensor", f"weight {weight} of {reader.op_type} has one scale for "

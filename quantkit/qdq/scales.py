@@ -2,7 +2,8 @@
 
 INT8 is signed and symmetric: ``scale = amax / 127``, zero point 0. Activations get one
 scale per tensor; weights of Conv / ConvTranspose / Gemm / MatMul get one scale per output
-channel, taken as the max-abs over every axis except the channel axis.
+channel, taken as the max-abs over every axis except the channel axis (the axis rule is
+:func:`quantkit.graph.weights.weight_axis`).
 """
 
 from __future__ import annotations
@@ -10,42 +11,13 @@ from __future__ import annotations
 import numpy as np
 
 from quantkit.errors import GraphEditError
+from quantkit.graph.weights import BIAS_SLOT, WEIGHT_SLOT, weight_axis
+
+__all__ = ["INT8_MAX", "BIAS_SLOT", "WEIGHT_SLOT", "weight_axis", "per_channel_amax", "int8_scale",
+           "fake_quantize"]
 
 #: Largest magnitude of signed, symmetric INT8 (TRT rule 1: range [-128, 127], zero point 0).
 INT8_MAX = 127
-
-#: Weighted ops and the input slot that holds the weight (rule 4).
-WEIGHT_SLOT = {"Conv": 1, "ConvTranspose": 1, "Gemm": 1, "MatMul": 1}
-
-#: Weighted ops and the input slot that holds the bias; biases are never quantized.
-BIAS_SLOT = {"Conv": 2, "ConvTranspose": 2, "Gemm": 2}
-
-
-def weight_axis(op_type: str, weight_rank: int, *, trans_b: int = 0) -> int:
-    """The output-channel axis of a weight (TRT rule 3), as a non-negative axis.
-
-    Conv: 0 ([C_out, C_in/g, k...]); ConvTranspose: 1 ([C_in, C_out/g, k...]);
-    Gemm: 0 with transB=1 ([N, K], PyTorch Linear), else 1 ([K, N]);
-    MatMul: the last axis (N of [K, N]; also for batched weights [..., K, N]).
-    """
-    if op_type == "Conv":
-        axis = 0
-    elif op_type == "ConvTranspose":
-        axis = 1
-    elif op_type == "Gemm":
-        axis = 0 if trans_b else 1
-    elif op_type == "MatMul":
-        axis = weight_rank - 1
-    else:
-        raise GraphEditError("no per-channel weight axis is defined for this op type",
-                             where="qdq.scales.weight_axis", value=op_type,
-                             fix="quantize the weights of Conv, ConvTranspose, Gemm or MatMul "
-                                 "per channel, and anything else per tensor")
-    if not 0 <= axis < max(weight_rank, 1):
-        raise GraphEditError(f"{op_type} weight of rank {weight_rank} has no axis {axis}",
-                             where="qdq.scales.weight_axis", value=weight_rank,
-                             fix="check the weight's shape; per-channel weights need rank >= 2")
-    return axis
 
 
 def per_channel_amax(weight: np.ndarray, axis: int) -> np.ndarray:

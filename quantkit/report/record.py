@@ -32,6 +32,11 @@ def host_info() -> dict[str, Any]:
     return host_facts()
 
 
+#: Version of the record's layout; bump when a field changes meaning. 1: issue 14's spine
+#: (the recorded config is the one that ran). Records without it are older.
+SCHEMA_VERSION = 1
+
+
 @dataclass
 class RunRecord:
     experiment: str
@@ -54,6 +59,7 @@ class RunRecord:
     artifacts: dict[str, str] = field(default_factory=dict)  # relative path -> sha256
     stage_cache: dict[str, dict[str, int]] = field(default_factory=dict)  # stage -> hits, misses
     notes: list[str] = field(default_factory=list)
+    schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
         return json.loads(json.dumps(asdict(self), default=_jsonable))

@@ -219,22 +219,27 @@ def test_bad_bench_settings_one_line_error(override, key):
 
 # ------------------------------------------------------------------------------ reuse
 
-def test_latency_reused_from_the_stage_cache_for_the_same_artifact(tmp_path, monkeypatch):
+def test_latency_reused_from_the_stage_cache_for_the_same_artifact(tmp_path):
     """The run's reuse hook: a second measurement of the same artifact, feeds, host and
     settings comes from the stage cache (marked reused, same numbers); another artifact or
     bench.remeasure=true times afresh."""
-    from quantkit import app
     from quantkit.cache import StageCache
+    from quantkit.run import RunContext, latency_reuse
 
-    monkeypatch.setattr(app, "_CACHE", StageCache(tmp_path / "stages"))  # quantkit's own cache
+    cache = StageCache(tmp_path / "stages")  # quantkit's own cache, passed in the run context
+
+    def hook(settings, shas):
+        ctx = RunContext(settings=settings, run_dir=tmp_path, cache_dir=tmp_path, cache=cache)
+        return latency_reuse(ctx, shas)
+
     path = tmp_path / "m.onnx"
     onnx.save(matmul_chain(2), str(path))
     s = compose_settings("bench.batch_sizes=[1,4]", "bench.min_repeats=3", "bench.repeats=5",
                          "bench.max_seconds=0", "bench.n_boot=50")
     shas = {"fp32": "a" * 64, "int8.mse": "b" * 64}
-    first = measure_latency(s, {"fp32": str(path)}, make_feeds, reuse=app.latency_reuse(s, shas))
+    first = measure_latency(s, {"fp32": str(path)}, make_feeds, reuse=hook(s, shas))
     again = measure_latency(s, {"fp32": str(path), "int8.mse": str(path)}, make_feeds,
-                            reuse=app.latency_reuse(s, shas))
+                            reuse=hook(s, shas))
     f, a = first["candidates"]["fp32"], again["candidates"]["fp32"]
     assert all(not st["reused"] for st in f.values())
     assert all(st["reused"] for st in a.values())
@@ -243,12 +248,12 @@ def test_latency_reused_from_the_stage_cache_for_the_same_artifact(tmp_path, mon
     fresh_s = compose_settings("bench.batch_sizes=[1,4]", "bench.min_repeats=3", "bench.repeats=5",
                                "bench.max_seconds=0", "bench.n_boot=50", "bench.remeasure=true")
     fresh = measure_latency(fresh_s, {"fp32": str(path)}, make_feeds,
-                            reuse=app.latency_reuse(fresh_s, shas))
+                            reuse=hook(fresh_s, shas))
     assert all(not st["reused"] for st in fresh["candidates"]["fp32"].values())
 
 
 def test_recommended_slower_than_fp32_is_flagged():
-    from quantkit.app import slower_than_fp32
+    from quantkit.run import slower_than_fp32
 
     def lat(b1, b32):
         return {"1": {"throughput": b1}, "32": {"throughput": b32}}

@@ -83,10 +83,12 @@ def test_select_tensors_conv_and_regex_filters():
     assert [(t.node, t.activations, t.weight.name, t.weight.axis) for t in conv] == [
         ("conv0", ("Xc",), "Wk", 0), ("deconv", ("y",), "Wt", 1)]
     m = _select_model()
-    assert [t.node for t in select_tensors(m, include_nodes=[r"^enc/"])] == ["enc/fc0",
-                                                                             "enc/gemm"]
-    assert [t.node for t in select_tensors(m, include_nodes="enc", exclude_nodes=["gemm$"])] \
+    # patterns match the whole node name (re.fullmatch, quantkit.graph.selection)
+    assert [t.node for t in select_tensors(m, include_nodes=[r"enc/.*"])] == ["enc/fc0",
+                                                                              "enc/gemm"]
+    assert [t.node for t in select_tensors(m, include_nodes="enc/.*", exclude_nodes=[".*gemm"])] \
         == ["enc/fc0"]
+    assert select_tensors(m, include_nodes=["enc"]) == []  # no partial matches
     assert [t.node for t in select_tensors(m, op_types=("Gemm",))] == ["enc/gemm"]
     with pytest.raises(ConfigError, match="regular expression"):
         select_tensors(m, include_nodes=["("])

@@ -9,7 +9,7 @@ from quantkit.qdq.scales import fake_quantize, int8_scale, per_channel_amax, wei
     ("Conv", 4, 0, 0), ("ConvTranspose", 4, 0, 1), ("Gemm", 2, 1, 0), ("Gemm", 2, 0, 1),
     ("MatMul", 2, 0, 1), ("MatMul", 3, 0, 2)])
 def test_weight_axis_follows_trt_rule_3(op, rank, trans_b, axis):
-    assert weight_axis(op, rank, trans_b=trans_b) == axis
+    assert weight_axis(op, rank, {"transB": trans_b}) == axis
 
 
 def test_weight_axis_rejects_other_ops():

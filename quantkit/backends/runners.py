@@ -1,0 +1,42 @@
+"""The one place that turns a run's backend settings into an ONNX Runtime runner.
+
+Calibration, the FP16 range check, evaluation, the backend check, the per-layer run, the
+sensitivity search and the latency stage all call :func:`ort_runner`, so the providers,
+provider options, disabled optimizers and thread count a run declares apply everywhere.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import onnx
+
+from quantkit.backends.ort import OrtRunner
+
+__all__ = ["ort_runner"]
+
+
+def ort_runner(backend: Any, model: str | os.PathLike | onnx.ModelProto, *, name: str,
+               extra_outputs: Sequence[str] = (), optimized_to: str | os.PathLike | None = None,
+               disable_unsafe: bool = True, graph: Any = None) -> OrtRunner:
+    """An :class:`OrtRunner` for ``model`` configured by ``backend`` (a BackendConfig; None:
+    ONNX Runtime CPU defaults).
+
+    ``extra_outputs``: intermediate tensors to return too. ``graph``: the ModelGraph of
+    ``model`` when ``model`` is that graph's proto; the extra outputs are then typed from
+    its one shape inference instead of a new one. ``disable_unsafe=False`` keeps every ORT
+    optimizer (``backend.disabled_optimizers`` off). ``optimized_to``: write ORT's
+    optimized graph there (kernel census).
+    """
+    if graph is not None and extra_outputs and model is graph.model:
+        model, extra_outputs = graph.with_outputs(extra_outputs), ()
+    if backend is None:
+        return OrtRunner(model, name=name, extra_outputs=extra_outputs,
+                         save_optimized_to=optimized_to)
+    return OrtRunner(model, name=name, providers=backend.providers,
+                     provider_options=getattr(backend, "provider_options", None) or None,
+                     disabled_optimizers=backend.disabled_optimizers if disable_unsafe else (),
+                     intra_op_threads=backend.intra_op_threads,
+                     extra_outputs=extra_outputs, save_optimized_to=optimized_to)

@@ -1,0 +1,111 @@
+"""Stage "artifacts": Plan -> Q/DQ (when INT8) -> FP16 casts -> lint -> model.<name>.onnx.
+
+Every candidate artifact (fp16, int8.<calibrator>, the search's mixed plan) is built by
+:func:`build_artifact` from one Plan on the run's ModelGraph."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from quantkit.run.calibration import Calibration
+from quantkit.run.context import RunContext
+from quantkit.run.fp16_range import Fp16Range
+
+__all__ = ["Artifact", "plan_for_ranges", "build_artifact", "build_artifacts"]
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """One written candidate: ``path`` (model.<name>.onnx), its sha256 and Plan.
+
+    ``emulated``: a zero-argument callable that builds the FP16 emulation of the same plan
+    on first use (None when the plan has no FP16 node); ``is_fp32_graph``: the file is the
+    FP32 graph unchanged (an FP32 remainder without INT8 nodes)."""
+
+    name: str
+    path: str
+    sha256: str
+    plan: object  # quantkit.precision.plan.Plan
+    target: str
+    lint: dict
+    emulated: Callable | None = None
+    is_fp32_graph: bool = False
+
+    @property
+    def activation_amax(self) -> dict[str, float]:
+        return dict(self.plan.activation_amax)
+
+    def to_record(self) -> dict:
+        return {"plan_counts": self.plan.counts(), "lint": dict(self.lint),
+                "artifact_sha256": self.sha256}
+
+
+def plan_for_ranges(ctx: RunContext, ranges, overflow: Fp16Range | None):
+    """The Plan of one calibrator's ranges (None: no INT8, the FP16 / FP32 candidate)."""
+    from quantkit.precision.plan import build_plan
+    from quantkit.qdq.targets import activation_ranges
+
+    p, graph = ctx.settings.precision, ctx.graph
+    plan = build_plan(graph.model, amax=ranges.amax if ranges else {},
+                      excluded=ranges.excluded if ranges else {}, op_types=p.op_types,
+                      include_nodes=p.include_nodes, exclude_nodes=p.exclude_nodes,
+                      force=dict(p.force), remainder=p.remainder,
+                      fp32_nodes_reasons=overflow.fp32_nodes if overflow else {},
+                      calibrator=ranges.calibrator if ranges else "", infos=graph.infos)
+    if ranges:  # signed min/max for asymmetric targets (ort_cpu); carried by the plan
+        seen = activation_ranges(ranges.summary)
+        plan = dataclasses.replace(plan, activation_range={
+            t: seen[t] for t in plan.activation_amax if t in seen})
+    return plan
+
+
+def build_artifact(ctx: RunContext, name: str, plan, *, out_dir: Path | None = None,
+                   nonfinite: Iterable[str] = ()) -> Artifact:
+    """``plan`` on the run's graph -> the linted artifact file under ``out_dir`` (default:
+    the run dir) plus plans/<name>.json (and its QdqMap). ``nonfinite``: tensors the lint
+    must find unquantized (TRT rule 9)."""
+    from quantkit.errors import GraphEditError
+    from quantkit.models.base import write_json_atomic, write_model_atomic
+    from quantkit.qdq.casts import convert_fp16, emulate_fp16
+    from quantkit.qdq.insert import insert_qdq
+    from quantkit.qdq.lint import lint_for_target
+    from quantkit.qdq.targets import get_target
+
+    p, graph = ctx.settings.precision, ctx.graph
+    out_dir = Path(out_dir) if out_dir is not None else ctx.run_dir
+    target = get_target(ctx.settings.target)
+    if plan.int8_nodes():
+        edited, qmap = insert_qdq(graph.model, plan, target=target, infos=graph.infos)
+    else:
+        edited, qmap = graph.model, None
+    infos = graph.infos if edited is graph.model else None  # an edited graph: its own facts
+    final = convert_fp16(edited, plan, infos=infos) if p.remainder == "fp16" else edited
+    violations = lint_for_target(final, target.name, nonfinite_tensors=set(nonfinite))
+    if violations:
+        raise GraphEditError(f"{len(violations)} {target.lint} Q/DQ rule violations in {name}",
+                             where=str(violations[0]), fix="report this as a bug")
+    path = out_dir / f"model.{name}.onnx"
+    sha = write_model_atomic(final, path)
+    write_json_atomic(plan.to_dict(), out_dir / "plans" / f"{name}.json")
+    if qmap is not None:
+        write_json_atomic(qmap.to_dict(), out_dir / "plans" / f"{name}.qdqmap.json")
+    emulated = (functools.cache(lambda: emulate_fp16(edited, plan, infos=infos))
+                if p.remainder == "fp16" and plan.nodes_with("fp16") else None)
+    return Artifact(name=name, path=str(path), sha256=sha, plan=plan, target=target.name,
+                    lint={"violations": 0, "rules": target.lint}, emulated=emulated,
+                    is_fp32_graph=final is graph.model)
+
+
+def build_artifacts(ctx: RunContext, calibration: Calibration, overflow: Fp16Range
+                    ) -> dict[str, Artifact]:
+    """The FP16 candidate and one INT8 candidate per calibrator, in that order."""
+    out = {"fp16": build_artifact(ctx, "fp16", plan_for_ranges(ctx, None, overflow))}
+    for method, rng in calibration.ranges.items():
+        name = f"int8.{method}"
+        out[name] = build_artifact(ctx, name, plan_for_ranges(ctx, rng, overflow),
+                                   nonfinite=rng.excluded)
+    return out

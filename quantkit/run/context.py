@@ -1,0 +1,129 @@
+"""The run context every stage takes explicitly: settings, directories, the stage cache, and
+(after :func:`quantkit.run.prepare.prepare`) the model, splits, feeds and ModelGraph.
+
+Nothing here is module-level state: two runs in one process (a test, a reused joblib
+worker) each build their own RunContext and share nothing by accident.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from quantkit.settings import Settings
+
+__all__ = ["RunContext", "make_context"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What every stage of one run reads; made once by :func:`make_context`.
+
+    ``cache``: the run's StageCache, or None (compute everything, keep nothing).
+    ``model`` (quantkit.models.Model), ``splits`` (quantkit.data.Splits), ``feeds``
+    (TextFeeds | ImageFeeds), ``eval_lengths`` (token counts or None) and ``graph``
+    (ModelGraph of the FP32 model) are set by :meth:`with_inputs` after the prepare stage.
+    """
+
+    settings: Settings
+    run_dir: Path
+    cache_dir: Path
+    cache: Any = None
+    model: Any = None
+    splits: Any = None
+    feeds: Any = None
+    eval_lengths: Any = None
+    graph: Any = None
+
+    def with_inputs(self, *, model, splits, feeds, eval_lengths, graph) -> "RunContext":
+        return dataclasses.replace(self, model=model, splits=splits, feeds=feeds,
+                                   eval_lengths=eval_lengths, graph=graph)
+
+    # -- the stage cache ------------------------------------------------------------------
+    def cached(self, stage: str, inputs: dict, compute: Callable[[], tuple[Any, dict | None]]
+               ) -> tuple[Any, dict[str, np.ndarray], bool]:
+        """``compute() -> (json_obj, arrays)`` once per content key; later runs load it.
+
+        Returns ``(json_obj, arrays, hit)``. The key hashes ``inputs`` (upstream hashes and
+        the settings that matter); a corrupted entry is detected by the cache's per-file
+        sha256 and recomputed.
+        """
+        from quantkit.cache import ARRAYS_NAME, JSON_NAME, save_arrays, stage_key
+        from quantkit.fsutil import atomic_write_json
+
+        if self.cache is None:
+            obj, arrays = compute()
+            return obj, arrays or {}, False
+
+        def _compute(tmp: Path) -> None:
+            obj, arrays = compute()
+            atomic_write_json(tmp / JSON_NAME, obj, durable=False)
+            if arrays:
+                save_arrays(tmp / ARRAYS_NAME, arrays)
+
+        entry, hit = self.cache.get_or_compute(stage, stage_key(stage, **inputs), _compute,
+                                               inputs=inputs)
+        obj = self.cache.load_json(entry)
+        arrays = self.cache.load_arrays(entry) if (entry / ARRAYS_NAME).exists() else {}
+        return obj, arrays, hit
+
+    def invalidate(self, stage: str, inputs: dict) -> None:
+        """Drop the cache entry of ``inputs`` (``bench.remeasure``)."""
+        if self.cache is not None:
+            from quantkit.cache import stage_key
+
+            self.cache.invalidate(stage, stage_key(stage, **inputs))
+
+    def measured_key(self) -> dict[str, Any]:
+        """What every cached MEASURED value depends on beyond its inputs: CPU, ISA, ORT
+        version (and GPU / TensorRT facts on backend=trt)."""
+        from quantkit.environment import execution_environment
+
+        return {"environment": execution_environment(self.settings.backend)}
+
+    # -- feeds ----------------------------------------------------------------------------
+    def batches(self, data, batch_size: int, lengths=None):
+        """Feed dicts of ``data`` (a split) from the run's feeds."""
+        from quantkit.data.feeds import as_feeds
+
+        return as_feeds(self.feeds).feeds(data, batch_size, lengths=lengths)
+
+    def feeds_key(self) -> dict:
+        """What a stage-cache key needs about the feeds beyond the data hash (text: nothing)."""
+        from quantkit.data.feeds import as_feeds
+
+        return as_feeds(self.feeds).cache_key()
+
+    @staticmethod
+    def head(split, n: int):
+        """The first ``n`` examples of a split (the whole split when it is shorter)."""
+        return split.subset(range(min(n, len(split))))
+
+    # -- runners --------------------------------------------------------------------------
+    def runner(self, model, *, name: str, extra_outputs=(), optimized_to=None,
+               disable_unsafe: bool = True):
+        """An ONNX Runtime runner with the run's backend settings (backends/runners.py);
+        extra outputs of the FP32 graph are typed from the run's one shape inference."""
+        from quantkit.backends.runners import ort_runner
+
+        return ort_runner(self.settings.backend, model, name=name, extra_outputs=extra_outputs,
+                          optimized_to=optimized_to, disable_unsafe=disable_unsafe,
+                          graph=self.graph)
+
+
+def make_context(settings: Settings, run_dir: Path, cache_dir: Path) -> RunContext:
+    """The run's context with its StageCache (``stage_cache=false``: a disabled cache)."""
+    from quantkit.cache import StageCache
+
+    root = (Path(settings.stage_cache_dir).expanduser() if settings.stage_cache_dir
+            else cache_dir / "stages")
+    return RunContext(settings=settings, run_dir=Path(run_dir), cache_dir=Path(cache_dir),
+                      cache=StageCache(root, enabled=settings.stage_cache))

@@ -1,0 +1,79 @@
+"""Stage "latency": every candidate timed on the run's backend (bench/stage.py), reusing this
+host's earlier measurement of the same artifact through the stage cache."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+
+from quantkit.run.context import RunContext
+
+__all__ = ["LatencyReport", "measure", "latency_reuse", "latency_feeds"]
+
+
+@dataclass(frozen=True)
+class LatencyReport:
+    """``candidates``: name -> batch -> stats; ``summary``: what the numbers belong to, cost."""
+
+    candidates: dict[str, dict]
+    summary: dict
+
+    def to_record(self) -> dict:
+        return dict(self.summary)
+
+
+def latency_feeds(ctx: RunContext, batch_size: int):
+    """Feeds for the latency stage: batches of ``batch_size`` from the head of the eval split
+    (``bench.feeds`` of them, the same for every candidate)."""
+    n = batch_size * ctx.settings.bench.feeds
+    return ctx.batches(ctx.head(ctx.splits.eval, n), batch_size)
+
+
+def latency_reuse(ctx: RunContext, shas: dict[str, str]):
+    """The latency stage's cache hook: one timing per (artifact, feeds, host, settings).
+
+    A warm rerun or a sibling sweep job reuses this host's measurement of the same artifact
+    instead of timing it again; each reused entry carries ``measured_at`` and ``reused``.
+    ``bench.remeasure=true`` always times afresh (and refreshes the cache).
+    """
+    import onnxruntime
+
+    from quantkit.bench.stage import execution_label
+
+    s = ctx.settings
+    label = execution_label(s)
+    b = s.bench
+    timing = {k: v for k, v in dataclasses.asdict(b).items()
+              if k not in ("target_qps", "p99_budget_ms", "candidates", "enabled", "remeasure")}
+    backend = {k: v for k, v in dataclasses.asdict(s.backend).items() if k != "batch_size"}
+
+    def reuse(name: str, feeds_sha: str, measure):
+        def compute():
+            raw, per = measure()
+            at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+            for st in per.values():
+                st["measured_at"] = at
+            return {"per": per}, {f"b{k}": v for k, v in raw.items()}
+
+        inputs = {"artifact": shas.get(name, name), "feeds": feeds_sha, "timing": timing,
+                  "backend": backend, "host": label["host"], "target": label["target"],
+                  "onnxruntime": onnxruntime.__version__, "seed": s.seed, **ctx.measured_key()}
+        if b.remeasure:
+            ctx.invalidate("latency", inputs)
+        obj, arrays, hit = ctx.cached("latency", inputs, compute)
+        per = obj["per"]
+        for st in per.values():
+            st["reused"] = bool(hit)
+        return {int(k[1:]): v for k, v in arrays.items()}, per
+
+    return reuse
+
+
+def measure(ctx: RunContext, models: dict[str, object], shas: dict[str, str]) -> LatencyReport:
+    """Time ``models`` (name -> ONNX path, or a TensorRT engine record with ``engine_path``)."""
+    from quantkit.bench import measure_latency
+
+    lat = measure_latency(ctx.settings, models, lambda b: latency_feeds(ctx, b),
+                          reuse=latency_reuse(ctx, shas))
+    return LatencyReport(candidates=lat["candidates"], summary=lat["summary"])

@@ -1,0 +1,90 @@
+"""Stage "layerwise": per-layer statistics of every artifact vs FP32 on an eval subset (a
+separate debug run with the compared tensors marked as outputs), the FP16 floor, flagged
+layers and the first diverging node of each INT8 candidate."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import onnx
+
+from quantkit.run.artifacts import Artifact
+from quantkit.run.context import RunContext
+from quantkit.run.scope import QuantScope
+
+__all__ = ["LayerReport", "compare_layers"]
+
+
+@dataclass(frozen=True)
+class LayerReport:
+    """``layers``: candidate -> tensor -> stats (``fp16`` is the floor);
+    ``flagged`` / ``first_diverging`` / ``first_diverging_node``: per INT8 candidate."""
+
+    layers: dict[str, dict[str, dict]]
+    flagged: dict[str, list]
+    first_diverging: dict[str, str | None]
+    first_diverging_node: dict[str, str | None]
+    examples: int
+
+    def to_record(self, name: str) -> dict:
+        """The per-layer fields of candidate ``name``'s record entry."""
+        if name not in self.layers:
+            return {}
+        out = {"layers": self.layers[name]}
+        if name in self.flagged:
+            out.update({"flagged_layers": self.flagged[name],
+                        "first_diverging": self.first_diverging[name],
+                        "first_diverging_node": self.first_diverging_node[name]})
+        return out
+
+
+def compare_layers(ctx: RunContext, scope: QuantScope, artifacts: dict[str, Artifact]
+                   ) -> LayerReport:
+    """Cached per-layer comparison of ``artifacts`` (``fp16`` first: the floor)."""
+    from quantkit.compare.metrics import first_diverging, flag_layers
+
+    s = ctx.settings
+    tensors = list(scope.compare_tensors)
+    subset = list(range(min(s.compare.subset, len(ctx.splits.eval))))
+    inputs = {"model": ctx.model.sha256, "artifacts": {n: a.sha256 for n, a in artifacts.items()},
+              "emulated": {n: a.emulated is not None for n, a in artifacts.items()},
+              "tensors": tensors, "eval": ctx.splits.eval.sha256, "subset": subset,
+              "batch": s.compare.batch_size,
+              "amax": {n: a.activation_amax for n, a in artifacts.items()}, **ctx.feeds_key(),
+              **ctx.measured_key()}
+    layers, _, _ = ctx.cached("layerwise", inputs, lambda: (
+        _run(ctx, artifacts, tensors, subset), None))
+    floor = layers["fp16"]
+    flagged, first, first_node = {}, {}, {}
+    for name, per in layers.items():
+        if name == "fp16":
+            continue
+        kw = dict(order=[t for t in tensors if t in per], floor_multiple=s.compare.floor_multiple)
+        flagged[name] = [f for f in flag_layers(per, floor, **kw) if f.get("flagged")]
+        tensor = first_diverging(per, floor, **kw)
+        first[name] = tensor
+        first_node[name] = ctx.graph.producer_name(tensor) if tensor else None
+    return LayerReport(layers=layers, flagged=flagged, first_diverging=first,
+                       first_diverging_node=first_node, examples=len(subset))
+
+
+def _run(ctx: RunContext, artifacts: dict[str, Artifact], tensors, subset
+         ) -> dict[str, dict[str, dict]]:
+    from quantkit.compare.layerwise import compare_layers as _compare
+    from quantkit.compare.layerwise import shared_tensors
+
+    ref_proto = ctx.graph.model
+    data = ctx.splits.eval.subset(subset)
+    with contextlib.ExitStack() as stack:
+        runners, names = {}, {}
+        for name, art in artifacts.items():
+            cand = (art.emulated() if art.emulated is not None
+                    else ref_proto if art.is_fp32_graph else onnx.load(art.path))
+            names[name] = shared_tensors(ref_proto, cand, tensors)
+            runners[name] = stack.enter_context(
+                ctx.runner(cand, name=f"debug-{name}", extra_outputs=names[name]))
+        union = list(dict.fromkeys(t for ts in names.values() for t in ts))
+        ref = stack.enter_context(ctx.runner(ref_proto, name="debug-fp32", extra_outputs=union))
+        return _compare(ref, runners, ctx.batches(data, ctx.settings.compare.batch_size), names,
+                        amax={n: a.activation_amax for n, a in artifacts.items()})

@@ -1,0 +1,147 @@
+"""Record assembly: every stage's typed result -> the one RunRecord, built once at the end;
+plus the run's policy lines (target note, recommendation, slower-than-FP32 warning)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from quantkit.report.record import SCHEMA_VERSION, RunRecord
+
+__all__ = ["RunResults", "assemble_record", "candidate_records", "recommend", "slower_than_fp32",
+           "target_note", "write_sha256sums", "record_files", "recorded_config"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunResults:
+    """What the stages returned, in stage order (None: the stage did not run)."""
+
+    prepared: object = None  # Prepared
+    reference: object = None  # Evaluation of fp32
+    calibration: object = None  # Calibration
+    artifacts: dict = field(default_factory=dict)  # name -> Artifact
+    evaluations: dict = field(default_factory=dict)  # name -> Evaluation
+    backend_checks: dict = field(default_factory=dict)  # name -> BackendCheck
+    layers: object = None  # LayerReport
+    search: object = None  # SearchOutcome
+    search_skipped: str | None = None
+    latency: object = None  # LatencyReport
+
+
+def recorded_config(cfg, settings) -> dict:
+    """The composed config as it ran: what the deployment target forced is written in
+    (``target=ort_cpu`` records ``precision.remainder: fp32``)."""
+    from omegaconf import OmegaConf
+
+    from quantkit.settings import target_overrides
+
+    config = OmegaConf.to_container(cfg, resolve=True)
+    for dotted, value in target_overrides(settings).items():
+        node = config
+        *parents, leaf = dotted.split(".")
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = value
+    return config
+
+
+def candidate_records(results: RunResults) -> dict[str, dict]:
+    """name -> the candidate's record entry, from the typed stage results only."""
+    out = {"fp32": results.reference.to_record()}
+    for name, art in results.artifacts.items():
+        entry = {**results.evaluations[name].to_record(), **art.to_record()}
+        if name in results.backend_checks:
+            entry["backend_check"] = results.backend_checks[name].to_record()
+        if results.layers is not None:
+            entry.update(results.layers.to_record(name))
+        out[name] = entry
+    if results.search is not None:
+        out["mixed"] = results.search.candidate_record()
+    if results.latency is not None:
+        for name, per_batch in results.latency.candidates.items():
+            out[name]["latency"] = per_batch
+    return out
+
+
+def assemble_record(record: RunRecord, results: RunResults) -> RunRecord:
+    """Fill ``record`` (made at the start with the run's identity) from ``results``."""
+    record.schema_version = SCHEMA_VERSION
+    record.candidates = candidate_records(results)
+    if results.calibration is not None:
+        record.calibration = results.calibration.to_record()
+    if results.search_skipped:
+        record.search = {"skipped": results.search_skipped}
+    elif results.search is not None:
+        record.search = results.search.to_record()
+    if results.latency is not None:
+        record.latency = results.latency.to_record()
+    record.recommended = recommend(record.candidates)
+    slow = slower_than_fp32(record.candidates, record.recommended)
+    if slow:
+        log.warning(slow)
+        record.notes.append(slow)
+    arts = dict(results.artifacts)
+    if results.search is not None:
+        arts["mixed"] = results.search.artifact
+    record.artifacts = {Path(a.path).name: a.sha256 for a in arts.values()}
+    return record
+
+
+def record_files(record: RunRecord, run_dir: Path) -> None:
+    """Hash the ranges/ and plans/ files into ``record.artifacts``; write SHA256SUMS."""
+    from quantkit.assets import sha256_file
+
+    for sub in ("ranges", "plans"):
+        for f in sorted((run_dir / sub).glob("*")):
+            record.artifacts[f"{sub}/{f.name}"] = sha256_file(f)
+    write_sha256sums(run_dir, record.artifacts)
+
+
+def recommend(candidates: dict[str, dict]) -> str | None:
+    """The PASSing candidate with the most INT8 nodes, ties broken by accuracy."""
+    passing = [(c.get("plan_counts", {}).get("int8", 0), c["metrics"]["accuracy"], n != "mixed", n)
+               for n, c in candidates.items() if c.get("verdict", {}).get("status") == "PASS"]
+    return max(passing)[-1] if passing else None
+
+
+def slower_than_fp32(candidates: dict[str, dict], name: str | None) -> str | None:
+    """A warning when the recommended candidate's measured throughput is below FP32's at a
+    batch size (e.g. a mixed ort_cpu plan whose INT8/FP32 boundaries cost more than INT8
+    saves), or None. Only compares numbers measured in this run on the same backend."""
+    if not name or name == "fp32":
+        return None
+    lat = (candidates.get(name) or {}).get("latency")
+    ref = (candidates.get("fp32") or {}).get("latency")
+    if not isinstance(lat, dict) or not isinstance(ref, dict):
+        return None
+    slower = [f"batch {b}: {lat[b]['throughput']:.1f}/s vs FP32 {ref[b]['throughput']:.1f}/s"
+              for b in sorted(lat, key=int) if b in ref
+              and lat[b].get("throughput", 0) < ref[b].get("throughput", 0)]
+    if not slower:
+        return None
+    return (f"recommended candidate {name} passes on accuracy but was slower than FP32 here ("
+            + "; ".join(slower) + "): check the latency table before deploying it")
+
+
+def target_note(settings) -> str:
+    """One line for the record: which deployment target the INT8 artifacts realize."""
+    from quantkit.qdq.targets import get_target
+
+    t = get_target(settings.target)
+    note = f"target {t.name}: {t.description}"
+    if t.forced_remainder:
+        note += f"; precision.remainder forced to {t.forced_remainder}"
+    if t.name == "ort_cpu":
+        note += ("; every number of this run is on ONNX Runtime CPU, target ort_cpu, and "
+                 "says nothing about TensorRT")
+    return note
+
+
+def write_sha256sums(run_dir: Path, artifacts: dict[str, str]) -> None:
+    from quantkit.calibrate.io import atomic_write_text
+
+    lines = "".join(f"{sha}  {name}\n" for name, sha in sorted(artifacts.items()))
+    atomic_write_text(run_dir / "SHA256SUMS", lines)

@@ -1,0 +1,74 @@
+"""The quantization scope of a run, decided once before calibration: which weighted nodes
+may run INT8 and which activation tensors need a calibrated range (their inputs, the skip
+inputs of residual Adds after INT8 Convs, and for target ort_cpu the outputs ONNX Runtime
+fuses). Calibration, plan building and Q/DQ insertion read this one value."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from quantkit.run.context import RunContext
+
+__all__ = ["QuantScope", "quant_scope"]
+
+
+@dataclass(frozen=True)
+class QuantScope:
+    """``targets``: the weighted nodes in scope (QuantTarget, graph order); ``tensors``: every
+    activation to calibrate; ``extra_tensors``: those of them that are not a target's input
+    (residual skips, ort_cpu fused outputs); ``compare_tensors``: the per-layer comparison's
+    tensors (inputs and outputs of every weighted node of ``precision.op_types``)."""
+
+    target: str
+    targets: tuple
+    tensors: tuple[str, ...]
+    extra_tensors: tuple[str, ...]
+    compare_tensors: tuple[str, ...]
+
+    @property
+    def quant_nodes(self) -> int:
+        return len(self.targets)
+
+
+def quant_scope(ctx: RunContext) -> QuantScope:
+    """The scope on the run's ModelGraph for ``settings.target`` and ``settings.precision``.
+
+    ConfigError when an include / exclude pattern matches no node (quantkit.graph.selection).
+    """
+    from quantkit.calibrate.collect import activation_tensors, select_tensors
+    from quantkit.graph.selection import NodeSelection
+
+    p, graph = ctx.settings.precision, ctx.graph
+    NodeSelection.from_patterns(p.include_nodes, p.exclude_nodes).check_matches(graph.node_names)
+    targets = select_tensors(graph.model, op_types=tuple(p.op_types),
+                             include_nodes=tuple(p.include_nodes),
+                             exclude_nodes=tuple(p.exclude_nodes))
+    tensors = activation_tensors(targets)
+    extra = [t for t in _fused_tensors(ctx, tensors) if t not in set(tensors)]
+    compare: list[str] = []
+    for t in select_tensors(graph.model, op_types=tuple(p.op_types)):
+        compare.extend(t.activations)
+        compare.extend(graph.node_outputs([t.node]))
+    return QuantScope(target=ctx.settings.target, targets=tuple(targets),
+                      tensors=tuple(tensors + extra), extra_tensors=tuple(extra),
+                      compare_tensors=tuple(dict.fromkeys(compare)))
+
+
+def _fused_tensors(ctx: RunContext, tensors: list[str]) -> list[str]:
+    """Skip-branch inputs of residual Adds after INT8 Convs (TRT rule 6), plus for ort_cpu
+    the Conv / residual-Add outputs ORT fuses (qdq/targets.py): the nodes that run INT8 once
+    every scoped tensor has a range decide them."""
+    from quantkit.precision.plan import build_plan
+    from quantkit.qdq.insert import ort_cpu_output_tensors, residual_add_inputs
+
+    p, graph = ctx.settings.precision, ctx.graph
+    if "Conv" not in p.op_types:
+        return []
+    int8_if_calibrated = build_plan(graph.model, amax={t: 1.0 for t in tensors},
+                                    op_types=p.op_types, include_nodes=p.include_nodes,
+                                    exclude_nodes=p.exclude_nodes, remainder=p.remainder,
+                                    infos=graph.infos)
+    found = residual_add_inputs(graph.model, int8_if_calibrated, infos=graph.infos)
+    if ctx.settings.target == "ort_cpu":
+        found += ort_cpu_output_tensors(graph.model, int8_if_calibrated, infos=graph.infos)
+    return list(dict.fromkeys(found))

@@ -1,0 +1,167 @@
+"""Stage "search": keep the fewest INT8 layers in the remainder precision that make the
+verdict PASS (sensitivity ranking + galloping/bisection over full evaluations).
+
+Ranking: the one-pass proxy from the full-INT8 per-layer comparison (free: it reuses the
+debug run), re-ranked by measured damage when full INT8 fails. Each search step is one full
+evaluation with a verdict; the full-INT8 evaluation (k = 0) is reused."""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from quantkit.run.artifacts import Artifact, build_artifact
+from quantkit.run.context import RunContext
+from quantkit.run.evaluation import Evaluation, evaluate, evaluate_artifact
+from quantkit.run.layerwise import LayerReport
+
+__all__ = ["SearchOutcome", "search_mixed", "search_skip_reason", "measure_sensitivity"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SearchOutcome:
+    """The mixed candidate (artifact + evaluation + what the search kept) and the search's
+    own record (ranking, proxy, evaluations, bound...)."""
+
+    artifact: Artifact
+    evaluation: Evaluation
+    calibrator: str
+    fp16_layers: list[str]
+    plan_reasons: dict[str, str]
+    search: dict
+
+    def to_record(self) -> dict:
+        return dict(self.search)
+
+    def candidate_record(self) -> dict:
+        return {**self.evaluation.to_record(), **self.artifact.to_record(),
+                "calibrator": self.calibrator, "fp16_layers": list(self.fp16_layers),
+                "plan_reasons": dict(self.plan_reasons)}
+
+
+def search_skip_reason(settings) -> str | None:
+    """Why this run skips the sensitivity search, or None.
+
+    A Hydra multirun job (``-m``) compares one setting against its siblings on full INT8;
+    searching in every job would repeat the most expensive stage once per swept value. The
+    search runs once, for the setting the sweep picks (``precision.search.in_sweeps=true``
+    keeps it in every job).
+    """
+    if settings.precision.search.in_sweeps:
+        return None
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+            return None
+    except Exception:  # pragma: no cover - Hydra internals; a plain run searches
+        return None
+    return ("sweep job (python -m quantkit -m ...): the search runs once for the chosen "
+            "setting; rerun it without -m, or set precision.search.in_sweeps=true")
+
+
+def measure_sensitivity(ctx: RunContext, plan_for, top: list[str], ranking: list[str],
+                        reference: Evaluation) -> tuple[dict, list[str]]:
+    """Measured damage (mean KL vs FP32 on a small subset) when each top layer alone is kept
+    out of INT8. Returns the scores and the new ranking: the measured top layers first (most
+    sensitive first), then the rest in proxy order."""
+    from quantkit.backends.batched import run_split
+    from quantkit.compare.task import mean_kl
+    from quantkit.precision.sensitivity import measured_scores, rank
+    from quantkit.qdq.casts import emulate_fp16
+    from quantkit.qdq.insert import insert_qdq
+
+    s, graph = ctx.settings, ctx.graph
+    n = min(s.precision.search.subset, len(ctx.splits.eval))
+    sub = ctx.head(ctx.splits.eval, n)
+    ref_logits = reference.logits[:n]
+
+    def damage(fp16: frozenset[str]) -> float:
+        plan = plan_for(fp16)
+        edited, _ = insert_qdq(graph.model, plan, target=s.target, infos=graph.infos)
+        if s.precision.remainder == "fp16":
+            edited = emulate_fp16(edited, plan)
+        with ctx.runner(edited, name="sensitivity") as r:
+            logits = run_split(r, ctx.feeds, sub, output=ctx.model.output_name,
+                               batch_size=s.backend.batch_size, progress=False)
+        return float(mean_kl(ref_logits, logits))
+
+    scores = measured_scores(damage, top, mode="restore")
+    head = rank(dict(scores), order=top)
+    return scores, head + [n for n in ranking if n not in set(head)]
+
+
+def search_mixed(ctx: RunContext, artifacts: dict[str, Artifact],
+                 evaluations: dict[str, Evaluation], layers: LayerReport,
+                 reference: Evaluation) -> SearchOutcome | None:
+    """The search over the best INT8 candidate's layers (None without INT8 candidates)."""
+    from quantkit.precision.search import EvalResult, linear_evals_needed, pareto, search_fp16_set
+    from quantkit.precision.sensitivity import int8_node_tensors, proxy_scores, rank
+
+    s, graph = ctx.settings, ctx.graph
+    int8 = {n: a for n, a in artifacts.items() if n.startswith("int8.")}
+    if not int8:
+        return None
+    best = max(int8, key=lambda n: evaluations[n].metric(s.verdict.metric))
+    base_plan, best_eval = int8[best].plan, evaluations[best]
+    nodes = base_plan.int8_nodes()
+    outs, ins = int8_node_tensors(graph.model, nodes, infos=graph.infos)
+    proxy = proxy_scores(layers.layers[best], outs, ins)
+    ranking = rank(proxy, order=nodes)
+    cfg = s.precision.search
+    keep = s.precision.remainder  # fp16 (TensorRT) or fp32 (an FP32 remainder, ort_cpu)
+
+    def plan_for(fp16: frozenset[str], why: dict[str, str] | None = None):
+        plan = base_plan
+        for n in sorted(fp16):
+            plan = plan.with_precision([n], keep, f"kept {keep.upper()} by search: "
+                                                  f"{(why or {}).get(n, '')}")
+        return plan
+
+    measured, measure_note = {}, "not needed: full INT8 passes"
+    if best_eval.verdict["status"] != "PASS" and cfg.measure_top > 0:
+        measured, ranking = measure_sensitivity(ctx, plan_for, ranking[:cfg.measure_top],
+                                                ranking, reference)
+        measure_note = f"top {cfg.measure_top} proxy layers re-ranked by measured damage " \
+                       f"(mean KL vs FP32 on {cfg.subset} eval examples)"
+    reasons = {n: f"sensitivity rank {i + 1} of {len(ranking)}, output SQNR "
+                  f"{proxy[n].get('sqnr_out_db') or float('nan'):.1f} dB in full INT8 ({best})"
+                  + (f", measured damage {measured[n]:.3g}" if n in measured else "")
+               for i, n in enumerate(ranking)}
+    log.info("sensitivity search over %d INT8 layers of %s", len(ranking), best)
+
+    def full_eval(fp16: frozenset[str]) -> EvalResult:
+        if not fp16:
+            return EvalResult.from_verdict(best_eval.verdict,
+                                           seconds=best_eval.evidence["eval_seconds"], reused=best)
+        t0 = time.perf_counter()
+        with tempfile.TemporaryDirectory(dir=ctx.run_dir) as tmp:
+            art = build_artifact(ctx, "search", plan_for(fp16, reasons), out_dir=Path(tmp))
+            ev = evaluate(ctx, "search", art.path, reference=reference, emulated=art.emulated,
+                          artifact_sha=art.sha256)
+        return EvalResult.from_verdict(ev.verdict, seconds=time.perf_counter() - t0,
+                                       accuracy=ev.metric("accuracy"))
+
+    result = search_fp16_set(ranking, full_eval, max_full_evals=cfg.max_full_evals,
+                             max_seconds=cfg.max_minutes * 60, prune=cfg.prune)
+    found = result.fp16_set
+    plan = plan_for(found, reasons)
+    art = build_artifact(ctx, "mixed", plan)
+    ev = evaluate_artifact(ctx, art, reference)
+    search = result.to_dict()
+    search.update({"calibrator": best, "quantizable_layers": len(ranking), "ranking": ranking,
+                   "proxy": {n: proxy[n] for n in ranking}, "measured": dict(measured),
+                   "measured_note": measure_note,
+                   "measure_cost": measured.cost() if hasattr(measured, "steps") else {},
+                   "pareto": pareto(search["evaluations"]),
+                   "full_evals_linear": linear_evals_needed(ranking, found if result else None)})
+    return SearchOutcome(artifact=art, evaluation=ev, calibrator=best,
+                         fp16_layers=list(result.fp16_nodes),
+                         plan_reasons={n: plan.decisions[n].reason for n in result.fp16_nodes},
+                         search=search)

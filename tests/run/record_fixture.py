@@ -1,0 +1,88 @@
+"""The frozen "before" records of the run spine refactor (issue 14) and how they were made.
+
+``python tests/run/record_fixture.py`` (from the repository root, with ``PYTHONPATH=$PWD``)
+rebuilds the tiny world (tests/reliability/tinyworld.py) under a temporary root and runs the
+real CLI once per entry of :data:`CONFIGS`; each record.json is saved as
+``tests/run/data/record_before_<name>.json`` with the world root replaced by ``<ROOT>``.
+The fixtures were made on main at eb8b038, before any stage moved out of app.py.
+tests/run/test_record_fixture.py reruns the same configs and compares.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE / "data"
+sys.path.insert(0, str(HERE.parent / "reliability"))
+sys.path.insert(0, str(HERE.parent))
+
+import tinyworld  # noqa: E402
+
+#: name -> CLI overrides on top of tinyworld.cli_args (which sets bench.enabled=false)
+CONFIGS: dict[str, tuple[str, ...]] = {
+    # default target (tensorrt rules, FP16 remainder), every calibrator, the search
+    "tensorrt": (),
+    # ort_cpu target (FP32 remainder, asymmetric ranges) with the latency stage on
+    "ort_cpu": ("target=ort_cpu", "bench.enabled=true", "bench.batch_sizes=[1,4]",
+                "bench.max_seconds=0.2", "bench.repeats=8", "bench.n_boot=100"),
+}
+
+#: Fields that legitimately differ between two runs of one config (times, paths, host,
+#: installed packages, stage timings, latency numbers, the schema version added later).
+VOLATILE = {"run_dir", "started", "finished", "stages", "stage_cache", "seconds",
+            "eval_seconds", "command", "latency", "host", "packages", "schema_version",
+            "measured_at", "collect_seconds"}
+
+
+def normalize(obj, root: str):
+    """``obj`` with every occurrence of the world root replaced by ``<ROOT>``."""
+    if isinstance(obj, dict):
+        return {normalize(k, root): normalize(v, root) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [normalize(v, root) for v in obj]
+    if isinstance(obj, str):
+        return obj.replace(root, "<ROOT>")
+    return obj
+
+
+#: Notes that quote measured timings (the slower-than-FP32 warning) differ between runs.
+TIMED_NOTES = ("recommended candidate ",)
+
+
+def comparable(obj):
+    """The record without :data:`VOLATILE` keys (at any depth) and timing notes."""
+    if isinstance(obj, dict):
+        return {k: ([n for n in v if not str(n).startswith(TIMED_NOTES)] if k == "notes"
+                    else comparable(v)) for k, v in obj.items() if k not in VOLATILE}
+    if isinstance(obj, list):
+        return [comparable(v) for v in obj]
+    return obj
+
+
+def run_record(root: Path, name: str) -> dict:
+    """One real CLI run of config ``name`` on a fresh tiny world under ``root``; its record."""
+    world = tinyworld.make_world(root)
+    r = tinyworld.run_quantkit(tinyworld.override(tinyworld.cli_args(world), *CONFIGS[name]),
+                               cwd=root)
+    if r.returncode != 0:
+        raise RuntimeError(f"quantkit run {name} failed:\n{r.stderr[-3000:]}")
+    rec = json.loads((world["run"] / "record.json").read_text(encoding="utf-8"))
+    return normalize(rec, str(root))
+
+
+def main() -> None:
+    DATA.mkdir(parents=True, exist_ok=True)
+    for name in CONFIGS:
+        with tempfile.TemporaryDirectory() as tmp:
+            rec = run_record(Path(tmp) / "w", name)
+        out = DATA / f"record_before_{name}.json"
+        out.write_text(json.dumps(rec, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        print(out)
+
+
+if __name__ == "__main__":
+    main()

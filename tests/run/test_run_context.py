@@ -1,0 +1,65 @@
+"""RunContext: explicit per-run state (stage cache, feeds, runners), nothing module-level."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from onnx import numpy_helper
+
+from quantkit.cache import StageCache
+from quantkit.run import RunContext
+
+
+def test_cached_without_a_cache_computes_every_time(ctx):
+    calls = []
+    bare = dataclasses.replace(ctx, cache=None)
+    for _ in range(2):
+        obj, arrays, hit = bare.cached("x", {"a": 1}, lambda: (calls.append(1) or {"v": 2},
+                                                               {"y": np.arange(3)}))
+        assert obj == {"v": 2} and not hit and list(arrays["y"]) == [0, 1, 2]
+    assert len(calls) == 2
+
+
+def test_two_contexts_share_nothing_but_what_they_are_given(ctx, tmp_path):
+    a = dataclasses.replace(ctx, cache=StageCache(tmp_path / "a"))
+    b = dataclasses.replace(ctx, cache=StageCache(tmp_path / "b"))
+    compute = lambda: ({"n": 1}, None)  # noqa: E731
+    assert a.cached("x", {"k": 1}, compute)[2] is False
+    assert a.cached("x", {"k": 1}, compute)[2] is True  # a's own cache
+    assert b.cached("x", {"k": 1}, compute)[2] is False  # b never saw a's entry
+    assert a.cache.stats() != b.cache.stats()
+
+
+def test_measured_key_names_the_execution_environment(ctx):
+    import onnxruntime
+
+    env = ctx.measured_key()["environment"]
+    assert env["onnxruntime"] == onnxruntime.__version__
+    assert isinstance(env["cpu_isa"], list) and env["cpu"]
+
+
+def test_runner_marks_fp32_tensors_from_the_graph(ctx):
+    feed = next(iter(ctx.batches(ctx.head(ctx.splits.calib, 4), 4)))
+    with ctx.runner(ctx.graph.model, name="t", extra_outputs=["h", "pooled"]) as r:
+        out = r.infer(feed, ["h", "pooled", "logits"])
+        assert "h" in r.output_names  # the Runner protocol: output_names, no isinstance
+    assert out["h"].shape == (4, 16) and out["logits"].shape == (4, 2)
+    w1 = numpy_helper.to_array(ctx.graph.constants["w1"])
+    assert np.allclose(out["h"], out["pooled"] @ w1, atol=1e-5)  # fc1's real output came back
+
+
+def test_make_context_respects_stage_cache_off(tiny, tmp_path):
+    from runworld import settings_for
+    from quantkit.run import make_context
+
+    c = make_context(settings_for(tiny, "stage_cache=false"), tmp_path, tmp_path / "cache")
+    assert isinstance(c, RunContext) and c.cache is not None and not c.cache.enabled
+
+
+def test_runners_satisfy_the_protocol_without_a_session(ctx):
+    from quantkit.backends.base import Runner
+
+    r = ctx.runner(ctx.graph.model, name="p")
+    assert isinstance(r, Runner)  # output_names is declared; checked without opening a session
+    assert not isinstance(object(), Runner)

@@ -1,0 +1,39 @@
+"""Stage evaluate: task evidence, paired verdicts against FP32, and its cache."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from quantkit.cache import StageCache
+from quantkit.run import evaluate_artifact, numerics_note
+
+
+def test_reference_evidence(ctx, reference):
+    ev = reference.to_record()
+    assert ev["n"] == len(ctx.splits.eval) and reference.logits.shape == (ev["n"], 2)
+    assert ev["metrics"]["accuracy"] > 0.8  # the tiny model separates the classes
+    assert "verdict" not in ev and reference.engine is None
+
+
+def test_candidates_carry_a_verdict_against_fp32(evaluations, reference):
+    for name, ev in evaluations.items():
+        assert ev.verdict["status"] in ("PASS", "FAIL", "INCONCLUSIVE"), name
+        pred, ref = ev.logits.argmax(1), reference.logits.argmax(1)
+        assert ev.evidence["agreement_fp32"] == float((pred == ref).mean())
+    assert "emulated" in evaluations["int8.mse"].evidence["numerics"]
+
+
+def test_evaluations_are_cached_per_artifact(ctx, artifacts, reference, tmp_path):
+    c = dataclasses.replace(ctx, cache=StageCache(tmp_path / "stages"))
+    first = evaluate_artifact(c, artifacts["int8.entropy"], reference)
+    again = evaluate_artifact(c, artifacts["int8.entropy"], reference)
+    assert not first.cached and again.cached
+    assert again.evidence == first.evidence and np.array_equal(again.logits, first.logits)
+
+
+def test_numerics_note_names_the_target(ctx):
+    s = dataclasses.replace(ctx.settings, target="ort_cpu")
+    assert "not a TensorRT prediction" in numerics_note("int8.mse", s)
+    assert numerics_note("fp32", ctx.settings) == "FP32 on ONNX Runtime CPU"

@@ -1,0 +1,39 @@
+"""Stage prepare: splits, model, feeds and the ModelGraph of the tiny world."""
+
+from __future__ import annotations
+
+import pytest
+
+from quantkit.errors import QuantkitError
+from quantkit.run import check_preflight, load_data, make_context, prepare_model
+
+
+def test_prepare_builds_one_model_graph(ctx):
+    g = ctx.graph
+    assert g.node_names[:2] == ("embed", "mask_cast")
+    assert g.infos["h"].elem_type == 1 and g.infos["h"].shape[-1] == 16
+    assert g.producer_name("h") == "fc1" and [n.name for n in g.consumers["h"]] == ["relu"]
+    assert "w1" in g.constants and len(g.sha256) == 64
+    assert "logits" in g.float32_outputs() and "mask3" in g.float32_outputs()
+
+
+def test_prepared_records(tiny, tmp_path):
+    from runworld import settings_for
+
+    s = settings_for(tiny, "stage_cache=false")
+    c = make_context(s, tmp_path, tmp_path / "cache")
+    splits = load_data(c)
+    p = prepare_model(c, splits)
+    data = p.data_record(s)
+    assert data["sizes"] == splits.sizes() and data["label_names"] == ["neg", "pos"]
+    assert "kind" not in data and "feeds" not in data  # text records keep their original keys
+    assert p.model_record()["sha256"] == p.model.sha256
+    assert p.eval_lengths is not None and len(p.eval_lengths) == len(splits.eval)
+
+
+def test_preflight_names_a_missing_model_file(tiny, tmp_path):
+    from runworld import settings_for
+
+    s = settings_for(tiny, f"model.path={tmp_path / 'missing.onnx'}")
+    with pytest.raises(QuantkitError, match="missing.onnx"):
+        check_preflight(make_context(s, tmp_path, tmp_path / "cache"))

@@ -1,0 +1,38 @@
+"""Record assembly: the RunRecord from typed stage results; the recorded config is what ran."""
+
+from __future__ import annotations
+
+from quantkit.report.record import SCHEMA_VERSION, RunRecord
+from quantkit.run import (Prepared, RunResults, assemble_record, check_backend, recorded_config,
+                          summary_lines)
+
+
+def test_record_from_results(ctx, reference, artifacts, evaluations, layers, calibration):
+    res = RunResults(prepared=None, reference=reference, calibration=calibration,
+                     artifacts=artifacts, evaluations=evaluations,
+                     backend_checks={n: check_backend(ctx, a) for n, a in artifacts.items()},
+                     layers=layers)
+    rec = assemble_record(RunRecord(experiment="t", run_dir=str(ctx.run_dir), command="",
+                                    config={}, seed=0), res)
+    assert rec.schema_version == SCHEMA_VERSION
+    assert list(rec.candidates) == ["fp32", *artifacts]
+    c = rec.candidates["int8.mse"]
+    assert c["metrics"] == evaluations["int8.mse"].evidence["metrics"]
+    assert c["plan_counts"] == artifacts["int8.mse"].plan.counts() and "layers" in c
+    assert c["backend_check"]["checked"] and "layers" not in rec.candidates["fp32"]
+    assert rec.artifacts == {f"model.{n}.onnx": a.sha256 for n, a in artifacts.items()}
+    if rec.recommended:
+        assert rec.candidates[rec.recommended]["verdict"]["status"] == "PASS"
+    assert any(line.startswith("recommended:") for line in summary_lines(rec))
+    assert Prepared.__dataclass_fields__  # the prepare stage's result type is public
+
+
+def test_recorded_config_is_what_ran(tiny):
+    from runworld import compose_cfg
+    from quantkit.settings import build
+
+    cfg = compose_cfg(tiny, "target=ort_cpu")
+    assert cfg.precision.remainder == "fp16"  # what was asked for
+    assert recorded_config(cfg, build(cfg))["precision"]["remainder"] == "fp32"  # what ran
+    cfg = compose_cfg(tiny)
+    assert recorded_config(cfg, build(cfg))["precision"]["remainder"] == "fp16"
