@@ -45,7 +45,7 @@ class InitializerEditor:
             self.taken.add(new)
             t = numpy_helper.from_array(arr, new)
             self.model.graph.initializer.append(t)
-            self.inits[new] = t
+            self.inits[new] = self.model.graph.initializer[-1]  # append stored a copy
             node.input[slot] = new
             self.readers.setdefault(new, []).append(node)
             self.readers[name] = [r for r in self.readers[name] if r is not node]
@@ -59,7 +59,7 @@ class InitializerEditor:
         self.taken.add(new)
         t = numpy_helper.from_array(np.asarray(value), new)
         self.model.graph.initializer.append(t)
-        self.inits[new] = t
+        self.inits[new] = self.model.graph.initializer[-1]  # append stored a copy
         return new
 
     def fresh_tensor(self, base: str) -> str:
