@@ -9,7 +9,7 @@ import pytest
 from onnx import helper
 
 from ptq_graphs import F, calibrated_plan, init, int8_outputs, make_model, nmse
-from quantkit.errors import CalibrationError
+from quantkit.errors import CalibrationError, ConfigError
 from quantkit.ptq.capture import capture_tensors
 from quantkit.ptq.range_search import int8_inputs, search_ranges
 
@@ -74,3 +74,31 @@ def test_search_keeps_a_range_that_is_already_best_and_needs_samples():
     assert amax["x"] == pytest.approx(plan.activation_amax["x"], rel=0.15)
     with pytest.raises(CalibrationError, match="no captured samples"):
         search_ranges(model, plan, {"x": samples["x"]})
+
+
+def test_widest_keeps_the_range_a_sensitive_reader_needs():
+    """x feeds A (ignores channel 0, prefers a clip) and B (reads only channel 0, the
+    outlier): "widest" gives x B's range, "sum" may clip B for A's benefit."""
+    rng = np.random.default_rng(4)
+    k = 32
+    wa = (rng.standard_normal((k, 16)) / np.sqrt(k)).astype(np.float32)
+    wa[0] = 0.0
+    wb = np.zeros((k, 16), np.float32)
+    wb[0] = rng.standard_normal(16).astype(np.float32) * 0.01
+    model = make_model([helper.make_node("MatMul", ["x", "wa"], ["ya"], name="a"),
+                        helper.make_node("MatMul", ["x", "wb"], ["yb"], name="b"),
+                        helper.make_node("Add", ["ya", "yb"], ["y"], name="add")],
+                       [helper.make_tensor_value_info("x", F, ["B", k])],
+                       [helper.make_tensor_value_info("y", F, ["B", 16])],
+                       [init("wa", wa), init("wb", wb)])
+    x = rng.standard_normal((256, k)).astype(np.float32)
+    x[:, 0] = rng.uniform(20, 40, 256)
+    calib = [{"x": x}]
+    plan, _ = calibrated_plan(model, calib, method="minmax")
+    samples = capture_tensors(model, calib, ["x"])
+    wide, rec = search_ranges(model, plan, samples, combine="widest")
+    summed, _ = search_ranges(model, plan, samples, combine="sum")
+    assert wide["x"] >= summed["x"] and wide["x"] > 0.9 * plan.activation_amax["x"]
+    assert rec.params["combine"] == "widest"
+    with pytest.raises(ConfigError, match="combine"):
+        search_ranges(model, plan, samples, combine="mean")
