@@ -98,7 +98,11 @@ def test_widest_keeps_the_range_a_sensitive_reader_needs():
     samples = capture_tensors(model, calib, ["x"])
     wide, rec = search_ranges(model, plan, samples, combine="widest")
     summed, _ = search_ranges(model, plan, samples, combine="sum")
-    assert wide["x"] >= summed["x"] and wide["x"] > 0.9 * plan.activation_amax["x"]
+    alone = [search_ranges(model, plan.with_precision(other, "fp32", "test"), samples)[0]["x"]
+             for other in ("b", "a")]  # only a INT8, only b INT8
+    assert alone[0] < 0.7 * alone[1]  # a alone clips, b alone keeps the outlier channel
+    assert wide["x"] == max(alone) and summed["x"] <= wide["x"]
+    assert wide["x"] > 0.9 * plan.activation_amax["x"]
     assert rec.params["combine"] == "widest"
     with pytest.raises(ConfigError, match="combine"):
         search_ranges(model, plan, samples, combine="mean")
