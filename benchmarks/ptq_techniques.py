@@ -14,7 +14,6 @@ rs = range search, bc = bias correction. One line per config, then a summary lin
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import re
 import sys
@@ -56,11 +55,7 @@ def main() -> None:
     from quantkit.calibrate.ranges import compute_ranges
     from quantkit.data.feeds import as_feeds
     from quantkit.precision.plan import build_plan
-    from quantkit.ptq.bias_correction import correct_bias, input_channel_axes
-    from quantkit.ptq.capture import capture_tensors, channel_stats
-    from quantkit.ptq.equalization import equalize_pairs
-    from quantkit.ptq.range_search import candidates_from_ranges, int8_inputs, search_ranges
-    from quantkit.ptq.smoothquant import smooth_activations, smoothable_inputs
+    from quantkit.ptq.pipeline import PtqOptions, before_calibration, before_qdq, refine_ranges
     from quantkit.qdq.graph import ensure_node_names
     from quantkit.qdq.insert import insert_qdq
     from quantkit.qdq.lint import lint_for_target
@@ -96,15 +91,11 @@ def main() -> None:
     for config, only in jobs:
         steps = set(config.split("+")) - {"base"}
         t0 = time.perf_counter()
-        m, records = base, []
-        if "eq" in steps:
-            m, rec = equalize_pairs(m)
-            records.append(rec)
-        if "sq" in steps:
-            groups = smoothable_inputs(m)
-            st = channel_stats(m, cal_all, {t: -1 for t in groups})
-            m, rec = smooth_activations(m, st.absmax, alpha=a.alpha)
-            records.append(rec)
+        opts = PtqOptions(smoothquant_alpha=a.alpha if "sq" in steps else None,
+                          equalization="per_channel_clip" if "eq" in steps else "off",
+                          range_search="rs" in steps, range_search_combine=a.combine,
+                          bias_correction="bc" in steps)
+        m, records = before_calibration(base, lambda: cal_all, opts)
         targets = select_tensors(m, op_types=tuple(p.op_types))
         tensors = activation_tensors(targets)
         res = collect_stats(m, cal_all, tensors, num_bins=c.num_bins, progress=False)
@@ -119,19 +110,9 @@ def main() -> None:
             keep = re.compile(only)
             drop = [n for n in plan.int8_nodes() if not keep.search(n)]
             plan = plan.with_precision(drop, "fp32", "--only")
-        if "rs" in steps:
-            sub = calib_batches(a.capture_samples)
-            samples = capture_tensors(m, sub, list(int8_inputs(m, plan)))
-            amax, rec = search_ranges(m, plan, samples, candidates_from_ranges(ranges),
-                                      combine=a.combine)
-            plan = dataclasses.replace(plan, activation_amax=amax)
-            records.append(rec)
-            del samples
-        if "bc" in steps:
-            axes = input_channel_axes(m, plan.int8_nodes())
-            st = channel_stats(m, cal_all, axes)
-            m, rec = correct_bias(m, plan.int8_nodes(), {t: st.mean(t) for t in axes})
-            records.append(rec)
+        plan, records = refine_ranges(m, plan, ranges, lambda: calib_batches(a.capture_samples),
+                                      opts, records)
+        m, records = before_qdq(m, plan, lambda: cal_all, opts, records)
         q, _ = insert_qdq(m, plan, target=s.target, int8_weights=True)
         violations = lint_for_target(q, s.target, nonfinite_tensors=set(r0.excluded))
         prep = time.perf_counter() - t0

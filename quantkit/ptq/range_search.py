@@ -2,7 +2,9 @@
 
 For every activation tensor an INT8 node reads, the candidates are each calibrator's amax
 (the histograms of the one streaming pass give them for free) and a grid of clips
-``f x max`` (``f`` geometric in [``min_fraction``, 1]). Each candidate is scored on a small
+``f x max`` (``f`` geometric in [``min_fraction``, 1], and never below the smallest
+calibrator amax when calibrator candidates are given: the small subset cannot see the rare
+values the full pass saw, so a clip tuned on it alone overfits). Each candidate is scored on a small
 calibration subset (captured once, ``ptq.capture.capture_tensors``) by the normalized
 squared error of every INT8 reader's output, that reader computing on its INT8 weight and
 its other activation inputs quantized at their current amax, against the FP32 output of the
@@ -125,7 +127,11 @@ def search_ranges(model: onnx.ModelProto, plan: Plan, samples: Mapping[str, Sequ
             top = max([observed, amax[t], *(candidates or {}).get(t, {}).values()])
             cands = {"current": amax[t]}
             cands.update({k: v for k, v in (candidates or {}).get(t, {}).items() if v > 0})
-            for f in np.geomspace(min_fraction, 1.0, grid):
+            # the subset cannot see rare values the full stream saw: never clip harder
+            # than the most aggressive calibrator of the full pass
+            given = [v for k, v in cands.items() if k != "current"]
+            lo = max(min_fraction, min(given) / top) if given else min_fraction
+            for f in np.geomspace(min(lo, 1.0), 1.0, grid):
                 cands[f"clip {f:.3f}"] = float(top * f)
 
             def error(a: float, name: str) -> float:
