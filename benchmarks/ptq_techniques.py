@@ -8,6 +8,7 @@ agreement with FP32 on the eval split head (``--eval-limit``, default 1000).
     python benchmarks/ptq_techniques.py --model bert_int8 --calibrator percentile \\
         --configs base,sq,rs,bc,sq+rs+bc
 Config letters: sq = SmoothQuant (alpha via --alpha), eq = cross-layer equalization,
+eqa = activation-aware equalization (alpha via --alpha),
 rs = range search, bc = bias correction. One line per config, then a summary line.
 """
 
@@ -92,7 +93,8 @@ def main() -> None:
         steps = set(config.split("+")) - {"base"}
         t0 = time.perf_counter()
         opts = PtqOptions(smoothquant_alpha=a.alpha if "sq" in steps else None,
-                          equalization="per_channel_clip" if "eq" in steps else "off",
+                          equalization=("per_channel_clip" if {"eq", "eqa"} & steps else "off"),
+                          equalization_alpha=a.alpha if "eqa" in steps else None,
                           range_search="rs" in steps, range_search_combine=a.combine,
                           bias_correction="bc" in steps)
         m, records = before_calibration(base, lambda: cal_all, opts)

@@ -22,6 +22,7 @@ the FP32 graph **before calibration** (the activations change).
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 import numpy as np
 import onnx
@@ -34,7 +35,7 @@ from quantkit.qdq.graph import attr, constant_arrays, ensure_node_names
 
 log = logging.getLogger(__name__)
 
-__all__ = ["find_pairs", "equalize_pairs", "RELU6_MODES"]
+__all__ = ["find_pairs", "pair_inputs", "equalize_pairs", "RELU6_MODES"]
 
 RELU6_MODES = ("per_channel_clip", "skip")
 _SCALE_LIMITS = (1e-3, 1e3)
@@ -96,9 +97,23 @@ def find_pairs(model: onnx.ModelProto) -> list[tuple[str, str | None, str, str]]
     return pairs
 
 
+def pair_inputs(model: onnx.ModelProto) -> list[str]:
+    """The tensors between equalizable pairs (each pair's conv2 input), for channel stats."""
+    by_name = {n.name: n for n in model.graph.node}
+    return [by_name[c2].input[0] for _c1, _act, c2, _kind in find_pairs(model)]
+
+
 def equalize_pairs(model: onnx.ModelProto, *, relu6: str = "per_channel_clip",
-                   iterations: int = 2) -> tuple[onnx.ModelProto, StepRecord]:
-    """A copy of ``model`` with every Conv pair of :func:`find_pairs` equalized."""
+                   iterations: int = 2,
+                   activation_absmax: Mapping[str, np.ndarray] | None = None,
+                   alpha: float = 0.5) -> tuple[onnx.ModelProto, StepRecord]:
+    """A copy of ``model`` with every Conv pair of :func:`find_pairs` equalized.
+
+    ``activation_absmax`` (tensor between the pair -> per-channel max-abs, axis 1, from
+    calibration on this graph): activation-aware scales ``s = a**alpha / r2**(1 - alpha)``
+    (SmoothQuant's rule, for the per-tensor activation between the pair; one pass) instead
+    of the weight-only CLE scales. The pair's input tensor is conv2's input (:func:`pair_inputs`).
+    """
     if relu6 not in RELU6_MODES:
         raise ConfigError("unknown ReLU6 handling", where="ptq.equalization.relu6", value=relu6,
                           fix=f"use one of {', '.join(RELU6_MODES)}")
@@ -128,6 +143,8 @@ def equalize_pairs(model: onnx.ModelProto, *, relu6: str = "per_channel_clip",
         if len(n.input) > 2 and n.input[2]:
             biases[c1] = ed.array(n.input[2]).astype(np.float64)
     total = {p[0]: None for p in todo}
+    if activation_absmax is not None:
+        iterations = 1
     for _ in range(int(iterations)):
         for c1, act, c2, kind in todo:
             w1, w2 = weights[c1], weights[c2]
@@ -138,7 +155,15 @@ def equalize_pairs(model: onnx.ModelProto, *, relu6: str = "per_channel_clip",
                 continue
             r1 = np.max(np.abs(w1.reshape(w1.shape[0], -1)), axis=1)
             r2 = _input_channel_absmax(w2, group)
-            s = np.where((r1 > 0) & (r2 > 0), np.sqrt(r1 / np.maximum(r2, 1e-30)), 1.0)
+            x2 = n2.input[0]
+            if activation_absmax is not None:
+                if x2 not in activation_absmax:
+                    continue
+                a = np.asarray(activation_absmax[x2], dtype=np.float64).reshape(-1)
+                s = np.where((a > 0) & (r2 > 0), np.maximum(a, 1e-12) ** alpha
+                             / np.maximum(r2, 1e-12) ** (1.0 - alpha), 1.0)
+            else:
+                s = np.where((r1 > 0) & (r2 > 0), np.sqrt(r1 / np.maximum(r2, 1e-30)), 1.0)
             s = np.clip(s, *_SCALE_LIMITS)
             weights[c1] = w1 / s.reshape((-1,) + (1,) * (w1.ndim - 1))
             if c1 in biases:
@@ -161,7 +186,9 @@ def equalize_pairs(model: onnx.ModelProto, *, relu6: str = "per_channel_clip",
             how = f"ReLU6 -> Relu + Min(per-channel bound {hi:g}/s)"
         changes[f"{c1} -> {c2}"] = (f"{kind}: s in [{s.min():.3g}, {s.max():.3g}]; {how}")
     log.info("equalization: %d pairs equalized, %d skipped", len(changes), len(skipped))
-    return m, StepRecord("equalization", {"relu6": relu6, "iterations": int(iterations)},
+    return m, StepRecord("equalization", {"relu6": relu6, "iterations": int(iterations),
+                                          "activation_aware": activation_absmax is not None,
+                                          "alpha": float(alpha)},
                          changes, skipped)
 
 

@@ -24,7 +24,7 @@ import onnx
 from quantkit.precision.plan import Plan
 from quantkit.ptq.bias_correction import correct_bias, input_channel_axes
 from quantkit.ptq.capture import capture_tensors, channel_stats
-from quantkit.ptq.equalization import equalize_pairs
+from quantkit.ptq.equalization import equalize_pairs, pair_inputs
 from quantkit.ptq.range_search import candidates_from_ranges, int8_inputs, search_ranges
 from quantkit.ptq.record import StepRecord
 from quantkit.ptq.smoothquant import smooth_activations, smoothable_inputs
@@ -43,6 +43,8 @@ class PtqOptions:
     smoothquant_min_outlier_ratio: float = 0.0
     equalization: str = "off"
     equalization_iterations: int = 2
+    #: None: weight-only CLE scales; a number: activation-aware scales with this alpha
+    equalization_alpha: float | None = None
     range_search: bool = False
     range_search_grid: int = 16
     range_search_combine: str = "widest"
@@ -55,8 +57,15 @@ def before_calibration(model: onnx.ModelProto, calib_batches: Batches, opts: Ptq
     """Equalization then SmoothQuant on the FP32 graph (its FP32 function is unchanged)."""
     records = []
     if opts.equalization != "off":
+        absmax = None
+        if opts.equalization_alpha is not None:
+            tensors = pair_inputs(model)
+            absmax = channel_stats(model, calib_batches(), {t: 1 for t in tensors}).absmax \
+                if tensors else {}
         model, rec = equalize_pairs(model, relu6=opts.equalization,
-                                    iterations=opts.equalization_iterations)
+                                    iterations=opts.equalization_iterations,
+                                    activation_absmax=absmax,
+                                    alpha=opts.equalization_alpha or 0.5)
         records.append(rec)
     if opts.smoothquant_alpha is not None:
         groups = smoothable_inputs(model)

@@ -80,3 +80,20 @@ def test_relu6_skip_mode_and_bad_settings():
     assert [n.op_type for n in eq.graph.node] == [n.op_type for n in model.graph.node]
     with pytest.raises(ConfigError, match="relu6"):
         equalize_pairs(model, relu6="drop")
+
+
+@pytest.mark.parametrize("act", ["relu", "relu6"])
+def test_activation_aware_scales_keep_fp32_and_help(act):
+    from quantkit.ptq.capture import channel_stats
+    from quantkit.ptq.equalization import pair_inputs
+
+    rng = np.random.default_rng(3)
+    model = block(rng, act)
+    feeds = _feeds(rng)
+    stats = channel_stats(model, feeds, {t: 1 for t in pair_inputs(model)})
+    eq, rec = equalize_pairs(model, activation_absmax=stats.absmax, alpha=0.5)
+    assert rec.params["activation_aware"] and len(rec.changes) == 2
+    np.testing.assert_allclose(run(eq, feeds), run(model, feeds), rtol=1e-4, atol=1e-5)
+    ref, before, _ = int8_outputs(model, feeds)
+    _, after, _ = int8_outputs(eq, feeds)
+    assert nmse(ref, after) < 0.5 * nmse(ref, before)
