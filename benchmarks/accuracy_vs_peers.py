@@ -3,16 +3,22 @@
 Same model, same eval split, same calibration samples, one run. The ORT peer uses QDQ,
 signed symmetric INT8 activations and weights, per-channel weights, the weighted-op scope of
 the model (MatMul/Gemm for MiniLM, Conv/Gemm for MobileNetV2) and the best of MinMax /
-Percentile 99.99 / Entropy (2048 bins). NVIDIA ModelOpt is measured where it imports (not
-here: it pulls onnxruntime-gpu). quantkit's candidates are evaluated exactly as a run does
-(same stage-cache keys: after a run of the experiment they are read back, not recomputed).
+Percentile 99.99 / Entropy (2048 bins). NVIDIA ModelOpt ONNX PTQ (max and entropy, fp16 and
+fp32 high precision) runs in its own virtual environment (``--modelopt-venv``, default
+/work/venv-modelopt: it pulls onnxruntime-gpu and pins onnx, so it cannot share quantkit's)
+on a copy of the model (it rewrites its input), through its public ``quantize`` API with
+CPU calibration. Peers' artifacts are evaluated on ONNX Runtime CPU with quantkit's session
+settings (``WeightBiasQuantization`` disabled) and basic graph optimizations only, so their
+Q/DQ runs exactly (no x86 integer-kernel fusion). quantkit's candidates are evaluated exactly
+as a run does (same stage-cache keys: after a run of the experiment they are read back, not
+recomputed). Agreement = top-1 agreement with FP32 on the same examples.
 Usage:
 
     python benchmarks/accuracy_vs_peers.py [--eval-limit N]
     python benchmarks/accuracy_vs_peers.py --model mobilenet_int8   # or: model=mobilenet_int8
 
-Last line: acc_fp32=<a> acc_quantkit=<b> acc_ort=<c> acc_modelopt=<d|na>
-(prefixed ``model=<experiment> `` for models other than the default bert_int8)
+Last line: model=<m> acc_fp32=.. acc_quantkit=.. agree_quantkit=.. acc_ort=.. agree_ort=..
+acc_modelopt=<..|na> agree_modelopt=<..|na> (each peer's best configuration by accuracy)
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ def main() -> None:
     ap.add_argument("--eval-limit", type=int, default=None)
     ap.add_argument("--model", default="bert_int8", choices=["bert_int8", "mobilenet_int8"],
                     help="the experiment whose model and data are measured")
+    ap.add_argument("--modelopt-venv", default="/work/venv-modelopt",
+                    help="virtual environment with nvidia-modelopt[onnx] (torch CPU first)")
     a = ap.parse_args([f"--model={x.split('=', 1)[1]}" if x.startswith("model=") else x
                        for x in sys.argv[1:]])
     overrides = [f"data.eval.limit={a.eval_limit}"] if a.eval_limit else []
@@ -50,6 +58,18 @@ def main() -> None:
     lengths = enc.lengths(splits.eval)
     y = splits.eval.labels
     rows = []
+
+    def evaluate_exact(path, name):
+        """(accuracy, agreement with FP32) of a peer artifact on exact Q/DQ numerics."""
+        from quantkit.backends.ort import UNSAFE_QDQ_OPTIMIZERS
+
+        with OrtRunner(path, name=name, graph_optimization_level="basic",
+                       disabled_optimizers=UNSAFE_QDQ_OPTIMIZERS) as r:
+            logits = run_split(r, enc, splits.eval, output=model.output_name,
+                               batch_size=s.backend.batch_size, progress=False, lengths=lengths)
+        pred = logits.argmax(1)
+        return float((pred == y).mean()), float((pred == ref_pred).mean())
+
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         # the run's own stages and stage cache: evaluations a run of this experiment made
@@ -57,7 +77,8 @@ def main() -> None:
         ctx = prepared_context(s, tmp)
         ref = evaluate_reference(ctx)
         acc_fp32 = ref.metric("accuracy")
-        rows.append(("fp32", "-", acc_fp32))
+        ref_pred = ref.logits.argmax(1)
+        rows.append(("fp32", "-", acc_fp32, 1.0))
         cal = calibrate(ctx, quant_scope(ctx))
         overflow = check_fp16_range(ctx)
         qk = {}
@@ -65,8 +86,9 @@ def main() -> None:
             art = build_artifact(ctx, f"int8.{method}", plan_for_ranges(ctx, rng, overflow),
                                  nonfinite=rng.excluded)
             # as a quantkit run evaluates it: FP16 remainder on a faithful FP16 emulation
-            qk[method] = evaluate_artifact(ctx, art, ref).metric("accuracy")
-            rows.append(("quantkit", f"{method} (INT8 + FP16 remainder, emulated)", qk[method]))
+            res = evaluate_artifact(ctx, art, ref)
+            qk[method] = (res.metric("accuracy"), float((res.logits.argmax(1) == ref_pred).mean()))
+            rows.append(("quantkit", f"{method} (INT8 + FP16 remainder, emulated)", *qk[method]))
         # ORT stacks its calibration batches: text batches padded to max_length (images
         # have one shape already)
         kw = {"pad_to": s.data.max_length} if text else {}
@@ -77,26 +99,98 @@ def main() -> None:
             out = tmp / f"ort.{method}.onnx"
             peers.ort_quantize(model.path, out, feeds, method=method, percentile=99.99,
                                op_types=scope)
-            with OrtRunner(out, name=f"ort-{method}") as r:
-                logits = run_split(r, enc, splits.eval, output=model.output_name,
-                                   batch_size=s.backend.batch_size, progress=False, lengths=lengths)
-            ort[method] = float((logits.argmax(1) == y).mean())
+            ort[method] = evaluate_exact(out, f"ort-{method}")
             rows.append(("ort", f"{method} (quantize_static QDQ, {'/'.join(scope)}, FP32 rest)",
-                         ort[method]))
-    acc_mo = "na"
+                         *ort[method]))
+        mo, mo_note = {}, None
+        venv_python, mo_note = ensure_modelopt_venv(Path(a.modelopt_venv))
+        if venv_python is not None:
+            calib = tmp / "calib.npz"
+            np.savez(calib, **{k: np.concatenate([f[k] for f in feeds]) for k in feeds[0]})
+            for method in ("max", "entropy"):
+                for hp in ("fp16", "fp32"):
+                    out = tmp / f"modelopt.{method}.{hp}.onnx"
+                    err = modelopt_quantize(venv_python, model.path, out, calib, tmp,
+                                            method=method, high_precision=hp, op_types=scope)
+                    if err:
+                        mo_note = err
+                        continue
+                    mo[f"{method}/{hp}"] = evaluate_exact(out, f"modelopt-{method}-{hp}")
+                    rows.append(("modelopt", f"{method}, high precision {hp}", *mo[f"{method}/{hp}"]))
     print(f"eval examples: {len(y)}; calibration samples: {len(splits.calib)}")
-    print(f"{'tool':<10} {'configuration':<44} {'accuracy':>8}")
-    for tool, conf, acc in rows:
-        print(f"{tool:<10} {conf:<44} {acc:>8.4f}")
-    if not peers.modelopt_available():
-        print("modelopt   not measured: nvidia-modelopt[onnx] pulls onnxruntime-gpu, which "
-              "rounds fp16 QuantizeLinear toward zero here")
-    best_q, best_o = max(qk.values()), max(ort.values())
-    print(f"best quantkit calibrator: {max(qk, key=qk.get)}; best ORT method: {max(ort, key=ort.get)}")
-    prefix = "" if a.model == "bert_int8" else f"model={a.model} "
-    print(f"{prefix}acc_fp32={acc_fp32:.4f} acc_quantkit={best_q:.4f} acc_ort={best_o:.4f} "
-          f"acc_modelopt={acc_mo}")
-    _ = np
+    print(f"{'tool':<10} {'configuration':<48} {'accuracy':>8} {'agree':>7}")
+    for tool, conf, acc, agree in rows:
+        print(f"{tool:<10} {conf:<48} {acc:>8.4f} {agree:>7.4f}")
+    if mo_note:
+        print(f"modelopt   not (fully) measured: {mo_note}")
+
+    def best(d):
+        k = max(d, key=lambda m: d[m]) if d else None
+        return (k, *d[k]) if k else (None, None, None)
+
+    (kq, aq, gq), (ko, ao, go), (km, am, gm) = best(qk), best(ort), best(mo)
+    print(f"best quantkit: {kq}; best ORT: {ko}; best ModelOpt: {km or 'na'}")
+
+    def f(v):
+        return "na" if v is None else f"{v:.4f}"
+
+    print(f"model={a.model} acc_fp32={acc_fp32:.4f} acc_quantkit={f(aq)} agree_quantkit={f(gq)} "
+          f"acc_ort={f(ao)} agree_ort={f(go)} acc_modelopt={f(am)} agree_modelopt={f(gm)}")
+
+
+#: run inside the ModelOpt venv: its public ONNX PTQ API, CPU calibration
+_MODELOPT_SCRIPT = """
+import sys, numpy as np
+from modelopt.onnx.quantization import quantize
+src, out, calib, method, hp, ops = sys.argv[1:7]
+data = dict(np.load(calib))
+quantize(src, quantize_mode="int8", calibration_data=data, calibration_method=method,
+         calibration_eps=["cpu"], high_precision_dtype=hp, op_types_to_quantize=ops.split(","),
+         output_path=out)
+"""
+
+
+def ensure_modelopt_venv(venv: Path) -> tuple[Path | None, str | None]:
+    """(python of a venv with nvidia-modelopt[onnx], None) or (None, why not).
+
+    Created on first use: torch 2.13.0 CPU first (else ModelOpt pulls a multi-GB CUDA torch),
+    then ``nvidia-modelopt[onnx]`` (which brings onnxruntime-gpu and onnx 1.21: hence its own
+    venv). Failing installs are reported, not raised: the other peers are still measured.
+    """
+    import subprocess
+
+    python = venv / "bin" / "python"
+    check = [str(python), "-c", "import modelopt.onnx.quantization"]
+    if python.exists() and subprocess.run(check, capture_output=True).returncode == 0:
+        return python, None
+    steps = [[sys.executable, "-m", "venv", str(venv)],
+             [str(python), "-m", "pip", "install", "-q", "torch==2.13.0+cpu"],
+             [str(python), "-m", "pip", "install", "-q", "nvidia-modelopt[onnx]"]]
+    for cmd in steps:
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            last = (r.stderr or r.stdout).strip().splitlines()
+            return None, f"`{' '.join(cmd[2:])}` failed: {last[-1] if last else r.returncode}"
+    if subprocess.run(check, capture_output=True).returncode != 0:
+        return None, "modelopt.onnx.quantization does not import in the new venv"
+    return python, None
+
+
+def modelopt_quantize(python, model_path, out, calib, tmp, *, method, high_precision,
+                      op_types) -> str | None:
+    """Quantize a copy of the model with ModelOpt in its venv; None, or why it failed."""
+    import shutil
+    import subprocess
+
+    src = Path(tmp) / f"modelopt_input.{method}.{high_precision}.onnx"
+    shutil.copyfile(model_path, src)  # ModelOpt rewrites its input in place
+    r = subprocess.run([str(python), "-c", _MODELOPT_SCRIPT, str(src), str(out), str(calib),
+                        method, high_precision, ",".join(op_types)],
+                       capture_output=True, text=True)
+    if r.returncode != 0 or not Path(out).exists():
+        last = (r.stderr or r.stdout).strip().splitlines()
+        return f"modelopt {method}/{high_precision} failed: {last[-1] if last else r.returncode}"
+    return None
 
 
 if __name__ == "__main__":

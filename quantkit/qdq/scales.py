@@ -55,3 +55,15 @@ def fake_quantize(x: np.ndarray, scale: np.ndarray, axis: int | None = None) -> 
         s = s.reshape(shape)
     q = np.clip(np.rint(np.asarray(x, dtype=np.float32) / s), -128, INT8_MAX)
     return (q * s).astype(np.float32)
+
+
+def quantize_weight(w: np.ndarray, scale: np.ndarray, axis: int | None = None) -> np.ndarray:
+    """int8 values of ``w`` as QuantizeLinear computes them: ``saturate(rint(w / scale))``,
+    the division in float32, round half to even (the data of a weight's DequantizeLinear)."""
+    s = np.asarray(scale, dtype=np.float32)
+    if axis is not None and s.ndim == 1:
+        shape = [1] * np.ndim(w)
+        shape[axis] = -1
+        s = s.reshape(shape)
+    q = np.rint(np.asarray(w, dtype=np.float32) / s)
+    return np.clip(q, -128, INT8_MAX).astype(np.int8)
