@@ -54,7 +54,7 @@ def input_channel_axes(model: onnx.ModelProto, nodes: Iterable[str]) -> dict[str
 
 def quantized_weight(node: onnx.NodeProto, w: np.ndarray) -> np.ndarray:
     """``w`` after the per-channel INT8 Q -> DQ that insert_qdq writes for ``node``."""
-    axis = weight_axis(node.op_type, w.ndim, trans_b=int(attr(node, "transB", 0)))
+    axis = weight_axis(node.op_type, w.ndim, {"transB": attr(node, "transB", 0)})
     scale = int8_scale(per_channel_amax(w, axis), where=f"weight {node.input[1]}")
     return fake_quantize(w, scale, axis)
 
