@@ -68,11 +68,13 @@ def _command() -> str:
 def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
     """Run every stage of one experiment and write record.json (+ reports) to the run dir."""
     from quantkit.assets import cache_root
+    from quantkit.environment import host_facts
     from quantkit.run import (RunResults, assemble_record, build_artifacts, calibrate,
                               check_backend, check_fp16_range, check_preflight, compare_layers,
-                              evaluate_artifact, evaluate_reference, load_data, make_context,
-                              measure, prepare_model, quant_scope, record_files,
-                              recorded_config, search_mixed, search_skip_reason, target_note)
+                              evaluate_artifact, evaluate_reference, family_members, load_data,
+                              make_context, measure, prepare_model, quant_scope,
+                              recommend_signed, record_files, recorded_config, search_mixed,
+                              search_skip_reason, sign_off, target_note)
 
     settings: Settings = build(cfg)
     run_dir = _run_dir(out_dir)
@@ -84,6 +86,7 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
     record.notes.append(target_note(settings))
     ctx = make_context(settings, run_dir, cache_root(settings.cache_dir))
     check_preflight(ctx)  # one clear error per bad dir / backend / model file, before any work
+    record.host = host_facts(settings.backend)  # + GPU, driver, CUDA, TensorRT on backend=trt
     stage, res = _Stages(), RunResults()
 
     with stage("data"):
@@ -92,12 +95,13 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
         res.prepared = prepared = prepare_model(ctx, splits)
         info["cached"] = prepared.model.cached
     ctx = ctx.with_inputs(model=prepared.model, splits=splits, feeds=prepared.feeds,
-                          eval_lengths=prepared.eval_lengths, graph=prepared.graph)
+                          lengths=prepared.lengths, graph=prepared.graph)
     record.data = prepared.data_record(settings)
     record.model = prepared.model_record()
 
-    with stage("fp32_reference"):
-        res.reference = ref = evaluate_reference(ctx)
+    with stage("fp32_reference"):  # on dev (every choice) and test (the sign-off's pairs)
+        res.reference = ref = evaluate_reference(ctx, "dev")
+        res.reference_test = evaluate_reference(ctx, "test")
     scope = quant_scope(ctx)  # read by calibration, plan building and Q/DQ insertion
     with stage("calibration") as info:
         res.calibration = cal = calibrate(ctx, scope)
@@ -108,12 +112,9 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
     with stage("artifacts") as info:
         res.artifacts = arts = build_artifacts(ctx, cal, overflow)
         info["count"] = len(arts)
-    with stage("evaluate") as info:
+    with stage("evaluate") as info:  # on dev only: these numbers choose
         res.evaluations = {n: evaluate_artifact(ctx, a, ref) for n, a in arts.items()}
         info["candidates"] = len(arts)
-    with stage("backend_check"):
-        if settings.backend.name == "ort":
-            res.backend_checks = {n: check_backend(ctx, a) for n, a in arts.items()}
     with stage("layerwise") as info:
         res.layers = compare_layers(ctx, scope, arts)
         info["examples"] = res.layers.examples
@@ -127,17 +128,27 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
             res.search = search_mixed(ctx, arts, res.evaluations, res.layers, ref)
             if res.search is not None:
                 info.update({k: res.search.search[k] for k in ("full_evals", "bound")})
+    every = {**arts, **({"mixed": res.search.artifact} if res.search else {})}
+    dev = {**res.evaluations, **({"mixed": res.search.evaluation} if res.search else {})}
+    with stage("backend_check"):  # every candidate that can be recommended, on a dev subset
+        res.backend_checks = {n: check_backend(ctx, a, ref) for n, a in every.items()}
+
+    members = family_members(ctx, res.evaluations, dev.get("mixed"),
+                             len(res.search.fp16_layers) if res.search else 0)
+    with stage("signoff") as info:  # declared on dev, then the test split, once per member
+        res.signoff = sign_off(ctx, members, every, dev, res.reference_test)
+        info["family"] = list(res.signoff.family.candidates)
 
     if settings.bench.enabled:
         with stage("latency") as info:  # timings: reused only for the same artifact and host
-            every = {**arts, **({"mixed": res.search.artifact} if res.search else {})}
-            evals = {**res.evaluations, **({"mixed": res.search.evaluation} if res.search else {})}
             models = {"fp32": ref.engine or prepared.model.path,
-                      **{n: evals[n].engine or a.path for n, a in every.items()}}
+                      **{n: dev[n].engine or a.path for n, a in every.items()}}
             shas = {"fp32": prepared.model.sha256, **{n: a.sha256 for n, a in every.items()}}
             res.latency = measure(ctx, models, shas)
             info["candidates"] = len(res.latency.candidates)
 
+    res.recommendation, res.notes = recommend_signed(ctx, res.signoff, every,
+                                                     res.backend_checks, res.latency)
     assemble_record(record, res)
     record_files(record, run_dir)
     record.stages = stage.stages

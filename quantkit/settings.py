@@ -175,7 +175,7 @@ class CalibratorConfig:
 class SearchConfig:
     enabled: bool = True
     max_full_evals: int = 14
-    max_minutes: float = 8.0
+    max_minutes: float = 90.0  # wall-clock stop (an error, never a smaller answer)
     subset: int = 256  # eval examples used to measure per-layer sensitivity
     measure_top: int = 12  # re-rank the proxy's top N layers by measured damage (0 = proxy only)
     prune: bool = True
@@ -328,6 +328,9 @@ class BackendConfig:
     disabled_optimizers: list[str] = field(default_factory=lambda: ["WeightBiasQuantization"])
     intra_op_threads: int = 0
     batch_size: int = 64
+    # how evaluation runs Q/DQ on ONNX Runtime: auto (exact for target=tensorrt, fused for
+    # ort_cpu) | exact | fused | integer (backends/ort.py QDQ_MODES)
+    qdq_mode: str = "auto"
     trt: TrtConfig = field(default_factory=TrtConfig)
 
 
@@ -336,9 +339,9 @@ class CompareConfig:
     subset: int = 256  # eval examples for the per-layer debug run
     batch_size: int = 16  # per-layer debug run: every tensor is an output, keep batches small
     floor_multiple: float = 10000.0  # flag a layer whose INT8 noise > this x its FP16 noise (40 dB)
-    backend_check_subset: int = 512  # eval examples for the FP16-vs-FP32-remainder check
-    backend_check_min_agreement: float = 0.9
-    backend_check_max_accuracy_gap: float = 0.05
+    backend_check_subset: int = 1000  # dev examples: the artifact as the backend runs it vs
+    # the execution its numbers come from (the emulation); gated at a share of the margin
+    numerics_margin_share: float = 0.5  # numerics may use this share of the sign-off margin
     fp16_range_samples: int = 64  # calibration samples scanned for FP16 overflow
 
 
@@ -492,6 +495,7 @@ def validate(s: Settings) -> Settings:
     _positive("precision.search.measure_top", s.precision.search.measure_top, allow_zero=True)
     _positive("precision.search.max_minutes", s.precision.search.max_minutes, allow_zero=True)
     _choice("backend.name", s.backend.name, ("ort", "trt"))
+    _choice("backend.qdq_mode", s.backend.qdq_mode, ("auto", "exact", "fused", "integer"))
     _choice("target", s.target, ("tensorrt", "ort_cpu"))
     if s.target == "ort_cpu" and s.backend.name == "trt":
         raise ConfigError("target=ort_cpu artifacts are for ONNX Runtime, not TensorRT",

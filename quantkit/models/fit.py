@@ -5,7 +5,6 @@ one clear error naming the setting to change, before FP32 inference, calibration
 work is spent:
 
 - custom-domain operators that ONNX Runtime cannot run (named by node, op and domain);
-- the data kind (text feeds integer token ids; image feeds one 4-D float tensor);
 - the class count (the logits output's static last dimension vs the data's labels);
 - a fixed batch dimension vs every batch-size setting of the run.
 """
@@ -19,15 +18,12 @@ import onnx
 
 from quantkit.errors import ConfigError, DataError, ModelError
 
-__all__ = ["InputSpec", "input_specs", "check_custom_ops", "check_data_kind", "check_class_count",
+__all__ = ["InputSpec", "input_specs", "check_custom_ops", "check_class_count",
            "check_fixed_batch", "STANDARD_DOMAINS"]
 
 #: Operator domains ONNX Runtime's CPU build runs without a custom-op library.
 STANDARD_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "com.microsoft", "ai.onnx.preview.training"})
 
-_INT_TYPES = frozenset({onnx.TensorProto.INT64, onnx.TensorProto.INT32})
-_FLOAT_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16,
-                          onnx.TensorProto.DOUBLE, onnx.TensorProto.BFLOAT16})
 
 
 @dataclass(frozen=True)
@@ -95,23 +91,6 @@ def _all_nodes(graph: onnx.GraphProto):
             elif attr.type == onnx.AttributeProto.GRAPHS:
                 for g in attr.graphs:
                     yield from _all_nodes(g)
-
-
-def check_data_kind(specs: Sequence[InputSpec], data_kind: str) -> None:
-    """A text model takes integer token ids; an image model one 4-D float tensor."""
-    described = "; ".join(s.describe() for s in specs)
-    ints = [s for s in specs if s.elem_type in _INT_TYPES]
-    floats4 = [s for s in specs if s.elem_type in _FLOAT_TYPES and len(s.dims) == 4]
-    if data_kind == "text" and not ints and floats4:
-        raise ConfigError("the model takes an image tensor but data.kind is text",
-                          where="data.kind", value=described,
-                          fix="use image data: data.kind=image (e.g. data=image_folder "
-                              "data.path=<folder>) with data.image.size matching the model")
-    if data_kind == "image" and (ints or not floats4):
-        raise ConfigError("the model does not take one 4-D float image tensor but data.kind is "
-                          "image", where="data.kind", value=described,
-                          fix="use text data (data.kind=text with data.tokenizer=...) for a model "
-                              "fed token ids, or point model.path at an image model")
 
 
 def check_class_count(proto: onnx.ModelProto, output: str, n_classes: int) -> None:

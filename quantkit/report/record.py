@@ -33,8 +33,10 @@ def host_info() -> dict[str, Any]:
 
 
 #: Version of the record's layout; bump when a field changes meaning. 1: issue 14's spine
-#: (the recorded config is the one that ran). Records without it are older.
-SCHEMA_VERSION = 1
+#: (the recorded config is the one that ran). 2: dev / test sign-off (``signoff``; a family
+#: member's ``metrics`` / ``verdict`` are on test, its ``dev`` entry on dev; every other
+#: candidate's verdict is a dev verdict, ``verdict.split == "dev"``). Older records lack it.
+SCHEMA_VERSION = 2
 
 
 @dataclass
@@ -56,6 +58,8 @@ class RunRecord:
     search: dict[str, Any] = field(default_factory=dict)
     latency: dict[str, Any] = field(default_factory=dict)  # what the timings belong to, cost
     recommended: str | None = None
+    recommendation: dict[str, Any] = field(default_factory=dict)  # candidate, reason, excluded
+    signoff: dict[str, Any] = field(default_factory=dict)  # family, power plan, ledger, decision
     artifacts: dict[str, str] = field(default_factory=dict)  # relative path -> sha256
     stage_cache: dict[str, dict[str, int]] = field(default_factory=dict)  # stage -> hits, misses
     notes: list[str] = field(default_factory=list)

@@ -238,8 +238,7 @@ def _thresholds(record, v) -> list[tuple[str, str]]:
         if key in cfg_v:
             rows.append((label, _cfg(cfg_v[key])))
     for key, label in (("floor_multiple", "layer flagged when INT8 noise > this x FP16 noise"),
-                       ("backend_check_min_agreement", "backend check: min agreement"),
-                       ("backend_check_max_accuracy_gap", "backend check: max accuracy gap"),
+                       ("numerics_margin_share", "backend check: share of the margin"),
                        ("backend_check_subset", "backend check: examples"),
                        ("subset", "per-layer comparison: examples")):
         if key in cfg_c:

@@ -13,7 +13,7 @@ from quantkit.run.artifacts import Artifact, build_artifact, build_artifacts, pl
 from quantkit.run.backend_check import BackendCheck, check_backend
 from quantkit.run.calibration import Calibration, calibrate
 from quantkit.run.context import RunContext, make_context
-from quantkit.run.engine import EngineBuild, build_trt_engine
+from quantkit.run.engine import build_trt_engine
 from quantkit.run.evaluation import (Evaluation, evaluate, evaluate_artifact, evaluate_reference,
                                      numerics_note)
 from quantkit.run.fp16_range import Fp16Range, check_fp16_range
@@ -22,19 +22,20 @@ from quantkit.run.layerwise import LayerReport, compare_layers
 from quantkit.run.prepare import (Prepared, check_preflight, load_data, prepare_model,
                                   prepared_context, text_encoder)
 from quantkit.run.record import (RunResults, assemble_record, candidate_records, record_files,
-                                 recommend, recorded_config, slower_than_fp32, target_note,
+                                 recorded_config, slower_than_fp32, target_note,
                                  write_sha256sums)
 from quantkit.run.scope import QuantScope, quant_scope
+from quantkit.run.signoff import SignOff, family_members, recommend_signed, sign_off
 from quantkit.run.search import SearchOutcome, measure_sensitivity, search_mixed, search_skip_reason
 from quantkit.run.summary import summary_lines
 
-__all__ = ["Artifact", "build_artifact", "build_artifacts", "plan_for_ranges", "BackendCheck",
+__all__ = ["SignOff", "family_members", "recommend_signed", "sign_off", "Artifact", "build_artifact", "build_artifacts", "plan_for_ranges", "BackendCheck",
            "check_backend", "Calibration", "calibrate", "RunContext", "make_context",
-           "EngineBuild", "build_trt_engine", "Evaluation", "evaluate",
+           "build_trt_engine", "Evaluation", "evaluate",
            "evaluate_artifact", "evaluate_reference", "numerics_note", "Fp16Range",
            "check_fp16_range", "LatencyReport", "latency_feeds", "latency_reuse", "measure",
            "LayerReport", "compare_layers", "Prepared", "check_preflight", "load_data",
            "prepare_model", "prepared_context", "text_encoder", "RunResults", "assemble_record", "candidate_records", "record_files",
-           "recommend", "recorded_config", "slower_than_fp32", "target_note", "write_sha256sums",
+           "recorded_config", "slower_than_fp32", "target_note", "write_sha256sums",
            "QuantScope", "quant_scope", "SearchOutcome", "measure_sensitivity", "search_mixed",
            "search_skip_reason", "summary_lines"]

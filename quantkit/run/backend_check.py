@@ -1,8 +1,18 @@
-"""Stage "backend_check": the artifact as the backend runs it vs its faithful FP16 emulation.
+"""Stage "backend_check": the artifact as the backend runs it vs the execution its numbers
+come from (the FP16 emulation with exact Q/DQ), on a dev subset, gated by the margin.
 
-Agreement far below 1 (or a large accuracy gap) means the backend mis-ran the artifact (e.g.
-ORT 1.32's WeightBiasQuantization on FP16 Q/DQ graphs scored 0.25 instead of 0.82), so the
-emulated numbers, not the backend's, are the ones to trust."""
+Two executions of one plan that flip a fraction ``f`` of predictions can differ in accuracy
+by up to ``f``, so the tolerance is a share of the sign-off margin
+(``compare.numerics_margin_share``, quantkit/compare/numerics.py), tested with an exact
+binomial bound. The numerics noise between two equivalent executions of the emulation
+(exact Q/DQ vs integer-exact kernels) is reported beside it: when it is above the tolerance,
+accuracy measured on this CPU does not transfer to another runtime and a TensorRT
+evaluation is required.
+
+On ``backend=trt`` the artifact side is the TensorRT engine and the gate decides whether the
+candidate may be recommended. On ONNX Runtime CPU with ``target=tensorrt`` the artifact side
+is ORT's own execution (which drops FP16 Casts and fuses integer kernels): the gate is
+reported, and a failure says the CPU numbers need a TensorRT evaluation."""
 
 from __future__ import annotations
 
@@ -19,7 +29,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class BackendCheck:
-    """``result``: checked, n, agreement, accuracy per side, ok (what the record shows)."""
+    """``result``: checked, n, agreement, accuracy per side, the gate (what the record shows)."""
 
     result: dict
 
@@ -27,43 +37,86 @@ class BackendCheck:
     def ok(self) -> bool:
         return bool(self.result.get("ok", True))
 
+    @property
+    def blocks(self) -> bool:
+        """True when the gate failed on the runtime the candidate deploys to (backend=trt)."""
+        return bool(self.result.get("blocks_recommendation", False))
+
+    @property
+    def tensorrt_required(self) -> bool:
+        return bool((self.result.get("gate") or {}).get("tensorrt_required", False))
+
     def to_record(self) -> dict:
         return dict(self.result)
 
 
-def check_backend(ctx: RunContext, artifact: Artifact) -> BackendCheck:
-    """Cached by artifact, eval data, compare + backend settings and execution environment."""
+def check_backend(ctx: RunContext, artifact: Artifact, reference) -> BackendCheck:
+    """Cached by artifact, dev data, compare + backend + verdict settings and the execution
+    environment. ``reference``: the FP32 evaluation on dev (its accuracy sets the margin)."""
     s = ctx.settings
-    inputs = {"artifact": artifact.sha256, "eval": ctx.splits.eval.sha256,
-              "compare": asdict(s.compare), "backend": asdict(s.backend), **ctx.feeds_key(),
-              **ctx.measured_key()}
-    obj, _, _ = ctx.cached("backend_check", inputs, lambda: (_check(ctx, artifact), None))
+    inputs = {"artifact": artifact.sha256, "dev": ctx.splits.dev.sha256,
+              "compare": asdict(s.compare), "backend": asdict(s.backend),
+              "verdict": [s.verdict.margin_kind, s.verdict.margin, s.verdict.alpha],
+              "qdq_mode": ctx.qdq_mode(), **ctx.feeds_key(), **ctx.measured_key()}
+    obj, _, _ = ctx.cached("backend_check", inputs,
+                           lambda: (_check(ctx, artifact, reference), None))
     return BackendCheck(result=obj)
 
 
-def _check(ctx: RunContext, art: Artifact) -> dict:
-    from quantkit.backends.batched import run_split
+def _margin_abs(ctx: RunContext, reference) -> float:
+    from quantkit.verdict import Margin, margin_abs
 
-    s, ev = ctx.settings, ctx.splits.eval
-    n = min(s.compare.backend_check_subset, len(ev))
-    if n == 0 or art.emulated is None:
+    v = ctx.settings.verdict
+    if ctx.splits.label_free or v.metric == "agreement":
+        return 1.0 - v.min_agreement
+    return margin_abs(Margin(v.margin_kind, v.margin), reference.metric("accuracy"))
+
+
+def _check(ctx: RunContext, art: Artifact, reference) -> dict:
+    from quantkit.backends.batched import run_split
+    from quantkit.compare.numerics import numerics_gate
+
+    s, dev = ctx.settings, ctx.splits.dev
+    n = min(s.compare.backend_check_subset, len(dev))
+    on_trt = s.backend.name == "trt"
+    if n == 0 or (art.emulated is None and not on_trt):
         return {"checked": False}
-    sub, y = ctx.head(ev, n), ev.labels[:n]
-    lengths = ctx.eval_lengths[:n] if ctx.eval_lengths is not None else None
-    preds = {}
-    for key, m in (("artifact", art.path), ("emulated", art.emulated())):
-        with ctx.runner(m, name=f"check-{key}") as r:
-            preds[key] = run_split(r, ctx.feeds, sub, output=ctx.model.output_name,
-                                   batch_size=s.backend.batch_size, progress=False,
-                                   lengths=lengths).argmax(axis=1)
-    agree = float((preds["artifact"] == preds["emulated"]).mean())
-    acc = {k: float((v == y).mean()) for k, v in preds.items()}
-    gap = abs(acc["artifact"] - acc["emulated"])
-    ok = (agree >= s.compare.backend_check_min_agreement
-          and gap <= s.compare.backend_check_max_accuracy_gap)
-    if not ok:
-        log.warning("backend check: %s as ONNX Runtime runs it agrees with its FP16 emulation on "
-                    "%.3f of %d examples (accuracy gap %.3f): the backend may mis-run this graph",
-                    art.path, agree, n, gap)
-    return {"checked": True, "n": n, "agreement": agree, "accuracy": acc, "ok": ok,
-            "compared": "artifact on the backend vs FP16 emulation of the same plan"}
+    sub, lengths = ctx.head(dev, n), ctx.split_lengths("dev", n)
+
+    def predict(runner) -> object:
+        with runner as r:
+            return run_split(r, ctx.feeds, sub, output=ctx.model.output_name,
+                             batch_size=s.backend.batch_size, progress=False,
+                             lengths=lengths).argmax(axis=1)
+
+    emulated = art.emulated() if art.emulated is not None else art.path
+    if on_trt:
+        from quantkit.backends.trt.run import runner_for
+        from quantkit.run.engine import build_trt_engine
+
+        engine = build_trt_engine(ctx, art.path, None)
+        artifact_side = predict(runner_for(s, engine, name="check-engine"))
+        what = "TensorRT engine vs the emulation of the same plan"
+    else:
+        artifact_side = predict(ctx.runner(art.path, name="check-artifact", qdq_mode="fused"))
+        what = "artifact as ONNX Runtime runs it (fused kernels) vs the emulation"
+    reference_side = predict(ctx.runner(emulated, name="check-emulated"))
+    flips = int((artifact_side != reference_side).sum())
+    noise = None
+    if art.plan.int8_nodes() and ctx.qdq_mode() == "exact":  # two equivalent executions
+        noise_side = predict(ctx.runner(emulated, name="check-noise", qdq_mode="integer"))
+        noise = int((noise_side != reference_side).sum())
+    gate = numerics_gate(flips / n, n, _margin_abs(ctx, reference),
+                         noise_flip_rate=None if noise is None else noise / n,
+                         share=s.compare.numerics_margin_share, alpha=s.verdict.alpha / 2,
+                         what=what, noise_what="exact Q/DQ vs integer-exact kernels")
+    out = {"checked": True, "n": n, "agreement": 1.0 - flips / n, "compared": what,
+           "gate": gate.to_dict(), "ok": gate.status != "fail",
+           "blocks_recommendation": on_trt and gate.status == "fail"}
+    y = sub.labels
+    if y is not None:
+        out["accuracy"] = {"artifact": float((artifact_side == y).mean()),
+                           "emulated": float((reference_side == y).mean())}
+    if gate.status == "fail" or gate.tensorrt_required:
+        log.warning("backend check of %s: %s", art.name, " ".join(gate.reasons))
+    return out

@@ -29,7 +29,7 @@ class RunContext:
 
     ``cache``: the run's StageCache, or None (compute everything, keep nothing).
     ``model`` (quantkit.models.Model), ``splits`` (quantkit.data.Splits), ``feeds``
-    (TextFeeds | ImageFeeds), ``eval_lengths`` (token counts or None) and ``graph``
+    (TextFeeds | ImageFeeds), ``lengths`` (split name -> token counts, or None for images) and ``graph``
     (ModelGraph of the FP32 model) are set by :meth:`with_inputs` after the prepare stage.
     """
 
@@ -40,12 +40,34 @@ class RunContext:
     model: Any = None
     splits: Any = None
     feeds: Any = None
-    eval_lengths: Any = None
+    lengths: Any = None  # {"dev": ..., "test": ...}: token counts (text) or None
     graph: Any = None
 
-    def with_inputs(self, *, model, splits, feeds, eval_lengths, graph) -> "RunContext":
+    def with_inputs(self, *, model, splits, feeds, lengths, graph) -> "RunContext":
         return dataclasses.replace(self, model=model, splits=splits, feeds=feeds,
-                                   eval_lengths=eval_lengths, graph=graph)
+                                   lengths=lengths, graph=graph)
+
+    # -- splits ---------------------------------------------------------------------------
+    def split(self, name: str):
+        """The ``dev`` split (everything that chooses) or the ``test`` split (sign-off only)."""
+        if name not in ("dev", "test"):
+            raise ValueError(f"split must be 'dev' or 'test', not {name!r}")
+        return getattr(self.splits, name)
+
+    def split_lengths(self, name: str, n: int | None = None):
+        """Token counts of the first ``n`` examples of split ``name`` (None for images)."""
+        lengths = (self.lengths or {}).get(name)
+        if lengths is None:
+            return None
+        return lengths if n is None else lengths[:n]
+
+    def qdq_mode(self) -> str:
+        """How evaluation runs Q/DQ: ``backend.qdq_mode``, or (auto) exact for
+        target=tensorrt and ORT's fused kernels for target=ort_cpu (backends/ort.py)."""
+        from quantkit.backends.ort import evaluation_qdq_mode
+
+        mode = self.settings.backend.qdq_mode
+        return evaluation_qdq_mode(self.settings.target) if mode == "auto" else mode
 
     # -- the stage cache ------------------------------------------------------------------
     def cached(self, stage: str, inputs: dict, compute: Callable[[], tuple[Any, dict | None]]
@@ -109,14 +131,16 @@ class RunContext:
 
     # -- runners --------------------------------------------------------------------------
     def runner(self, model, *, name: str, extra_outputs=(), optimized_to=None,
-               disable_unsafe: bool = True):
+               disable_unsafe: bool = True, qdq_mode: str | None = None):
         """An ONNX Runtime runner with the run's backend settings (backends/runners.py);
-        extra outputs of the FP32 graph are typed from the run's one shape inference."""
+        extra outputs of the FP32 graph are typed from the run's one shape inference.
+        ``qdq_mode``: default :meth:`qdq_mode` (evaluation numerics); ``"fused"`` runs the
+        artifact as the backend deploys it (backend check, kernel census)."""
         from quantkit.backends.runners import ort_runner
 
         return ort_runner(self.settings.backend, model, name=name, extra_outputs=extra_outputs,
                           optimized_to=optimized_to, disable_unsafe=disable_unsafe,
-                          graph=self.graph)
+                          graph=self.graph, qdq_mode=qdq_mode or self.qdq_mode())
 
 
 def make_context(settings: Settings, run_dir: Path, cache_dir: Path) -> RunContext:

@@ -1,6 +1,7 @@
-"""Stage "evaluate" (and the FP32 reference): task evidence of one artifact on the eval split,
-with a paired verdict against the FP32 reference. Cached by artifact, data, settings and the
-execution environment."""
+"""Stage "evaluate" (and the FP32 reference): task evidence of one artifact on one split (dev
+for every choice, test only for the sign-off), with a paired test against the FP32 reference
+on the same split. Logits and evidence are cached by artifact, split, settings and the
+execution environment; the paired test (run/verdicts.py) is recomputed from them."""
 
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ class Evaluation:
     evidence: dict
     logits: np.ndarray
     cached: bool = False
+    split: str = "dev"
+    test: Any = None  # SignoffTest vs FP32 on ``split`` (None for the reference itself)
 
     @property
     def engine(self) -> dict | None:
@@ -47,15 +50,16 @@ class Evaluation:
         return dict(self.evidence)
 
 
-def evaluate_reference(ctx: RunContext) -> Evaluation:
-    """The FP32 model's evidence on the eval split: what every verdict compares against."""
-    return evaluate(ctx, "fp32", ctx.model.path, artifact_sha=ctx.model.sha256)
+def evaluate_reference(ctx: RunContext, split: str = "dev") -> Evaluation:
+    """The FP32 model's evidence on ``split``: what every paired test on it compares against."""
+    return evaluate(ctx, "fp32", ctx.model.path, split=split, artifact_sha=ctx.model.sha256)
 
 
-def evaluate(ctx: RunContext, name: str, path, *, reference: Evaluation | None = None,
-             plan_int8: list[str] | None = None, emulated: Any = None,
-             artifact_sha: str | None = None) -> Evaluation:
-    """Evidence of the artifact at ``path`` (cached).
+def evaluate(ctx: RunContext, name: str, path, *, split: str = "dev",
+             reference: Evaluation | None = None, plan_int8: list[str] | None = None,
+             emulated: Any = None, artifact_sha: str | None = None) -> Evaluation:
+    """Evidence of the artifact at ``path`` on ``split`` (cached), with its paired test
+    against ``reference`` (the FP32 evaluation of the same split).
 
     ``emulated``: the artifact's FP16 emulation (a ModelProto or a zero-argument callable
     building it), whose numbers stand for the artifact on ONNX Runtime CPU;
@@ -64,26 +68,38 @@ def evaluate(ctx: RunContext, name: str, path, *, reference: Evaluation | None =
     from quantkit.assets import sha256_file
 
     s = ctx.settings
+    if reference is not None and reference.split != split:
+        raise ValueError(f"reference evaluated on {reference.split}, candidate on {split}")
     inputs = {"name": name, "artifact": artifact_sha or sha256_file(path),
               "model": ctx.model.sha256, "emulated": emulated is not None,
-              "eval": ctx.splits.eval.sha256, "reference": reference is not None,
-              "verdict": asdict(s.verdict), "backend": asdict(s.backend), "seed": s.seed,
+              "split": split, "data": ctx.split(split).sha256,
+              "reference": reference is not None, "qdq_mode": ctx.qdq_mode(),
+              "backend": asdict(s.backend), "seed": s.seed,
               "max_length": s.data.max_length, "tokenizer": ctx.model.tokenizer,
               "plan_int8": plan_int8 or [], **ctx.feeds_key(), **ctx.measured_key()}
 
     def compute():
         em = emulated() if callable(emulated) else emulated
-        evidence, logits = _evaluate(ctx, name, path, reference=reference, plan_int8=plan_int8,
-                                     emulated=em)
+        evidence, logits = _evaluate(ctx, name, path, split=split, reference=reference,
+                                     plan_int8=plan_int8, emulated=em)
         return evidence, {"logits": logits}
 
     evidence, arrays, hit = ctx.cached("evaluation", inputs, compute)
-    return Evaluation(name=name, evidence=evidence, logits=arrays["logits"], cached=hit)
+    logits = arrays["logits"]
+    evidence = {**evidence, "split": split}
+    test = None
+    if reference is not None:
+        from quantkit.run.verdicts import candidate_test
+
+        test = candidate_test(ctx, split, reference.logits, logits, name=name)
+        evidence["verdict"] = {**test.to_verdict_dict(), "split": split}
+    return Evaluation(name=name, evidence=evidence, logits=logits, cached=hit, split=split,
+                      test=test)
 
 
-def _evaluate(ctx: RunContext, name: str, path, *, reference: Evaluation | None,
+def _evaluate(ctx: RunContext, name: str, path, *, split: str, reference: Evaluation | None,
               plan_int8: list[str] | None, emulated) -> tuple[dict, np.ndarray]:
-    """Task evidence of one artifact on the eval split (+ verdict against ``reference``).
+    """Task evidence of one artifact on ``split`` (+ agreement with ``reference``).
 
     On ONNX Runtime CPU, FP16 ops without CPU kernels run in FP32 between Casts that ORT
     inserts and partly removes, which flatters FP16. When ``emulated`` is given (the same
@@ -96,62 +112,72 @@ def _evaluate(ctx: RunContext, name: str, path, *, reference: Evaluation | None,
     from quantkit.compare.task import agreement, mean_kl, slice_metrics, task_metrics
     from quantkit.data.feeds import as_feeds
     from quantkit.run.engine import build_trt_engine
-    from quantkit.verdict import Margin, ab_verdict
-
     s, splits = ctx.settings, ctx.splits
+    data, lengths = ctx.split(split), ctx.split_lengths(split)
     labels = list(range(len(splits.label_names)))
-    y = splits.eval.labels
+    y = data.labels
     with tempfile.TemporaryDirectory() as tmp:
         optimized = Path(tmp) / "optimized.onnx"
         t0 = time.perf_counter()
         engine = build_trt_engine(ctx, path, plan_int8) if s.backend.name == "trt" else None
         use_emulation = engine is None and emulated is not None
         if use_emulation:
-            with ctx.runner(path, name=f"{name}-census", optimized_to=optimized):
+            with ctx.runner(path, name=f"{name}-census", optimized_to=optimized,
+                            qdq_mode="fused"):
                 pass
         if engine is not None:
-            from quantkit.backends.trt import TrtRunner
+            from quantkit.backends.trt.run import runner_for
 
-            runner = TrtRunner(engine.engine_path, name=name)
+            runner = runner_for(s, engine, name=name)
         else:
             runner = ctx.runner(emulated if use_emulation else path, name=name,
                                 optimized_to=None if use_emulation else optimized)
         with runner as r:
-            logits = run_split(r, ctx.feeds, splits.eval, output=ctx.model.output_name,
+            logits = run_split(r, ctx.feeds, data, output=ctx.model.output_name,
                                batch_size=s.backend.batch_size, progress=s.progress,
-                               desc=f"eval {name}", lengths=ctx.eval_lengths)
+                               desc=f"{split} {name}", lengths=lengths)
         seconds = time.perf_counter() - t0
         census = kernel_census(optimized) if optimized.exists() else {}
     pred = logits.argmax(axis=1)
-    extra_slices = as_feeds(ctx.feeds).slices(ctx.eval_lengths)  # text: token-count buckets
+    extra_slices = as_feeds(ctx.feeds).slices(lengths)  # text: token-count buckets
     ev = {"artifact": Path(path).name,
-          "numerics": numerics_note(name, s, emulated=use_emulation),
-          "metrics": task_metrics(y, logits, labels=labels, label_names=splits.label_names),
-          "slices": slice_metrics(y, pred, {"class": y, **extra_slices}),
-          "eval_seconds": round(seconds, 3), "n": int(len(y)), "kernel_census": census,
+          "numerics": numerics_note(name, s, emulated=use_emulation, qdq_mode=ctx.qdq_mode()),
+          "eval_seconds": round(seconds, 3), "n": int(len(pred)), "kernel_census": census,
           "backend": s.backend.name}
+    if y is not None:  # label-free data: agreement with FP32 only
+        ev["metrics"] = task_metrics(y, logits, labels=labels, label_names=splits.label_names)
+        ev["slices"] = slice_metrics(y, pred, {"class": y, **extra_slices})
+    else:
+        ev["metrics"] = {}
     if engine is not None:
         ev["engine"] = engine.to_record()
     if reference is not None:
         ref_logits = reference.logits
         ref_pred = ref_logits.argmax(axis=1)
         ev["agreement_fp32"] = agreement(ref_pred, pred)
+        ev["metrics"]["agreement"] = ev["agreement_fp32"]
         ev["mean_kl_fp32"] = mean_kl(ref_logits, logits)
-        v = s.verdict
-        verdict = ab_verdict(y, ref_pred, pred, margin=Margin(v.margin_kind, v.margin),
-                             alpha=v.alpha, metric=v.metric, n_boot=v.n_boot, seed=s.seed,
-                             slices={"class": np.array([splits.label_names[i] for i in y]),
-                                     **extra_slices},
-                             min_slice_n=v.min_slice_n, labels=labels)
-        ev["verdict"] = verdict.to_dict()
+        ev["mean_abs_logit_fp32"] = float(np.abs(ref_logits - logits).mean())
     return ev, logits
 
 
-def numerics_note(name: str, settings, *, emulated: bool = False) -> str:
-    """One line for the record: how this candidate's numbers were computed."""
+def numerics_note(name: str, settings, *, emulated: bool = False, qdq_mode: str = "fused") -> str:
+    """One line for the record: how this candidate's numbers were computed (and, for INT8
+    on ONNX Runtime, how its Q/DQ ran and on which CPU ISA that holds)."""
+    note = _numerics_note(name, settings, emulated=emulated)
+    if settings.backend.name != "trt" and name not in ("fp32", "fp16"):
+        from quantkit.backends.ort import qdq_mode_note
+        from quantkit.environment import cpu_isa
+
+        note += "; " + qdq_mode_note(qdq_mode, cpu_isa())
+    return note
+
+
+def _numerics_note(name: str, settings, *, emulated: bool = False) -> str:
     if settings.backend.name == "trt":
-        return (f"{name} artifact built into a strongly typed TensorRT engine (precision from "
-                "the graph; no precision builder flags)")
+        from quantkit.backends.trt.run import engine_numerics_note
+
+        return engine_numerics_note(name, settings)
     prov = "+".join(p.replace("ExecutionProvider", "") for p in settings.backend.providers)
     off = ",".join(settings.backend.disabled_optimizers) or "none"
     if name == "fp32":
@@ -165,15 +191,16 @@ def numerics_note(name: str, settings, *, emulated: bool = False) -> str:
                  "TensorRT prediction)")
     if emulated:
         return (f"{what}, FP16 emulated on ONNX Runtime {prov}: FP32 compute with FP16 rounding "
-                f"at every FP16 tensor (ORT CPU lacks FP16 kernels); INT8 Q/DQ exact; disabled "
+                f"at every FP16 tensor (ORT CPU lacks FP16 kernels); disabled "
                 f"optimizers: {off}. Kernel census from the artifact itself")
     return f"{what} on ONNX Runtime {prov} (disabled optimizers: {off})"
 
 
 def evaluate_artifact(ctx: RunContext, artifact, reference: Evaluation, *,
                       plan_int8: bool = True) -> Evaluation:
-    """:func:`evaluate` of a built Artifact against the FP32 reference (``plan_int8=False``:
-    do not check the engine's INT8 layers against the plan, as for a search step)."""
-    return evaluate(ctx, artifact.name, artifact.path, reference=reference,
+    """:func:`evaluate` of a built Artifact against the FP32 reference, on the reference's
+    split (``plan_int8=False``: do not check the engine's INT8 layers against the plan, as
+    for a search step)."""
+    return evaluate(ctx, artifact.name, artifact.path, split=reference.split, reference=reference,
                     plan_int8=artifact.plan.int8_nodes() if plan_int8 else None,
                     emulated=artifact.emulated, artifact_sha=artifact.sha256)

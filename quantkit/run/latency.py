@@ -27,7 +27,7 @@ def latency_feeds(ctx: RunContext, batch_size: int):
     """Feeds for the latency stage: batches of ``batch_size`` from the head of the eval split
     (``bench.feeds`` of them, the same for every candidate)."""
     n = batch_size * ctx.settings.bench.feeds
-    return ctx.batches(ctx.head(ctx.splits.eval, n), batch_size)
+    return ctx.batches(ctx.head(ctx.splits.dev, n), batch_size)
 
 
 def latency_reuse(ctx: RunContext, shas: dict[str, str]):

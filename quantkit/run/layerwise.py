@@ -46,11 +46,11 @@ def compare_layers(ctx: RunContext, scope: QuantScope, artifacts: dict[str, Arti
 
     s = ctx.settings
     tensors = list(scope.compare_tensors)
-    subset = list(range(min(s.compare.subset, len(ctx.splits.eval))))
+    subset = list(range(min(s.compare.subset, len(ctx.splits.dev))))
     inputs = {"model": ctx.model.sha256, "artifacts": {n: a.sha256 for n, a in artifacts.items()},
               "emulated": {n: a.emulated is not None for n, a in artifacts.items()},
-              "tensors": tensors, "eval": ctx.splits.eval.sha256, "subset": subset,
-              "batch": s.compare.batch_size,
+              "tensors": tensors, "dev": ctx.splits.dev.sha256, "subset": subset,
+              "batch": s.compare.batch_size, "qdq_mode": ctx.qdq_mode(),
               "amax": {n: a.activation_amax for n, a in artifacts.items()}, **ctx.feeds_key(),
               **ctx.measured_key()}
     layers, _, _ = ctx.cached("layerwise", inputs, lambda: (
@@ -75,7 +75,7 @@ def _run(ctx: RunContext, artifacts: dict[str, Artifact], tensors, subset
     from quantkit.compare.layerwise import shared_tensors
 
     ref_proto = ctx.graph.model
-    data = ctx.splits.eval.subset(subset)
+    data = ctx.splits.dev.subset(subset)
     with contextlib.ExitStack() as stack:
         runners, names = {}, {}
         for name, art in artifacts.items():

@@ -25,11 +25,10 @@ def check_preflight(ctx: RunContext) -> None:
     ensure_dir(ctx.cache_dir, key="cache_dir")
     if s.stage_cache and ctx.cache is not None:
         ensure_dir(ctx.cache.root, key="stage_cache_dir" if s.stage_cache_dir else "cache_dir")
-    if s.backend.name == "trt":
-        from quantkit.backends.trt import require_cuda_runtime, require_tensorrt
+    if s.backend.name == "trt":  # tensorrt of the pinned major, libcudart, backend.trt.device
+        from quantkit.backends.trt.run import preflight
 
-        require_tensorrt()
-        require_cuda_runtime()
+        preflight(s)
     else:  # an execution provider this onnxruntime lacks
         from quantkit.backends.ort import check_providers
 
@@ -37,7 +36,24 @@ def check_preflight(ctx: RunContext) -> None:
     if s.model.kind == "onnx":
         from quantkit.models.base import inspect_onnx
 
-        inspect_onnx(s.model.path, output=s.model.output)
+        proto, _, output, _ = inspect_onnx(s.model.path, output=s.model.output)
+        check_model_fits(s, proto)
+
+
+def check_model_fits(settings, proto) -> None:
+    """A BYO model that cannot run with these settings: one clear error before any data is
+    read (custom-domain ops, a fixed batch vs the batch settings; data.kind: data/feeds.py)."""
+    from quantkit.models.fit import check_custom_ops, check_fixed_batch, input_specs
+
+    s = settings
+    check_custom_ops(proto)
+    specs = input_specs(proto)
+    sizes = {"data.batch_size": s.data.batch_size, "backend.batch_size": s.backend.batch_size,
+             "calibrator.batch_size": s.calibrator.batch_size,
+             "compare.batch_size": s.compare.batch_size}
+    if s.bench.enabled:
+        sizes["bench.batch_sizes"] = list(s.bench.batch_sizes)
+    check_fixed_batch(specs, sizes)
 
 
 def load_data(ctx: RunContext):
@@ -54,7 +70,7 @@ class Prepared:
     splits: Any
     model: Any  # quantkit.models.Model
     feeds: Any  # TextFeeds | ImageFeeds
-    eval_lengths: Any  # token counts of the eval split (text) or None
+    lengths: Any  # {"dev": token counts, "test": token counts} (text) or None values
     graph: Any  # quantkit.graph.model_graph.ModelGraph
 
     def data_record(self, settings) -> dict:
@@ -78,10 +94,16 @@ def prepare_model(ctx: RunContext, splits) -> Prepared:
     from quantkit.models import prepare_model as _prepare
 
     model = _prepare(ctx.settings, splits, cache_dir=ctx.cache_dir)
+    graph_proto = onnx.load(model.path)
+    if ctx.settings.model.kind == "onnx" and not splits.label_free:
+        from quantkit.models.fit import check_class_count
+
+        check_class_count(graph_proto, model.output_name, len(splits.label_names))
     feeds = make_feeds(ctx.settings, model)
-    graph = ModelGraph.build(onnx.load(model.path))
+    graph = ModelGraph.build(graph_proto)
     return Prepared(splits=splits, model=model, feeds=feeds,
-                    eval_lengths=feeds.lengths(splits.eval), graph=graph)
+                    lengths={k: feeds.lengths(getattr(splits, k)) for k in ("dev", "test")},
+                    graph=graph)
 
 
 def prepared_context(settings, run_dir) -> RunContext:
@@ -96,7 +118,7 @@ def prepared_context(settings, run_dir) -> RunContext:
     splits = load_data(ctx)
     p = prepare_model(ctx, splits)
     return ctx.with_inputs(model=p.model, splits=splits, feeds=p.feeds,
-                           eval_lengths=p.eval_lengths, graph=p.graph)
+                           lengths=p.lengths, graph=p.graph)
 
 
 def text_encoder(settings, model):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from quantkit.report.record import SCHEMA_VERSION, RunRecord
 
-__all__ = ["RunResults", "assemble_record", "candidate_records", "recommend", "slower_than_fp32",
+__all__ = ["RunResults", "assemble_record", "candidate_records", "slower_than_fp32",
            "target_note", "write_sha256sums", "record_files", "recorded_config"]
 
 log = logging.getLogger(__name__)
@@ -29,6 +29,10 @@ class RunResults:
     search: object = None  # SearchOutcome
     search_skipped: str | None = None
     latency: object = None  # LatencyReport
+    reference_test: object = None  # Evaluation of fp32 on the test split
+    signoff: object = None  # SignOff (family declared on dev, tested once on test)
+    recommendation: object = None  # verdict.protocol.Recommendation
+    notes: list = field(default_factory=list)  # what a reviewer must read beside it
 
 
 def recorded_config(cfg, settings) -> dict:
@@ -48,18 +52,51 @@ def recorded_config(cfg, settings) -> dict:
     return config
 
 
+def _dev_summary(evidence: dict) -> dict:
+    return {k: evidence[k] for k in ("metrics", "verdict", "n", "agreement_fp32", "split")
+            if k in evidence}
+
+
+def _signed(dev_entry: dict, test_eval, signoff) -> dict:
+    """A family member's entry: its test evidence (verdict status adjusted over the family),
+    the artifact facts of the dev entry, and its dev numbers under ``dev``."""
+    name = test_eval.name
+    entry = {**dev_entry, **test_eval.to_record(), "dev": _dev_summary(dev_entry)}
+    row = next(r for r in signoff.decision.rows if r["candidate"] == name)
+    verdict = dict(entry["verdict"])
+    if row["status"] != verdict["status"]:
+        verdict["reasons"] = [*verdict["reasons"], f"familywise ({signoff.decision.method}): "
+                              f"{verdict['status']} on its own becomes {row['status']}: "
+                              f"{row.get('reason', '')}"]
+    verdict["status"] = row["status"]
+    verdict["raw_status"] = row.get("raw_status", entry["verdict"]["status"])
+    entry["verdict"] = verdict
+    entry["signoff"] = {"family_position": list(signoff.family.candidates).index(name) + 1,
+                        "status": row["status"], "raw_status": verdict["raw_status"]}
+    return entry
+
+
 def candidate_records(results: RunResults) -> dict[str, dict]:
-    """name -> the candidate's record entry, from the typed stage results only."""
-    out = {"fp32": results.reference.to_record()}
+    """name -> the candidate's record entry, from the typed stage results only.
+
+    Family members carry their test-split evidence (and ``dev``); the other candidates their
+    dev evidence (``verdict.split == "dev"``): they were compared, never signed off."""
+    ref = results.reference.to_record()
+    if results.reference_test is not None:
+        ref = {**results.reference_test.to_record(), "dev": _dev_summary(ref)}
+    out = {"fp32": ref}
     for name, art in results.artifacts.items():
         entry = {**results.evaluations[name].to_record(), **art.to_record()}
-        if name in results.backend_checks:
-            entry["backend_check"] = results.backend_checks[name].to_record()
         if results.layers is not None:
             entry.update(results.layers.to_record(name))
         out[name] = entry
     if results.search is not None:
         out["mixed"] = results.search.candidate_record()
+    for name, check in results.backend_checks.items():
+        out[name]["backend_check"] = check.to_record()
+    if results.signoff is not None:
+        for name, ev in results.signoff.evaluations.items():
+            out[name] = _signed(out[name], ev, results.signoff)
     if results.latency is not None:
         for name, per_batch in results.latency.candidates.items():
             out[name]["latency"] = per_batch
@@ -78,7 +115,16 @@ def assemble_record(record: RunRecord, results: RunResults) -> RunRecord:
         record.search = results.search.to_record()
     if results.latency is not None:
         record.latency = results.latency.to_record()
-    record.recommended = recommend(record.candidates)
+    if results.recommendation is not None:
+        record.recommended = results.recommendation.candidate
+        record.recommendation = results.recommendation.to_dict()
+        record.signoff = results.signoff.to_record(results.recommendation)
+    else:  # no sign-off ran (no family): nothing is recommended on dev evidence alone
+        record.recommended = None
+        record.recommendation = {"candidate": None, "reason": "no sign-off family"}
+    for note in results.notes:
+        log.warning(note)
+        record.notes.append(note)
     slow = slower_than_fp32(record.candidates, record.recommended)
     if slow:
         log.warning(slow)
@@ -98,13 +144,6 @@ def record_files(record: RunRecord, run_dir: Path) -> None:
         for f in sorted((run_dir / sub).glob("*")):
             record.artifacts[f"{sub}/{f.name}"] = sha256_file(f)
     write_sha256sums(run_dir, record.artifacts)
-
-
-def recommend(candidates: dict[str, dict]) -> str | None:
-    """The PASSing candidate with the most INT8 nodes, ties broken by accuracy."""
-    passing = [(c.get("plan_counts", {}).get("int8", 0), c["metrics"]["accuracy"], n != "mixed", n)
-               for n, c in candidates.items() if c.get("verdict", {}).get("status") == "PASS"]
-    return max(passing)[-1] if passing else None
 
 
 def slower_than_fp32(candidates: dict[str, dict], name: str | None) -> str | None:

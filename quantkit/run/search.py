@@ -78,8 +78,8 @@ def measure_sensitivity(ctx: RunContext, plan_for, top: list[str], ranking: list
     from quantkit.qdq.insert import insert_qdq
 
     s, graph = ctx.settings, ctx.graph
-    n = min(s.precision.search.subset, len(ctx.splits.eval))
-    sub = ctx.head(ctx.splits.eval, n)
+    n = min(s.precision.search.subset, len(ctx.splits.dev))
+    sub = ctx.head(ctx.splits.dev, n)
     ref_logits = reference.logits[:n]
 
     def damage(fp16: frozenset[str]) -> float:
@@ -149,7 +149,8 @@ def search_mixed(ctx: RunContext, artifacts: dict[str, Artifact],
                                        accuracy=ev.metric("accuracy"))
 
     result = search_fp16_set(ranking, full_eval, max_full_evals=cfg.max_full_evals,
-                             max_seconds=cfg.max_minutes * 60, prune=cfg.prune)
+                             max_seconds=cfg.max_minutes * 60 if cfg.max_minutes else None,
+                             prune=cfg.prune)
     found = result.fp16_set
     plan = plan_for(found, reasons)
     art = build_artifact(ctx, "mixed", plan)

@@ -22,26 +22,41 @@ def summary_lines(record: RunRecord) -> list[str]:
         lines.append(f"calibration: {cal.get('tensors')} tensors, {cal.get('samples')} samples, "
                      f"{len(cal.get('excluded', {}))} excluded (non-finite), methods "
                      f"{','.join(cal.get('methods', []))}")
-    lines.append(f"  {'candidate':<20} {'accuracy':>8} {'macro-F1':>8} {'agree':>6} "
+    for w in (d.get("info") or {}).get("warnings", []) or []:
+        lines.append(f"data warning {w.get('code')}: {w.get('message')}"
+                     if isinstance(w, dict) else f"data warning: {w}")
+    so = record.signoff or {}
+    family = (so.get("family") or {}).get("candidates") or []
+    if family:
+        lines.append(f"sign-off family (declared on dev, {so.get('method')}, one-sided alpha "
+                     f"{so.get('alpha_one_sided'):g}): {' -> '.join(family)}; each tested once "
+                     f"on test")
+        for row in (so.get("power_plan") or {}).get("rows", []):
+            if not row.get("adequate", True):
+                lines.append(f"power plan: {row.get('reason')}")
+    lines.append(f"  {'candidate':<20} {'split':<5} {'accuracy':>8} {'agree':>6} "
                  f"{'delta [95% CI]':>26}  verdict")
     for name, c in record.candidates.items():
         met = c.get("metrics", {})
         v = c.get("verdict")
         agree = f"{c['agreement_fp32']:.4f}" if "agreement_fp32" in c else "-"
+        split = c.get("split", "")
         if v:
             dl = v["deltas"][v["metric"]]
             ci = f"{dl['point']:+.4f} [{dl['low']:+.4f}, {dl['high']:+.4f}]"
-            status = v["status"]
+            status = v["status"] if name in family else f"({v['status']} on dev; not signed off)"
         else:
             ci, status = "-", "reference"
-        lines.append(f"  {name:<20} {met.get('accuracy', float('nan')):>8.4f} "
-                     f"{met.get('macro_f1', float('nan')):>8.4f} {agree:>6} {ci:>26}  {status}")
+        lines.append(f"  {name:<20} {split:<5} {met.get('accuracy', float('nan')):>8.4f} "
+                     f"{agree:>6} {ci:>26}  {status}")
         if c.get("first_diverging"):
             lines.append(f"  {'':<20} first diverging node: {c.get('first_diverging_node')} "
                          f"(tensor {c['first_diverging']})")
         bc = c.get("backend_check")
         if bc and bc.get("checked") and not bc.get("ok"):
-            lines.append(f"  {'':<20} WARNING backend check agreement {bc['agreement']:.3f}")
+            lines.append(f"  {'':<20} backend check: {bc['compared']} agree "
+                         f"{bc['agreement']:.3f} on {bc['n']} dev examples, gate "
+                         f"{(bc.get('gate') or {}).get('status')}")
     if record.candidates:
         any_v = next((c["verdict"] for c in record.candidates.values() if "verdict" in c), None)
         if any_v:
@@ -51,8 +66,10 @@ def summary_lines(record: RunRecord) -> list[str]:
                              f"(absolute {mg['abs']:.4f})")
             else:
                 lines.append(f"margin: {mg}")
-    lines.append(f"recommended: {record.recommended or 'none (no candidate passed)'}")
-    lines += [f"WARNING {n}" for n in record.notes if n.startswith("recommended candidate ")]
+    rec = record.recommendation or {}
+    lines.append(f"recommended: {record.recommended or 'none'} ({rec.get('reason', '')})")
+    lines += [f"WARNING {n}" for n in record.notes
+              if n.startswith("recommended candidate ") or "does not transfer" in n]
     lat = {n: c["latency"] for n, c in record.candidates.items() if isinstance(c.get("latency"), dict)}
     if lat:
         batch = max((b for per in lat.values() for b in per), key=lambda b: int(b))

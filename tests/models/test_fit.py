@@ -9,8 +9,8 @@ import pytest
 from onnx import TensorProto, helper
 
 from quantkit.errors import ConfigError, DataError, ModelError
-from quantkit.models.fit import (check_class_count, check_custom_ops, check_data_kind,
-                                 check_fixed_batch, input_specs)
+from quantkit.models.fit import (check_class_count, check_custom_ops, check_fixed_batch,
+                                 input_specs)
 
 
 def _image_model(batch="N", classes=4, custom=False) -> onnx.ModelProto:
@@ -52,17 +52,6 @@ def test_custom_domain_named_by_node_where_ort_fails():
     assert "\n" not in msg
     check_custom_ops(m, allowed_domains=["acme.ops"])
     check_custom_ops(_image_model())
-
-
-def test_data_kind_mismatch_names_data_kind():
-    img, txt = input_specs(_image_model()), input_specs(_text_model())
-    with pytest.raises(ConfigError) as e:
-        check_data_kind(img, "text")
-    assert "data.kind" in str(e.value) and "x: float[N, 3, 8, 8]" in str(e.value)
-    with pytest.raises(ConfigError, match="data.kind"):
-        check_data_kind(txt, "image")
-    check_data_kind(img, "image")
-    check_data_kind(txt, "text")
 
 
 def test_class_count_mismatch_before_inference():

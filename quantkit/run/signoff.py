@@ -1,0 +1,133 @@
+"""Stage "signoff": declare the family on dev, plan the power, test each member once on the
+locked test split, decide with familywise error control (quantkit/verdict/protocol.py).
+
+Everything before this stage (calibrator choice, ranking, search, thresholds) saw only the
+dev split. Here the family (fp16, the best INT8 by dev, the mixed candidate when the search
+made one) is declared from dev results *before* the test split is touched; each member is
+evaluated on test exactly once (the TestLedger refuses a second look); the decision is a
+fixed-sequence (or Holm) test at one-sided alpha = ``verdict.alpha / 2``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from quantkit.run.context import RunContext
+from quantkit.run.evaluation import Evaluation, evaluate
+
+__all__ = ["SignOff", "family_members", "sign_off", "recommend_signed", "target_throughput"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SignOff:
+    """The declared family, its power plan, the test ledger, each member's test evaluation
+    and the familywise decision."""
+
+    family: Any  # SignoffFamily
+    plan: Any  # FamilyPlan
+    ledger: Any  # TestLedger
+    dev: dict  # name -> SignoffTest on dev (the declaration's basis)
+    tests: dict  # name -> SignoffTest on test
+    decision: Any  # FamilyDecision
+    evaluations: dict = field(default_factory=dict)  # name -> Evaluation on test
+
+    def status(self, name: str) -> str:
+        return self.decision.status(name)
+
+    def to_record(self, recommendation) -> dict:
+        from quantkit.verdict import signoff_record
+
+        return signoff_record(family=self.family, plan=self.plan, ledger=self.ledger,
+                              tests=self.tests, decision=self.decision,
+                              recommendation=recommendation, dev=self.dev)
+
+
+def family_members(ctx: RunContext, evaluations: dict[str, Evaluation],
+                   mixed: Evaluation | None, mixed_fp16_layers: int = 0) -> list[str]:
+    """The sign-off family, chosen on dev: fp16, the INT8 candidate with the best dev metric,
+    and the mixed candidate when the search kept at least one layer out of INT8 (with none it
+    is the best INT8 candidate again)."""
+    metric = "agreement" if (ctx.splits.label_free or ctx.settings.verdict.metric == "agreement") \
+        else ctx.settings.verdict.metric
+    names = [n for n in ("fp16",) if n in evaluations]
+    int8 = [n for n in evaluations if n.startswith("int8.")]
+    if int8:
+        names.append(max(int8, key=lambda n: (evaluations[n].metric(metric), n)))
+    if mixed is not None and mixed_fp16_layers > 0:
+        names.append("mixed")
+    return names
+
+
+def sign_off(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str, Evaluation],
+             reference_test: Evaluation) -> SignOff:
+    """Declare ``members`` on their dev tests, plan power, evaluate each once on test, decide.
+
+    ``artifacts``: name -> Artifact (path, plan, emulation); ``dev``: name -> dev Evaluation.
+    """
+    from quantkit.verdict import TestLedger, decide_family, declare_family, plan_family
+
+    v = ctx.settings.verdict
+    dev_tests = {n: dev[n].test for n in members}
+    family = declare_family(dev_tests, method=v.family, alpha=v.alpha / 2)
+    test_split = ctx.splits.test
+    plan = plan_family(family, dev_tests, n_test=len(test_split), power=v.power, min_n=v.min_n)
+    for row in plan.to_dict().get("rows", []):
+        if not row.get("adequate", True):
+            log.warning("power plan: %s", row.get("reason"))
+    ledger = TestLedger(family, split_sha256=test_split.sha256)
+    tests, evals = {}, {}
+    for name in family.candidates:  # in the declared order; each exactly once
+        art = artifacts[name]
+        ledger.record(name, n=len(test_split), evidence_sha256=art.sha256)
+        ev = evaluate(ctx, name, art.path, split="test", reference=reference_test,
+                      plan_int8=art.plan.int8_nodes(), emulated=art.emulated,
+                      artifact_sha=art.sha256)
+        evals[name], tests[name] = ev, ev.test
+    decision = decide_family(family, tests, ledger=ledger)
+    log.info("sign-off on test (%s): %s", family.method,
+             ", ".join(f"{n} {decision.status(n)}" for n in family.candidates))
+    return SignOff(family=family, plan=plan, ledger=ledger, dev=dev_tests, tests=tests,
+                   decision=decision, evaluations=evals)
+
+
+def target_throughput(ctx: RunContext, latency) -> dict | None:
+    """Throughput per candidate and batch, only when measured on the target's own runtime
+    (ONNX Runtime CPU for target=ort_cpu, a TensorRT engine for backend=trt); else None."""
+    s = ctx.settings
+    on_target = s.backend.name == "trt" or (
+        s.target == "ort_cpu" and list(s.backend.providers) == ["CPUExecutionProvider"])
+    if latency is None or not on_target:
+        return None
+    return {n: {b: st["throughput"] for b, st in per.items()
+                if isinstance(st, dict) and "throughput" in st}
+            for n, per in latency.candidates.items()}
+
+
+def recommend_signed(ctx: RunContext, signoff: SignOff, artifacts: dict, backend_checks: dict,
+                     latency) -> tuple[Any, list[str]]:
+    """The recommendation among test PASSes (not slower than FP16 where latency is on the
+    target runtime) and the notes a reviewer must read beside it: a candidate whose backend
+    check failed on its deployment runtime is not recommended; one whose CPU numbers do not
+    transfer needs a TensorRT evaluation."""
+    from quantkit.verdict import recommend_candidate
+    from quantkit.verdict.protocol import Recommendation
+
+    counts = {n: a.plan.counts().get("int8", 0) for n, a in artifacts.items()}
+    rec = recommend_candidate(signoff.decision, int8_nodes=counts,
+                              throughput=target_throughput(ctx, latency))
+    notes = []
+    chosen = rec.candidate
+    check = backend_checks.get(chosen) if chosen else None
+    if check is not None and check.blocks:
+        why = f"backend check failed on the deployment runtime: {check.result['gate']['reasons'][0]}"
+        rec = Recommendation(None, f"no candidate recommended: {chosen} {why}", [],
+                             {**rec.excluded, chosen: why}, rec.basis)
+    elif check is not None and check.tensorrt_required:
+        notes.append(f"{chosen}: the sign-off rests on exact Q/DQ numerics on this CPU, and the "
+                     "numerics check says the CPU result does not transfer as is; confirm it "
+                     "with a TensorRT evaluation (backend=trt) before deploying")
+    return rec, notes
