@@ -71,7 +71,7 @@ def _quiet_export(torch, transformers):
 
 
 def _export_encoder(torch, transformers, encoder: str, out_path: Path, *, opset: int,
-                    pooling: str, trust_remote_code: bool) -> None:
+                    pooling: str, trust_remote_code: bool = False) -> None:
     try:  # a local directory never touches the hub; a hub id follows HF_HUB_OFFLINE as set
         hf = transformers.AutoModel.from_pretrained(encoder, attn_implementation="eager",
                                                     trust_remote_code=trust_remote_code,

@@ -12,7 +12,7 @@ from quantkit.run import evaluate_artifact, numerics_note
 
 def test_reference_evidence(ctx, reference):
     ev = reference.to_record()
-    assert ev["n"] == len(ctx.splits.eval) and reference.logits.shape == (ev["n"], 2)
+    assert ev["n"] == len(ctx.splits.dev) and reference.logits.shape == (ev["n"], 2)
     assert ev["metrics"]["accuracy"] > 0.8  # the tiny model separates the classes
     assert "verdict" not in ev and reference.engine is None
 

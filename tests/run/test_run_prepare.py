@@ -28,7 +28,8 @@ def test_prepared_records(tiny, tmp_path):
     assert data["sizes"] == splits.sizes() and data["label_names"] == ["neg", "pos"]
     assert "kind" not in data and "feeds" not in data  # text records keep their original keys
     assert p.model_record()["sha256"] == p.model.sha256
-    assert p.eval_lengths is not None and len(p.eval_lengths) == len(splits.eval)
+    assert {k: len(v) for k, v in p.lengths.items()} == {"dev": len(splits.dev),
+                                                          "test": len(splits.test)}
 
 
 def test_preflight_names_a_missing_model_file(tiny, tmp_path):

@@ -1,0 +1,62 @@
+"""Stage signoff: the family is declared on dev, each member is evaluated once on test, the
+decision is familywise; the record proves which candidates touched test and how often."""
+
+from __future__ import annotations
+
+import pytest
+
+from quantkit.report.record import RunRecord
+from quantkit.run import (RunResults, assemble_record, evaluate_reference, family_members,
+                          recommend_signed, sign_off)
+from quantkit.verdict import TestSplitReuse
+
+
+@pytest.fixture(scope="module")
+def signed(ctx, artifacts, evaluations):
+    members = family_members(ctx, evaluations, None)
+    ref_test = evaluate_reference(ctx, "test")
+    return members, ref_test, sign_off(ctx, members, artifacts, evaluations, ref_test)
+
+
+def test_family_is_fp16_and_the_best_int8_by_dev(ctx, evaluations, signed):
+    members, _, so = signed
+    int8 = [n for n in evaluations if n.startswith("int8.")]
+    best = max(int8, key=lambda n: (evaluations[n].metric("accuracy"), n))
+    assert members == ["fp16", best]
+    assert sorted(so.family.candidates) == sorted(members)
+    assert all(e.split == "test" for e in so.evaluations.values())
+    assert all(evaluations[n].split == "dev" for n in members)  # the basis was dev
+
+
+def test_each_member_is_evaluated_once_on_test_and_a_second_look_is_refused(artifacts, signed):
+    members, _, so = signed
+    ledger = so.ledger.to_dict()
+    assert ledger["evaluated_once"] and ledger["complete"]
+    assert [e["candidate"] for e in ledger["evaluations"]] == list(so.family.candidates)
+    with pytest.raises(TestSplitReuse):
+        so.ledger.record(members[0], n=10)
+    with pytest.raises(TestSplitReuse):  # not declared: may not touch test
+        so.ledger.record("int8.entropy" if "int8.entropy" not in members else "int8.minmax", n=10)
+
+
+def test_record_shows_family_order_power_plan_and_test_evidence(ctx, reference, artifacts,
+                                                              evaluations, signed):
+    members, ref_test, so = signed
+    rec, notes = recommend_signed(ctx, so, artifacts, {}, None)
+    res = RunResults(reference=reference, reference_test=ref_test, artifacts=artifacts,
+                     evaluations=evaluations, signoff=so, recommendation=rec, notes=notes)
+    out = assemble_record(RunRecord(experiment="t", run_dir=str(ctx.run_dir), command="",
+                                    config={}, seed=0), res)
+    s = out.signoff
+    assert s["family"]["candidates"] == list(so.family.candidates)
+    assert s["alpha_one_sided"] == pytest.approx(ctx.settings.verdict.alpha / 2)
+    assert {r["candidate"] for r in s["power_plan"]["rows"]} == set(members)
+    assert all(r["n_available"] == len(ctx.splits.test) for r in s["power_plan"]["rows"])
+    for name in members:  # family members carry test evidence, dev under "dev"
+        c = out.candidates[name]
+        assert c["split"] == "test" and c["dev"]["split"] == "dev"
+        assert c["verdict"]["status"] == so.decision.status(name)
+    others = [n for n in artifacts if n not in members]
+    assert others and all(out.candidates[n]["verdict"]["split"] == "dev" for n in others)
+    # the tiny world's test split (24) is far below the planned size: nothing passes
+    assert out.recommended is None and "none PASSes" in out.recommendation["reason"]
