@@ -108,7 +108,10 @@ def search_mixed(ctx: RunContext, artifacts: dict[str, Artifact],
     int8 = {n: a for n, a in artifacts.items() if n.startswith("int8.")}
     if not int8:
         return None
-    best = max(int8, key=lambda n: evaluations[n].metric(s.verdict.metric))
+    from quantkit.run.verdicts import decision_metric
+
+    metric = decision_metric(ctx)
+    best = max(int8, key=lambda n: evaluations[n].metric(metric))
     base_plan, best_eval = int8[best].plan, evaluations[best]
     nodes = base_plan.int8_nodes()
     outs, ins = int8_node_tensors(graph.model, nodes, infos=graph.infos)
@@ -146,7 +149,7 @@ def search_mixed(ctx: RunContext, artifacts: dict[str, Artifact],
             ev = evaluate(ctx, "search", art.path, reference=reference, emulated=art.emulated,
                           artifact_sha=art.sha256)
         return EvalResult.from_verdict(ev.verdict, seconds=time.perf_counter() - t0,
-                                       accuracy=ev.metric("accuracy"))
+                                       accuracy=ev.evidence["metrics"].get("accuracy"))
 
     result = search_fp16_set(ranking, full_eval, max_full_evals=cfg.max_full_evals,
                              max_seconds=cfg.max_minutes * 60 if cfg.max_minutes else None,

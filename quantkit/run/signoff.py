@@ -51,8 +51,9 @@ def family_members(ctx: RunContext, evaluations: dict[str, Evaluation],
     """The sign-off family, chosen on dev: fp16, the INT8 candidate with the best dev metric,
     and the mixed candidate when the search kept at least one layer out of INT8 (with none it
     is the best INT8 candidate again)."""
-    metric = "agreement" if (ctx.splits.label_free or ctx.settings.verdict.metric == "agreement") \
-        else ctx.settings.verdict.metric
+    from quantkit.run.verdicts import decision_metric
+
+    metric = decision_metric(ctx)
     names = [n for n in ("fp16",) if n in evaluations]
     int8 = [n for n in evaluations if n.startswith("int8.")]
     if int8:

@@ -61,7 +61,10 @@ def summary_lines(record: RunRecord) -> list[str]:
         any_v = next((c["verdict"] for c in record.candidates.values() if "verdict" in c), None)
         if any_v:
             mg = any_v["margin"]
-            if isinstance(mg, dict) and {"kind", "value", "abs", "metric"} <= set(mg):
+            if isinstance(mg, dict) and "min_agreement" in mg:
+                lines.append(f"margin: label-free, top-1 agreement with FP32 must be shown "
+                             f">= {mg['min_agreement']:g}")
+            elif isinstance(mg, dict) and {"kind", "value", "abs", "metric"} <= set(mg):
                 lines.append(f"margin: {mg['metric']} within {mg['value']:g} {mg['kind']} of FP32 "
                              f"(absolute {mg['abs']:.4f})")
             else:

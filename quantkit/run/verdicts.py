@@ -13,7 +13,14 @@ import numpy as np
 
 from quantkit.run.context import RunContext
 
-__all__ = ["candidate_test", "split_groups"]
+__all__ = ["candidate_test", "decision_metric", "split_groups"]
+
+
+def decision_metric(ctx: RunContext) -> str:
+    """The metric every choice ranks by: ``agreement`` (with FP32) on label-free data or when
+    ``verdict.metric=agreement``, else ``verdict.metric``."""
+    v = ctx.settings.verdict
+    return "agreement" if (ctx.splits.label_free or v.metric == "agreement") else v.metric
 
 
 def split_groups(ctx: RunContext, split: str):
@@ -40,7 +47,7 @@ def candidate_test(ctx: RunContext, split: str, ref_logits: np.ndarray, logits: 
     ref_pred, pred = ref_logits.argmax(axis=1), logits.argmax(axis=1)
     common = dict(alpha=alpha, groups=groups, n_boot=v.n_boot, seed=seed, min_n=v.min_n,
                   min_groups=v.min_groups, candidate=name)
-    if v.metric == "agreement" or ctx.splits.label_free:
+    if decision_metric(ctx) == "agreement":
         return agreement_signoff(ref_pred, pred, min_agreement=v.min_agreement, power=v.power,
                                  **common)
     y = ctx.split(split).labels
