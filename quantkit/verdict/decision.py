@@ -141,6 +141,22 @@ def _finish(*, metric: str, point: float, deltas: np.ndarray, ref_value: float,
                     n=int(n), required_n=need)
 
 
+def correctness_pair(correct_ref: Any, correct_cand: Any, margin: Any, *, where: str
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """Checked per-example correctness of the same examples (1-D bool, equal length) and a
+    :class:`Margin`: one clear error otherwise."""
+    if not isinstance(margin, Margin):
+        raise ConfigError("margin must be a quantkit.verdict.Margin", where="verdict.margin",
+                          value=margin, fix="pass Margin('relative', 0.01)")
+    r = np.asarray(correct_ref, dtype=bool)
+    c = np.asarray(correct_cand, dtype=bool)
+    if r.ndim != 1 or r.shape != c.shape or r.size == 0:
+        raise DataError("correctness vectors must be non-empty, 1-D and of equal length",
+                        where=where, value=(r.shape, c.shape),
+                        fix="pass per-example correctness of the same examples")
+    return r, c
+
+
 def decide_from_correct(correct_ref: Any, correct_cand: Any, *, margin: Margin,
                         alpha: float = 0.05, n_boot: int = 2000,
                         seed: Seed = 0) -> Decision:
@@ -151,15 +167,7 @@ def decide_from_correct(correct_ref: Any, correct_cand: Any, *, margin: Margin,
     """
     alpha = check_alpha(alpha)
     n_boot = check_n_boot(n_boot)
-    if not isinstance(margin, Margin):
-        raise ConfigError("margin must be a quantkit.verdict.Margin", where="verdict.margin",
-                          value=margin, fix="pass Margin('relative', 0.01)")
-    r = np.asarray(correct_ref, dtype=bool)
-    c = np.asarray(correct_cand, dtype=bool)
-    if r.ndim != 1 or r.shape != c.shape or r.size == 0:
-        raise DataError("correctness vectors must be non-empty, 1-D and of equal length",
-                        where="decide_from_correct", value=(r.shape, c.shape),
-                        fix="pass per-example correctness of the same examples")
+    r, c = correctness_pair(correct_ref, correct_cand, margin, where="decide_from_correct")
     n = r.size
     point, deltas = accuracy_deltas(r, c, n_boot=n_boot, rng=as_rng(seed))
     d = c.astype(np.float64) - r.astype(np.float64)

@@ -38,7 +38,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -48,6 +47,8 @@ from quantkit.errors import ConfigError, DataError, QuantkitError
 from quantkit.verdict.decision import FAIL, INCONCLUSIVE, PASS
 from quantkit.verdict.signoff import MIN_N, SignoffTest, plan_power
 from quantkit.verdict.stats import holm_adjust
+
+from quantkit.verdict.ab import _json_safe  # one JSON-safe converter for the verdict package
 
 log = logging.getLogger(__name__)
 
@@ -62,21 +63,6 @@ class TestSplitReuse(QuantkitError):
     """The test split was asked for a second look (or for an undeclared candidate)."""
 
     __test__ = False  # not a pytest test class
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        f = float(value)
-        return f if math.isfinite(f) else None
-    return value
 
 
 @dataclass(frozen=True)

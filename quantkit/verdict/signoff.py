@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from quantkit.errors import ConfigError, DataError
+from quantkit.verdict.decision import correctness_pair
 from quantkit.verdict.cluster import (GroupStats, cluster_bootstrap_means, group_codes,
                                       intra_group_correlation)
 from quantkit.verdict.decision import FAIL, INCONCLUSIVE, PASS
@@ -207,15 +208,7 @@ def paired_signoff(correct_ref: Any, correct_cand: Any, *, margin: Margin, alpha
     n_boot = check_n_boot(n_boot)
     min_n = _check_count("min_n", min_n, 1)
     min_groups = _check_count("min_groups", min_groups, 2)
-    if not isinstance(margin, Margin):
-        raise ConfigError("margin must be a quantkit.verdict.Margin", where="verdict.margin",
-                          value=margin, fix="pass Margin('relative', 0.01)")
-    r = np.asarray(correct_ref, dtype=bool)
-    c = np.asarray(correct_cand, dtype=bool)
-    if r.ndim != 1 or r.shape != c.shape or r.size == 0:
-        raise DataError("correctness vectors must be non-empty, 1-D and of equal length",
-                        where="paired_signoff", value=(r.shape, c.shape),
-                        fix="pass per-example correctness of the same examples")
+    r, c = correctness_pair(correct_ref, correct_cand, margin, where="paired_signoff")
     n = int(r.size)
     b = int(np.count_nonzero(r & ~c))
     cc = int(np.count_nonzero(~r & c))
