@@ -26,6 +26,7 @@ class LayerReport:
     first_diverging: dict[str, str | None]
     first_diverging_node: dict[str, str | None]
     examples: int
+    engine_layers: dict | None = None  # backend=trt: flagged tensors re-measured on the engine
 
     def to_record(self, name: str) -> dict:
         """The per-layer fields of candidate ``name``'s record entry."""
@@ -36,6 +37,8 @@ class LayerReport:
             out.update({"flagged_layers": self.flagged[name],
                         "first_diverging": self.first_diverging[name],
                         "first_diverging_node": self.first_diverging_node[name]})
+        if self.engine_layers and name in self.engine_layers:
+            out["engine_layers"] = self.engine_layers[name]
         return out
 
 
@@ -65,8 +68,37 @@ def compare_layers(ctx: RunContext, scope: QuantScope, artifacts: dict[str, Arti
         tensor = first_diverging(per, floor, **kw)
         first[name] = tensor
         first_node[name] = ctx.graph.producer_name(tensor) if tensor else None
+    engine = _on_engine(ctx, artifacts, flagged, subset) if s.backend.name == "trt" else None
     return LayerReport(layers=layers, flagged=flagged, first_diverging=first,
-                       first_diverging_node=first_node, examples=len(subset))
+                       first_diverging_node=first_node, examples=len(subset),
+                       engine_layers=engine)
+
+
+def _on_engine(ctx: RunContext, artifacts: dict[str, Artifact], flagged: dict[str, list],
+               subset) -> dict[str, dict[str, dict]]:
+    """backend=trt: the tensors the ONNX Runtime comparison flagged, re-measured on a debug
+    engine of each artifact (TensorRT debug tensors, ``--markDebug`` style: a separate
+    engine, so the signed-off engine is never perturbed)."""
+    from quantkit.backends.trt.run import build_for_run, runner_for
+    from quantkit.compare.layerwise import compare_layers as _compare
+
+    out = {}
+    data = ctx.splits.dev.subset(subset)
+    for name, rows in flagged.items():
+        names = [f["name"] for f in rows if f["name"] in set(ctx.graph.infos)]
+        if not names:
+            continue
+        dbg = build_for_run(ctx.settings, artifacts[name].path, None,
+                            cache_dir=ctx.cache_dir / "engines", debug_tensors=names)
+        with contextlib.ExitStack() as stack:
+            ref = stack.enter_context(ctx.runner(ctx.graph.model, name="debug-fp32",
+                                                 extra_outputs=names))
+            run = stack.enter_context(runner_for(ctx.settings, dbg, name=f"engine-{name}",
+                                                 debug=True))
+            out[name] = _compare(ref, {name: run}, ctx.batches(data, ctx.settings.compare.batch_size),
+                                 {name: names},
+                                 amax={name: artifacts[name].activation_amax})[name]
+    return out
 
 
 def _run(ctx: RunContext, artifacts: dict[str, Artifact], tensors, subset
