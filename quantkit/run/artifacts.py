@@ -16,7 +16,7 @@ from quantkit.run.calibration import Calibration
 from quantkit.run.context import RunContext
 from quantkit.run.fp16_range import Fp16Range
 
-__all__ = ["Artifact", "plan_for_ranges", "build_artifact", "build_artifacts"]
+__all__ = ["Artifact", "plan_for_ranges", "build_artifact", "build_artifacts", "rebuild_args"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,10 @@ class Artifact:
     #: the FP32 graph the plan's Q/DQ went into when ptq rewrote it (None: ctx.graph.model);
     #: a stage that re-inserts Q/DQ for this plan (the search) must start from it
     source_model: Any = None
+    #: the ModelGraph the plan was built on when ptq rewrote the graph (None: ctx.graph);
+    #: its ``infos`` type ``source_model`` (same tensors)
+    quant_graph: Any = None
+    int8_weights: bool = False
     #: StepRecords of the ptq steps behind this artifact (quantkit/run/ptq.py)
     ptq: tuple = ()
 
@@ -112,7 +116,8 @@ def build_artifact(ctx: RunContext, name: str, plan, *, out_dir: Path | None = N
     return Artifact(name=name, path=str(path), sha256=sha, plan=plan, target=target.name,
                     lint={"violations": 0, "rules": target.lint}, emulated=emulated,
                     is_fp32_graph=final is graph.model,
-                    source_model=None if model is None else source, ptq=tuple(ptq_records))
+                    source_model=None if model is None else source, ptq=tuple(ptq_records),
+                    int8_weights=int8_weights)
 
 
 def build_artifacts(ctx: RunContext, calibration: Calibration, overflow: Fp16Range
@@ -145,7 +150,21 @@ def build_artifacts(ctx: RunContext, calibration: Calibration, overflow: Fp16Ran
                              model=None if model is state.graph.model else model,
                              int8_weights=state.options.int8_weights,
                              ptq_records=state.records + records)
+        rewritten = state.graph is not ctx.graph
         out[name] = dataclasses.replace(art, source_model=None if model is ctx.graph.model
                                         else model, is_fp32_graph=art.is_fp32_graph and
-                                        state.graph is ctx.graph)
+                                        not rewritten,
+                                        quant_graph=state.graph if rewritten else None)
     return out
+
+
+def rebuild_args(ctx: RunContext, art: Artifact) -> tuple[RunContext, dict]:
+    """What rebuilds a variant of ``art``'s plan (the search's mixed plans) the way ``art``
+    was built: the context whose graph the plan names (the ptq graph when ptq rewrote it)
+    and the :func:`build_artifact` keywords (``model``, ``int8_weights``, ``ptq_records``).
+
+        ctx, kw = rebuild_args(ctx, int8[best]); build_artifact(ctx, "mixed", plan, **kw)
+    """
+    c = ctx if art.quant_graph is None else dataclasses.replace(ctx, graph=art.quant_graph)
+    return c, {"model": art.source_model, "int8_weights": art.int8_weights,
+               "ptq_records": art.ptq}

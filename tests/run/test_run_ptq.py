@@ -161,3 +161,21 @@ def test_rescaled_comparison_tensors_are_found_by_value(ctx, scope):
     dropped = _changed_tensors(ctx, ModelGraph.build(m), scope.compare_tensors)
     assert "pooled" in scope.compare_tensors and "pooled" not in dropped
     assert {"h", "z"} <= set(dropped) and set(dropped) <= set(scope.compare_tensors)
+
+
+def test_rebuild_args_rebuild_a_ptq_artifact_byte_for_byte(on, tmp_path):
+    """The search rebuilds plan variants of the best INT8 artifact: rebuild_args gives the
+    graph and keywords that reproduce that artifact exactly (smoothed graph, int8 weights)."""
+    from quantkit.run.artifacts import build_artifact, rebuild_args
+
+    c, _, _, arts = on
+    art = arts["int8.percentile"]
+    assert art.quant_graph is not None and art.int8_weights
+    rc, kw = rebuild_args(c, art)
+    again = build_artifact(rc, "int8.percentile", art.plan, out_dir=tmp_path,
+                           nonfinite=(), **kw)
+    assert again.sha256 == art.sha256 and again.to_record()["ptq"] == art.to_record()["ptq"]
+    from quantkit.errors import QuantkitError
+
+    with pytest.raises(QuantkitError, match="no amax"):  # the original graph reads `pooled`
+        build_artifact(c, "int8.percentile", art.plan, out_dir=tmp_path / "plain")
