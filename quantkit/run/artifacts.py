@@ -142,10 +142,11 @@ def build_artifacts(ctx: RunContext, calibration: Calibration, overflow: Fp16Ran
     qctx = ctx if state.graph is ctx.graph else dataclasses.replace(ctx, graph=state.graph)
     if state.graph is not ctx.graph and ctx.settings.precision.remainder == "fp16":
         overflow = check_fp16_range(ctx, graph=state.graph)  # the FP16 casts go into it
+    memo: dict = {}  # bias-correction statistics, shared by the calibrators' plans
     for method, rng in calibration.ranges.items():
         name = f"int8.{method}"
         plan, model, records = refine_plan(ctx, state, plan_for_ranges(qctx, rng, overflow),
-                                           calibration.ranges)
+                                           calibration.ranges, memo)
         art = build_artifact(qctx, name, plan, nonfinite=rng.excluded,
                              model=None if model is state.graph.model else model,
                              int8_weights=state.options.int8_weights,

@@ -127,12 +127,17 @@ def _changed_tensors(ctx: RunContext, graph, tensors) -> dict[str, str]:
     return out
 
 
-def refine_plan(ctx: RunContext, state: PtqState, plan, ranges: dict):
+def refine_plan(ctx: RunContext, state: PtqState, plan, ranges: dict, memo: dict | None = None):
     """Range search then bias correction for one INT8 plan on ``state.graph``.
 
     Returns ``(plan, model, records)``: the refined plan, the FP32 graph its Q/DQ goes into
-    (``state.graph.model`` unless bias correction edited a copy) and the StepRecords."""
-    from quantkit.ptq.pipeline import before_qdq, refine_ranges
+    (``state.graph.model`` unless bias correction edited a copy) and the StepRecords.
+    ``memo``: shared by the calibrators' plans of one run, so the bias-correction statistics
+    (FP32 input means, one pass over the calibration split) are computed once per INT8 set
+    (what :func:`quantkit.ptq.pipeline.before_qdq` does, with that pass shared)."""
+    from quantkit.ptq.bias_correction import correct_bias, input_channel_axes
+    from quantkit.ptq.capture import channel_stats
+    from quantkit.ptq.pipeline import refine_ranges
 
     opts, model = state.options, state.graph.model
     n = ctx.settings.ptq.range_search_samples
@@ -140,7 +145,16 @@ def refine_plan(ctx: RunContext, state: PtqState, plan, ranges: dict):
                                  ctx.settings.calibrator.batch_size)
     searched, records = refine_ranges(model, plan, ranges, subset, opts, [])
     plan = _clip_ranges(plan, searched)
-    edited, records = before_qdq(model, plan, calib_batches(ctx), opts, records)
+    edited = model
+    if opts.bias_correction and plan.int8_nodes():
+        memo = {} if memo is None else memo
+        axes = input_channel_axes(model, plan.int8_nodes())
+        key = tuple(sorted(axes.items()))
+        if key not in memo:
+            memo[key] = channel_stats(model, calib_batches(ctx)(), axes)
+        st = memo[key]
+        edited, rec = correct_bias(model, plan.int8_nodes(), {t: st.mean(t) for t in axes})
+        records = records + [rec]
     for r in records:
         log.info("ptq %s (%s)", r.summary(), plan.calibrator)
     return plan, edited, tuple(records)

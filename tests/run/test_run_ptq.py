@@ -179,3 +179,41 @@ def test_rebuild_args_rebuild_a_ptq_artifact_byte_for_byte(on, tmp_path):
 
     with pytest.raises(QuantkitError, match="no amax"):  # the original graph reads `pooled`
         build_artifact(c, "int8.percentile", art.plan, out_dir=tmp_path / "plain")
+
+
+def test_bias_correction_edits_the_int8_graph_as_the_pipeline_does(tmp_path):
+    """A tiny world whose fc1 has a bias Add: the stage's bias correction (statistics shared
+    across calibrators) gives the same corrected graph as quantkit.ptq.pipeline.before_qdq,
+    the artifact carries it, and the FP32 reference graph keeps the original bias."""
+    import tinyworld
+    from onnx import helper, numpy_helper
+
+    from quantkit.ptq.pipeline import before_qdq
+    from quantkit.run import prepared_context
+    from quantkit.run.ptq import calib_batches
+    from runworld import settings_for
+
+    m = tinyworld.text_model()
+    fc1 = next(n for n in m.graph.node if n.name == "fc1")
+    fc1.output[0] = "h0"
+    idx = list(m.graph.node).index(fc1)
+    m.graph.node.insert(idx + 1, helper.make_node("Add", ["h0", "b1"], ["h"], name="fc1_bias"))
+    dim = next(i for i in m.graph.initializer if i.name == "w1").dims[1]
+    m.graph.initializer.append(numpy_helper.from_array(np.full(dim, 0.1, np.float32), "b1"))
+    world = tinyworld.make_world(tmp_path / "w")
+    tinyworld.write_model(world["model"], m)
+    c = prepared_context(settings_for(world, "stage_cache=false", "ptq.bias_correction=true",
+                                      "ptq.range_search=false"), tmp_path / "run")
+    scope, cal, arts = _run(c)
+    art = arts["int8.minmax"]
+    rec = art.to_record()["ptq"]
+    assert [r["name"] for r in rec] == ["bias_correction"] and "fc1" in rec[0]["changes"]
+    expected, _ = before_qdq(c.graph.model, art.plan, calib_batches(c), scope.ptq.options, [])
+
+    def b1(model):
+        return numpy_helper.to_array(next(i for i in model.graph.initializer if i.name == "b1"))
+    assert not np.array_equal(b1(expected), b1(c.graph.model))
+    np.testing.assert_array_equal(b1(art.source_model), b1(expected))
+    # the bias Add runs in the FP16 remainder: the file holds the corrected bias in FP16
+    np.testing.assert_array_equal(b1(onnx.load(art.path)), b1(expected).astype(np.float16))
+    np.testing.assert_array_equal(b1(c.graph.model), np.full(dim, 0.1, np.float32))
