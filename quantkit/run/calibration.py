@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass
-from typing import Any
 from types import SimpleNamespace
+from typing import Any
 
 from quantkit.run.context import RunContext
 from quantkit.run.scope import QuantScope
