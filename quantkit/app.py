@@ -70,7 +70,7 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
     from quantkit.assets import cache_root
     from quantkit.environment import host_facts
     from quantkit.run import (RunResults, assemble_record, build_artifacts, calibrate,
-                              check_backend, check_fp16_range, check_preflight, compare_layers,
+                              apply_ptq, check_backend, check_fp16_range, check_preflight, compare_layers,
                               evaluate_artifact, evaluate_reference, family_members, load_data,
                               make_context, measure, prepare_model, quant_scope,
                               recommend_signed, record_files, recorded_config, search_mixed,
@@ -103,6 +103,9 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
         res.reference = ref = evaluate_reference(ctx, "dev")
         res.reference_test = evaluate_reference(ctx, "test")
     scope = quant_scope(ctx)  # read by calibration, plan building and Q/DQ insertion
+    with stage("ptq") as info:  # settings.ptq steps on the graph that gets quantized
+        scope = apply_ptq(ctx, scope)
+        info["rewritten"] = bool(scope.ptq and scope.ptq.rewritten)
     with stage("calibration") as info:
         res.calibration = cal = calibrate(ctx, scope)
         info.update(cal.info)

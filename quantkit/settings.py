@@ -390,6 +390,30 @@ class BenchConfig:
 
 
 @dataclass
+class PtqConfig:
+    """Post-training steps on the graph that gets quantized (quantkit/ptq; quantkit/run/ptq.py).
+
+    The FP32 reference stays the original model: equalization and SmoothQuant keep the FP32
+    function (they run before calibration), range search refines the INT8 plans' amax and
+    bias correction edits the INT8 artifacts' graph; every comparison is against the
+    original FP32 outputs. All steps off and ``int8_weights=false`` = the artifacts without
+    ptq, byte for byte."""
+
+    smoothquant_alpha: Optional[float] = None  # null = off; e.g. 0.8 (bert_int8)
+    smoothquant_min_outlier_ratio: float = 0.0
+    equalization: str = "off"  # off | per_channel_clip | skip (ReLU6 handling of Conv pairs)
+    equalization_iterations: int = 2
+    # null: weight-only CLE scales; a number in (0, 1): activation-aware scales (one FP32 pass)
+    equalization_alpha: Optional[float] = None
+    range_search: bool = False  # per-tensor amax search over every calibrator's candidates
+    range_search_grid: int = 16
+    range_search_combine: str = "widest"  # widest | sum (ptq/range_search.py)
+    range_search_samples: int = 32  # calibration examples the search captures (memory)
+    bias_correction: bool = False  # per-channel output-mean correction of INT8 nodes
+    int8_weights: bool = True  # INT8 weights as int8 initializers (one DQ) instead of FP32 + Q/DQ
+
+
+@dataclass
 class Settings:
     experiment_name: str = "default"
     # deployment target the INT8 artifacts are written for (quantkit/qdq/targets.py):
@@ -409,6 +433,7 @@ class Settings:
     verdict: VerdictConfig = field(default_factory=VerdictConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
     bench: BenchConfig = field(default_factory=BenchConfig)
+    ptq: PtqConfig = field(default_factory=PtqConfig)
 
 
 def register() -> None:
@@ -532,9 +557,27 @@ def validate(s: Settings) -> Settings:
     for i, f in enumerate(s.report.formats):
         _choice(f"report.formats[{i}]", f, ("json", "md", "html"))
     validate_backend_bench(s)
+    validate_ptq(s.ptq)
     if s.backend.name == "trt":
         validate_trt_shapes(s)
     return s
+
+
+def validate_ptq(q: PtqConfig) -> None:
+    """Ranges of the ptq keys (ConfigError naming the key)."""
+    for key, value in (("ptq.smoothquant_alpha", q.smoothquant_alpha),
+                       ("ptq.equalization_alpha", q.equalization_alpha)):
+        if value is not None and not 0.0 < value < 1.0:
+            raise ConfigError(f"config key {key} must be in (0, 1) or null (off)", value=value,
+                              fix=f"e.g. {key}=0.8, or {key}=null")
+    _choice("ptq.equalization", q.equalization, ("off", "per_channel_clip", "skip"))
+    _choice("ptq.range_search_combine", q.range_search_combine, ("widest", "sum"))
+    _positive("ptq.smoothquant_min_outlier_ratio", q.smoothquant_min_outlier_ratio,
+              allow_zero=True)
+    for key, value in (("ptq.equalization_iterations", q.equalization_iterations),
+                       ("ptq.range_search_grid", q.range_search_grid),
+                       ("ptq.range_search_samples", q.range_search_samples)):
+        _positive(key, value)
 
 
 def _fraction(key: str, value: float | None) -> None:

@@ -5,7 +5,7 @@ has ``to_record()``. :func:`quantkit.app.run` calls them in order and assembles 
 RunRecord once at the end (:func:`assemble_record`). Stage order:
 
     check_preflight -> load_data -> prepare_model (feeds, ModelGraph) -> evaluate_reference
-    -> quant_scope -> calibrate -> check_fp16_range -> build_artifacts -> evaluate_artifact
+    -> quant_scope -> apply_ptq -> calibrate -> check_fp16_range -> build_artifacts -> evaluate_artifact
     -> check_backend -> compare_layers -> search_mixed -> measure -> assemble_record
 """
 
@@ -21,6 +21,7 @@ from quantkit.run.latency import LatencyReport, latency_feeds, latency_reuse, me
 from quantkit.run.layerwise import LayerReport, compare_layers
 from quantkit.run.prepare import (Prepared, check_preflight, load_data, prepare_model,
                                   prepared_context, text_encoder)
+from quantkit.run.ptq import PtqState, apply_ptq
 from quantkit.run.record import (RunResults, assemble_record, candidate_records, record_files,
                                  recorded_config, slower_than_fp32, target_note,
                                  write_sha256sums)
@@ -35,7 +36,8 @@ __all__ = ["SignOff", "family_members", "recommend_signed", "sign_off", "Artifac
            "evaluate_artifact", "evaluate_reference", "numerics_note", "Fp16Range",
            "check_fp16_range", "LatencyReport", "latency_feeds", "latency_reuse", "measure",
            "LayerReport", "compare_layers", "Prepared", "check_preflight", "load_data",
-           "prepare_model", "prepared_context", "text_encoder", "RunResults", "assemble_record", "candidate_records", "record_files",
+           "prepare_model", "prepared_context", "text_encoder", "PtqState", "apply_ptq",
+           "RunResults", "assemble_record", "candidate_records", "record_files",
            "recorded_config", "slower_than_fp32", "target_note", "write_sha256sums",
            "QuantScope", "quant_scope", "SearchOutcome", "measure_sensitivity", "search_mixed",
            "search_skip_reason", "summary_lines"]

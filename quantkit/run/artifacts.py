@@ -10,12 +10,13 @@ import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from quantkit.run.calibration import Calibration
 from quantkit.run.context import RunContext
 from quantkit.run.fp16_range import Fp16Range
 
-__all__ = ["Artifact", "plan_for_ranges", "build_artifact", "build_artifacts"]
+__all__ = ["Artifact", "plan_for_ranges", "build_artifact", "build_artifacts", "rebuild_args"]
 
 
 @dataclass(frozen=True)
@@ -34,14 +35,26 @@ class Artifact:
     lint: dict
     emulated: Callable | None = None
     is_fp32_graph: bool = False
+    #: the FP32 graph the plan's Q/DQ went into when ptq rewrote it (None: ctx.graph.model);
+    #: a stage that re-inserts Q/DQ for this plan (the search) must start from it
+    source_model: Any = None
+    #: the ModelGraph the plan was built on when ptq rewrote the graph (None: ctx.graph);
+    #: its ``infos`` type ``source_model`` (same tensors)
+    quant_graph: Any = None
+    int8_weights: bool = False
+    #: StepRecords of the ptq steps behind this artifact (quantkit/run/ptq.py)
+    ptq: tuple = ()
 
     @property
     def activation_amax(self) -> dict[str, float]:
         return dict(self.plan.activation_amax)
 
     def to_record(self) -> dict:
-        return {"plan_counts": self.plan.counts(), "lint": dict(self.lint),
-                "artifact_sha256": self.sha256}
+        out = {"plan_counts": self.plan.counts(), "lint": dict(self.lint),
+               "artifact_sha256": self.sha256}
+        if self.ptq:
+            out["ptq"] = [r.to_dict() for r in self.ptq]
+        return out
 
 
 def plan_for_ranges(ctx: RunContext, ranges, overflow: Fp16Range | None):
@@ -64,10 +77,13 @@ def plan_for_ranges(ctx: RunContext, ranges, overflow: Fp16Range | None):
 
 
 def build_artifact(ctx: RunContext, name: str, plan, *, out_dir: Path | None = None,
-                   nonfinite: Iterable[str] = ()) -> Artifact:
+                   nonfinite: Iterable[str] = (), model=None, int8_weights: bool = False,
+                   ptq_records: tuple = ()) -> Artifact:
     """``plan`` on the run's graph -> the linted artifact file under ``out_dir`` (default:
     the run dir) plus plans/<name>.json (and its QdqMap). ``nonfinite``: tensors the lint
-    must find unquantized (TRT rule 9)."""
+    must find unquantized (TRT rule 9). ``model``: the FP32 graph to quantize when ptq
+    edited a copy of ``ctx.graph.model`` (same tensors; bias correction); ``int8_weights``:
+    INT8 weights as int8 initializers; ``ptq_records``: the steps behind it, recorded."""
     from quantkit.errors import GraphEditError
     from quantkit.models.base import write_json_atomic, write_model_atomic
     from quantkit.qdq.casts import convert_fp16, emulate_fp16
@@ -78,10 +94,12 @@ def build_artifact(ctx: RunContext, name: str, plan, *, out_dir: Path | None = N
     p, graph = ctx.settings.precision, ctx.graph
     out_dir = Path(out_dir) if out_dir is not None else ctx.run_dir
     target = get_target(ctx.settings.target)
+    source = graph.model if model is None else model
     if plan.int8_nodes():
-        edited, qmap = insert_qdq(graph.model, plan, target=target, infos=graph.infos)
+        edited, qmap = insert_qdq(source, plan, target=target, infos=graph.infos,
+                                  int8_weights=int8_weights)
     else:
-        edited, qmap = graph.model, None
+        edited, qmap = source, None
     infos = graph.infos if edited is graph.model else None  # an edited graph: its own facts
     final = convert_fp16(edited, plan, infos=infos) if p.remainder == "fp16" else edited
     violations = lint_for_target(final, target.name, nonfinite_tensors=set(nonfinite))
@@ -97,15 +115,57 @@ def build_artifact(ctx: RunContext, name: str, plan, *, out_dir: Path | None = N
                 if p.remainder == "fp16" and plan.nodes_with("fp16") else None)
     return Artifact(name=name, path=str(path), sha256=sha, plan=plan, target=target.name,
                     lint={"violations": 0, "rules": target.lint}, emulated=emulated,
-                    is_fp32_graph=final is graph.model)
+                    is_fp32_graph=final is graph.model,
+                    source_model=None if model is None else source, ptq=tuple(ptq_records),
+                    int8_weights=int8_weights)
 
 
 def build_artifacts(ctx: RunContext, calibration: Calibration, overflow: Fp16Range
                     ) -> dict[str, Artifact]:
-    """The FP16 candidate and one INT8 candidate per calibrator, in that order."""
+    """The FP16 candidate and one INT8 candidate per calibrator, in that order.
+
+    With the ptq stage (``calibration.ptq``): the FP16 candidate stays on the original graph
+    (no INT8 node, nothing for ptq to do); each INT8 plan is built on the ptq graph, refined
+    by range search / bias correction (:func:`quantkit.run.ptq.refine_plan`) and written
+    with ``ptq.int8_weights``."""
+    from quantkit.run.fp16_range import check_fp16_range
+    from quantkit.run.ptq import refine_plan
+
     out = {"fp16": build_artifact(ctx, "fp16", plan_for_ranges(ctx, None, overflow))}
+    state = calibration.ptq
+    if state is None:
+        for method, rng in calibration.ranges.items():
+            name = f"int8.{method}"
+            out[name] = build_artifact(ctx, name, plan_for_ranges(ctx, rng, overflow),
+                                       nonfinite=rng.excluded)
+        return out
+    qctx = ctx if state.graph is ctx.graph else dataclasses.replace(ctx, graph=state.graph)
+    if state.graph is not ctx.graph and ctx.settings.precision.remainder == "fp16":
+        overflow = check_fp16_range(ctx, graph=state.graph)  # the FP16 casts go into it
+    memo: dict = {}  # bias-correction statistics, shared by the calibrators' plans
     for method, rng in calibration.ranges.items():
         name = f"int8.{method}"
-        out[name] = build_artifact(ctx, name, plan_for_ranges(ctx, rng, overflow),
-                                   nonfinite=rng.excluded)
+        plan, model, records = refine_plan(ctx, state, plan_for_ranges(qctx, rng, overflow),
+                                           calibration.ranges, memo)
+        art = build_artifact(qctx, name, plan, nonfinite=rng.excluded,
+                             model=None if model is state.graph.model else model,
+                             int8_weights=state.options.int8_weights,
+                             ptq_records=state.records + records)
+        rewritten = state.graph is not ctx.graph
+        out[name] = dataclasses.replace(art, source_model=None if model is ctx.graph.model
+                                        else model, is_fp32_graph=art.is_fp32_graph and
+                                        not rewritten,
+                                        quant_graph=state.graph if rewritten else None)
     return out
+
+
+def rebuild_args(ctx: RunContext, art: Artifact) -> tuple[RunContext, dict]:
+    """What rebuilds a variant of ``art``'s plan (the search's mixed plans) the way ``art``
+    was built: the context whose graph the plan names (the ptq graph when ptq rewrote it)
+    and the :func:`build_artifact` keywords (``model``, ``int8_weights``, ``ptq_records``).
+
+        ctx, kw = rebuild_args(ctx, int8[best]); build_artifact(ctx, "mixed", plan, **kw)
+    """
+    c = ctx if art.quant_graph is None else dataclasses.replace(ctx, graph=art.quant_graph)
+    return c, {"model": art.source_model, "int8_weights": art.int8_weights,
+               "ptq_records": art.ptq}

@@ -3,9 +3,11 @@ calibrator (or ranges loaded from files a previous run saved)."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from types import SimpleNamespace
+from typing import Any
 
 from quantkit.run.context import RunContext
 from quantkit.run.scope import QuantScope
@@ -18,18 +20,24 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Calibration:
     """``ranges``: calibrator -> Ranges; ``record``: what record.calibration shows;
-    ``info``: the stage's timing line."""
+    ``info``: the stage's timing line; ``ptq``: the scope's PtqState (quantkit/run/ptq.py),
+    carried to build_artifacts (None: no ptq stage ran)."""
 
     ranges: dict
     record: dict
     info: dict
+    ptq: Any = None
 
     def to_record(self) -> dict:
-        return dict(self.record)
+        out = dict(self.record)
+        if self.ptq is not None:
+            out["ptq"] = self.ptq.to_record()
+        return out
 
 
 def calibrate(ctx: RunContext, scope: QuantScope) -> Calibration:
-    """Ranges of ``scope.tensors`` for every ``calibrator.methods``; saved under ranges/."""
+    """Ranges of ``scope.tensors`` for every ``calibrator.methods``; saved under ranges/.
+    Calibrates ``scope.ptq.graph`` (the ptq-rewritten graph) when the ptq stage ran."""
     from quantkit.calibrate import (bootstrap_ranges, collect_stats, compute_ranges,
                                     make_calibrator, save_ranges, to_trt_calibration_cache)
     from quantkit.errors import CalibrationError
@@ -40,8 +48,12 @@ def calibrate(ctx: RunContext, scope: QuantScope) -> Calibration:
         raise CalibrationError("no tensors in the quantization scope", where="precision.op_types",
                                value=list(p.op_types), fix="widen precision.op_types or "
                                "precision.include_nodes")
+    state = scope.ptq
+    if state is not None and state.graph is not ctx.graph:
+        ctx = dataclasses.replace(ctx, graph=state.graph)  # runners typed from this graph
     if c.ranges_files:
-        return _load_saved_ranges(c.ranges_files, tensors, scope.quant_nodes)
+        return dataclasses.replace(_load_saved_ranges(c.ranges_files, tensors,
+                                                      scope.quant_nodes), ptq=state)
     chunks = 16 if c.bootstrap > 0 else None
 
     def collect():
@@ -74,19 +86,20 @@ def calibrate(ctx: RunContext, scope: QuantScope) -> Calibration:
               "summary": first.summary, "seconds": round(res.seconds, 3)}
     return Calibration(ranges=ranges, record=record,
                        info={"tensors": len(tensors), "samples": res.samples_seen,
-                             "collect_seconds": round(res.seconds, 3)})
+                             "collect_seconds": round(res.seconds, 3)}, ptq=state)
 
 
 def _cached_stats(ctx: RunContext, tensors: list[str], collect):
     """Calibration histograms, cached without the calibrator choice: every calibrator (and
     every sweep job) reuses one pass."""
     from quantkit.calibrate.stats import HistogramStats
+    from quantkit.run.ptq import ptq_key
 
     s, c = ctx.settings, ctx.settings.calibrator
     inputs = {"model": ctx.graph.sha256, "calib": ctx.splits.calib.sha256, "tensors": tensors,
               "num_bins": c.num_bins, "batch_size": c.batch_size,
               "max_length": s.data.max_length, "backend": list(s.backend.providers),
-              **ctx.feeds_key()}
+              **ctx.feeds_key(), **ptq_key(ctx)}
 
     def compute():
         res = collect()

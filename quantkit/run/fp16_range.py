@@ -22,12 +22,19 @@ class Fp16Range:
         return {"fp32_nodes": len(self.fp32_nodes)}
 
 
-def check_fp16_range(ctx: RunContext) -> Fp16Range:
+def check_fp16_range(ctx: RunContext, graph=None) -> Fp16Range:
     """Max |x| of every float tensor on ``compare.fp16_range_samples`` calibration examples
-    (cached by graph, data and count) -> the nodes that would overflow FP16."""
+    (cached by graph, data, count and ptq settings) -> the nodes that would overflow FP16.
+    ``graph``: a ModelGraph other than ``ctx.graph`` (the ptq-rewritten graph)."""
+    import dataclasses
+
+    from quantkit.run.ptq import ptq_key
+
+    if graph is not None and graph is not ctx.graph:
+        ctx = dataclasses.replace(ctx, graph=graph)
     n = ctx.settings.compare.fp16_range_samples
     inputs = {"model": ctx.graph.sha256, "calib": ctx.splits.calib.sha256, "n": n,
-              "max_length": ctx.settings.data.max_length, **ctx.feeds_key()}
+              "max_length": ctx.settings.data.max_length, **ctx.feeds_key(), **ptq_key(ctx)}
     obj, _, _ = ctx.cached("fp16_range", inputs, lambda: (_overflow(ctx, n), None))
     return Fp16Range(fp32_nodes=obj)
 

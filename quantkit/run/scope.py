@@ -6,6 +6,7 @@ fuses). Calibration, plan building and Q/DQ insertion read this one value."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from quantkit.run.context import RunContext
 
@@ -17,13 +18,16 @@ class QuantScope:
     """``targets``: the weighted nodes in scope (QuantTarget, graph order); ``tensors``: every
     activation to calibrate; ``extra_tensors``: those of them that are not a target's input
     (residual skips, ort_cpu fused outputs); ``compare_tensors``: the per-layer comparison's
-    tensors (inputs and outputs of every weighted node of ``precision.op_types``)."""
+    tensors (inputs and outputs of every weighted node of ``precision.op_types``); ``ptq``:
+    the PtqState (quantkit/run/ptq.py) once :func:`~quantkit.run.ptq.apply_ptq` ran, whose
+    ``graph`` is the graph that gets calibrated and quantized (None: ``ctx.graph``)."""
 
     target: str
     targets: tuple
     tensors: tuple[str, ...]
     extra_tensors: tuple[str, ...]
     compare_tensors: tuple[str, ...]
+    ptq: Any = None
 
     @property
     def quant_nodes(self) -> int:

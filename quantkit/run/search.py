@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from quantkit.run.artifacts import Artifact, build_artifact
+from quantkit.run.artifacts import Artifact, build_artifact, rebuild_args
 from quantkit.run.context import RunContext
 from quantkit.run.evaluation import Evaluation, evaluate, evaluate_artifact
 from quantkit.run.layerwise import LayerReport
@@ -113,6 +113,8 @@ def search_mixed(ctx: RunContext, artifacts: dict[str, Artifact],
     metric = decision_metric(ctx)
     best = max(int8, key=lambda n: evaluations[n].metric(metric))
     base_plan, best_eval = int8[best].plan, evaluations[best]
+    ctx, rebuild = rebuild_args(ctx, int8[best])  # the graph the best INT8 was built on (ptq)
+    graph = ctx.graph
     nodes = base_plan.int8_nodes()
     outs, ins = int8_node_tensors(graph.model, nodes, infos=graph.infos)
     proxy = proxy_scores(layers.layers[best], outs, ins)
@@ -145,7 +147,8 @@ def search_mixed(ctx: RunContext, artifacts: dict[str, Artifact],
                                            seconds=best_eval.evidence["eval_seconds"], reused=best)
         t0 = time.perf_counter()
         with tempfile.TemporaryDirectory(dir=ctx.run_dir) as tmp:
-            art = build_artifact(ctx, "search", plan_for(fp16, reasons), out_dir=Path(tmp))
+            art = build_artifact(ctx, "search", plan_for(fp16, reasons), out_dir=Path(tmp),
+                                 **rebuild)
             ev = evaluate(ctx, "search", art.path, reference=reference, emulated=art.emulated,
                           artifact_sha=art.sha256)
         return EvalResult.from_verdict(ev.verdict, seconds=time.perf_counter() - t0,
@@ -156,7 +159,7 @@ def search_mixed(ctx: RunContext, artifacts: dict[str, Artifact],
                              prune=cfg.prune)
     found = result.fp16_set
     plan = plan_for(found, reasons)
-    art = build_artifact(ctx, "mixed", plan)
+    art = build_artifact(ctx, "mixed", plan, **rebuild)
     ev = evaluate_artifact(ctx, art, reference)
     search = result.to_dict()
     search.update({"calibrator": best, "quantizable_layers": len(ranking), "ranking": ranking,

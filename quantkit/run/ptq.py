@@ -1,0 +1,173 @@
+"""Stage "ptq": the post-training steps of quantkit/ptq as configured by ``settings.ptq``.
+
+    scope = apply_ptq(ctx, scope)   # after quant_scope, before calibrate (app.py)
+
+Equalization and SmoothQuant rewrite the graph that gets calibrated and quantized (its FP32
+function is unchanged); the returned QuantScope carries that graph (``scope.ptq.graph``)
+and is recomputed on it. :func:`quantkit.run.calibration.calibrate` calibrates that graph;
+:func:`quantkit.run.artifacts.build_artifacts` runs range search and bias correction per
+INT8 plan (:func:`refine_plan`). The FP32 reference stays the original model (``ctx.graph``):
+every comparison is against its outputs. Per-layer comparison tensors whose FP32 values the
+rewrite changed (a smoothed / equalized activation keeps its name but not its values) are
+dropped from ``scope.compare_tensors`` and listed in the record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from quantkit.run.context import RunContext
+from quantkit.run.scope import QuantScope, quant_scope
+
+__all__ = ["PtqState", "apply_ptq", "ptq_key", "ptq_options", "refine_plan"]
+
+log = logging.getLogger(__name__)
+
+#: relative tolerance under which a comparison tensor counts as unchanged by the rewrite
+_SAME_RTOL = 1e-3
+
+
+@dataclass(frozen=True)
+class PtqState:
+    """``graph``: the ModelGraph that gets calibrated and quantized (``ctx.graph`` itself
+    when no step rewrote it); ``records``: the StepRecords of the steps before calibration;
+    ``dropped_compare``: per-layer comparison tensor -> why it was dropped."""
+
+    options: Any  # quantkit.ptq.pipeline.PtqOptions
+    graph: Any
+    records: tuple = ()
+    dropped_compare: dict[str, str] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+    rewritten: bool = False
+
+    def to_record(self) -> dict:
+        return {"settings": dict(self.settings), "graph_rewritten": self.rewritten,
+                "graph_sha256": self.graph.sha256,
+                "steps": [r.to_dict() for r in self.records],
+                "dropped_compare_tensors": dict(self.dropped_compare)}
+
+
+def ptq_key(ctx: RunContext) -> dict[str, Any]:
+    """The ptq settings as a stage-cache key part (every key of ``settings.ptq``)."""
+    return {"ptq": dataclasses.asdict(ctx.settings.ptq)}
+
+
+def ptq_options(ctx: RunContext):
+    """``settings.ptq`` -> quantkit.ptq.pipeline.PtqOptions."""
+    from quantkit.ptq.pipeline import PtqOptions
+
+    q = ctx.settings.ptq
+    return PtqOptions(smoothquant_alpha=q.smoothquant_alpha,
+                      smoothquant_min_outlier_ratio=q.smoothquant_min_outlier_ratio,
+                      equalization=q.equalization,
+                      equalization_iterations=q.equalization_iterations,
+                      equalization_alpha=q.equalization_alpha, range_search=q.range_search,
+                      range_search_grid=q.range_search_grid,
+                      range_search_combine=q.range_search_combine,
+                      bias_correction=q.bias_correction, int8_weights=q.int8_weights)
+
+
+def calib_batches(ctx: RunContext):
+    """A fresh iterable of calibration feed dicts per call (one FP32 pass each)."""
+    return lambda: ctx.batches(ctx.splits.calib, ctx.settings.calibrator.batch_size)
+
+
+def apply_ptq(ctx: RunContext, scope: QuantScope) -> QuantScope:
+    """Equalization / SmoothQuant (when configured) on a copy of the FP32 graph -> the scope
+    recomputed on that graph, carrying :class:`PtqState` as ``scope.ptq``."""
+    from quantkit.graph.model_graph import ModelGraph
+    from quantkit.ptq.pipeline import before_calibration
+
+    opts = ptq_options(ctx)
+    model, records = before_calibration(ctx.graph.model, calib_batches(ctx), opts)
+    for r in records:
+        log.info("ptq %s", r.summary())
+    settings = ptq_key(ctx)["ptq"]
+    if model is ctx.graph.model:
+        state = PtqState(options=opts, graph=ctx.graph, records=tuple(records),
+                         settings=settings)
+        return dataclasses.replace(scope, ptq=state)
+    graph = ModelGraph.build(model)
+    new = quant_scope(dataclasses.replace(ctx, graph=graph))
+    dropped = _changed_tensors(ctx, graph, scope.compare_tensors)
+    if dropped:
+        log.info("ptq: %d per-layer comparison tensors dropped (rewritten values): %s",
+                 len(dropped), ", ".join(list(dropped)[:8]))
+    state = PtqState(options=opts, graph=graph, records=tuple(records),
+                     dropped_compare=dropped, settings=settings, rewritten=True)
+    compare = tuple(t for t in scope.compare_tensors if t not in dropped)
+    return dataclasses.replace(new, compare_tensors=compare, ptq=state)
+
+
+def _changed_tensors(ctx: RunContext, graph, tensors) -> dict[str, str]:
+    """Comparison tensors of the original graph missing from ``graph`` or with other FP32
+    values there (first calibration batch)."""
+    from quantkit.ptq.capture import capture_tensors
+
+    names = set(graph.infos) | {i.name for i in graph.model.graph.input}
+    out = {t: "not in the ptq-rewritten graph" for t in tensors if t not in names}
+    keep = [t for t in tensors if t not in out]
+    first = next(iter(ctx.batches(ctx.head(ctx.splits.calib, 8),
+                                  ctx.settings.calibrator.batch_size)), None)
+    if first is None or not keep:
+        return out
+    ref = capture_tensors(ctx.graph.model, [first], keep)
+    new = capture_tensors(graph.model, [first], keep)
+    for t in keep:
+        a, b = ref[t][0], new[t][0]
+        scale = float(np.max(np.abs(a))) if a.size else 0.0
+        if a.shape != b.shape or float(np.max(np.abs(a - b), initial=0.0)) > \
+                _SAME_RTOL * scale + 1e-6:
+            out[t] = "FP32 values rescaled by the ptq rewrite (same name, other values)"
+    return out
+
+
+def refine_plan(ctx: RunContext, state: PtqState, plan, ranges: dict, memo: dict | None = None):
+    """Range search then bias correction for one INT8 plan on ``state.graph``.
+
+    Returns ``(plan, model, records)``: the refined plan, the FP32 graph its Q/DQ goes into
+    (``state.graph.model`` unless bias correction edited a copy) and the StepRecords.
+    ``memo``: shared by the calibrators' plans of one run, so the bias-correction statistics
+    (FP32 input means, one pass over the calibration split) are computed once per INT8 set
+    (what :func:`quantkit.ptq.pipeline.before_qdq` does, with that pass shared)."""
+    from quantkit.ptq.bias_correction import correct_bias, input_channel_axes
+    from quantkit.ptq.capture import channel_stats
+    from quantkit.ptq.pipeline import refine_ranges
+
+    opts, model = state.options, state.graph.model
+    n = ctx.settings.ptq.range_search_samples
+    subset = lambda: ctx.batches(ctx.head(ctx.splits.calib, n),  # noqa: E731
+                                 ctx.settings.calibrator.batch_size)
+    searched, records = refine_ranges(model, plan, ranges, subset, opts, [])
+    plan = _clip_ranges(plan, searched)
+    edited = model
+    if opts.bias_correction and plan.int8_nodes():
+        memo = {} if memo is None else memo
+        axes = input_channel_axes(model, plan.int8_nodes())
+        key = tuple(sorted(axes.items()))
+        if key not in memo:
+            memo[key] = channel_stats(model, calib_batches(ctx)(), axes)
+        st = memo[key]
+        edited, rec = correct_bias(model, plan.int8_nodes(), {t: st.mean(t) for t in axes})
+        records = records + [rec]
+    for r in records:
+        log.info("ptq %s (%s)", r.summary(), plan.calibrator)
+    return plan, edited, tuple(records)
+
+
+def _clip_ranges(before, after):
+    """``after`` (searched amax) with its signed ranges (asymmetric targets) clipped to the
+    searched amax, so the search reaches ort_cpu's zero-point Q/DQ too."""
+    if after is before or not after.activation_range:
+        return after
+    rng = {}
+    for t, (lo, hi) in after.activation_range.items():
+        a = after.activation_amax.get(t)
+        rng[t] = (lo, hi) if a is None or a == before.activation_amax.get(t) else \
+            (max(lo, -a), min(hi, a))
+    return dataclasses.replace(after, activation_range=rng)
