@@ -78,14 +78,19 @@ def before_calibration(model: onnx.ModelProto, calib_batches: Batches, opts: Ptq
 
 
 def refine_ranges(model: onnx.ModelProto, plan: Plan, ranges: Mapping[str, object],
-                  calib_subset: Batches, opts: PtqOptions, records: list[StepRecord]
-                  ) -> tuple[Plan, list[StepRecord]]:
-    """Range search over every calibrator's amax (``ranges``: {calibrator: Ranges})."""
+                  calib_subset: Batches, opts: PtqOptions, records: list[StepRecord], *,
+                  infos=None, runner_factory=None) -> tuple[Plan, list[StepRecord]]:
+    """Range search over every calibrator's amax (``ranges``: {calibrator: Ranges}).
+    ``infos``: the model's tensor facts when known (``ModelGraph.infos``);
+    ``runner_factory(model, extra_outputs)``: the runner that captures the samples."""
     if not opts.range_search or not plan.int8_nodes():
         return plan, records
-    samples = capture_tensors(model, list(calib_subset()), list(int8_inputs(model, plan)))
+    samples = capture_tensors(model, list(calib_subset()),
+                              list(int8_inputs(model, plan, infos=infos)),
+                              runner_factory=runner_factory)
     amax, rec = search_ranges(model, plan, samples, candidates_from_ranges(ranges),
-                              grid=opts.range_search_grid, combine=opts.range_search_combine)
+                              grid=opts.range_search_grid, combine=opts.range_search_combine,
+                              infos=infos)
     return dataclasses.replace(plan, activation_amax=amax), records + [rec]
 
 

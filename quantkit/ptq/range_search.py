@@ -43,9 +43,10 @@ log = logging.getLogger(__name__)
 __all__ = ["int8_inputs", "search_ranges", "candidates_from_ranges"]
 
 
-def int8_inputs(model: onnx.ModelProto, plan: Plan) -> dict[str, list[str]]:
-    """activation tensor -> INT8 nodes of ``plan`` that read it (graph order)."""
-    infos = tensor_infos(model)
+def int8_inputs(model: onnx.ModelProto, plan: Plan, *, infos=None) -> dict[str, list[str]]:
+    """activation tensor -> INT8 nodes of ``plan`` that read it (graph order). ``infos``: the
+    model's tensor facts when known (``ModelGraph.infos``), else inferred."""
+    infos = tensor_infos(model) if infos is None else infos
     consts = constant_tensors(model.graph)
     int8 = set(plan.int8_nodes())
     out: dict[str, list[str]] = {}
@@ -74,8 +75,8 @@ def _nmse(ref: np.ndarray, out: np.ndarray) -> float:
 
 def search_ranges(model: onnx.ModelProto, plan: Plan, samples: Mapping[str, Sequence[np.ndarray]],
                   candidates: Mapping[str, Mapping[str, float]] | None = None, *,
-                  grid: int = 16, min_fraction: float = 0.1, combine: str = "widest"
-                  ) -> tuple[dict[str, float], StepRecord]:
+                  grid: int = 16, min_fraction: float = 0.1, combine: str = "widest",
+                  infos=None) -> tuple[dict[str, float], StepRecord]:
     """New ``activation_amax`` for ``plan``: per tensor the candidate with the least
     output error of its INT8 readers on ``samples`` (tensor -> batches, FP32 values of
     every INT8 node's activation inputs)."""
@@ -83,9 +84,9 @@ def search_ranges(model: onnx.ModelProto, plan: Plan, samples: Mapping[str, Sequ
         raise ConfigError("unknown way to combine the readers of a tensor",
                           where="ptq.range_search.combine", value=combine,
                           fix="use widest or sum")
-    readers = int8_inputs(model, plan)
+    infos = tensor_infos(model) if infos is None else infos
+    readers = int8_inputs(model, plan, infos=infos)
     by_name = {n.name: n for n in model.graph.node}
-    infos = tensor_infos(model)
     consts = constant_tensors(model.graph)
     amax = dict(plan.activation_amax)
     missing = [t for t in readers if t not in samples]

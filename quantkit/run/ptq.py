@@ -143,7 +143,14 @@ def refine_plan(ctx: RunContext, state: PtqState, plan, ranges: dict, memo: dict
     n = ctx.settings.ptq.range_search_samples
     subset = lambda: ctx.batches(ctx.head(ctx.splits.calib, n),  # noqa: E731
                                  ctx.settings.calibrator.batch_size)
-    searched, records = refine_ranges(model, plan, ranges, subset, opts, [])
+    from quantkit.backends.runners import ort_runner
+
+    def runner(m, outs):  # typed from the graph's one shape inference, the run's ORT settings
+        return ort_runner(ctx.settings.backend, m, name="ptq-capture", extra_outputs=outs,
+                          graph=state.graph)
+
+    searched, records = refine_ranges(model, plan, ranges, subset, opts, [],
+                                      infos=state.graph.infos, runner_factory=runner)
     plan = _clip_ranges(plan, searched)
     edited = model
     if opts.bias_correction and plan.int8_nodes():
