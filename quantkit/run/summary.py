@@ -47,8 +47,8 @@ def summary_lines(record: RunRecord) -> list[str]:
             status = v["status"] if name in family else f"({v['status']} on dev; not signed off)"
         else:
             ci, status = "-", "reference"
-        lines.append(f"  {name:<20} {split:<5} {met.get('accuracy', float('nan')):>8.4f} "
-                     f"{agree:>6} {ci:>26}  {status}")
+        acc = f"{met['accuracy']:>8.4f}" if "accuracy" in met else f"{'-':>8}"  # label-free: -
+        lines.append(f"  {name:<20} {split:<5} {acc} {agree:>6} {ci:>26}  {status}")
         if c.get("first_diverging"):
             lines.append(f"  {'':<20} first diverging node: {c.get('first_diverging_node')} "
                          f"(tensor {c['first_diverging']})")
