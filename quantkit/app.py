@@ -65,6 +65,15 @@ def _command() -> str:
     return " ".join(shlex.quote(a) for a in sys.argv)
 
 
+def _totals(t_start: float) -> dict:
+    """The whole run so far: wall seconds and this process's peak resident memory."""
+    import resource
+
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    return {"seconds": round(time.perf_counter() - t_start, 3),
+            "peak_rss_gb": round(peak_kb / 1024 ** 2, 3)}
+
+
 def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
     """Run every stage of one experiment and write record.json (+ reports) to the run dir."""
     from quantkit.assets import cache_root
@@ -76,6 +85,7 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
                               recommend_signed, record_files, recorded_config, search_mixed,
                               search_skip_reason, sign_off, target_note)
 
+    t_start = time.perf_counter()
     settings: Settings = build(cfg)
     run_dir = _run_dir(out_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -154,7 +164,7 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
                                                      res.backend_checks, res.latency)
     assemble_record(record, res)
     record_files(record, run_dir)
-    record.stages = stage.stages
+    record.stages = {**stage.stages, "run": _totals(t_start)}  # wall time, peak memory
     record.stage_cache = ctx.cache.stats()
     record.finished = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     record.write(run_dir / "record.json")

@@ -191,6 +191,12 @@ class PrecisionConfig:
     exclude_nodes: list[str] = field(default_factory=list)
     force: dict[str, str] = field(default_factory=dict)  # node/op regex -> int8|fp16|fp32
     remainder: str = "fp16"  # precision of everything not INT8: fp16 | fp32
+    # op types kept FP32 in an FP16 remainder (normalizations: TensorRT 11 computes them in
+    # their input dtype); null = the default list (precision/fp16_rules.py), [] = none
+    fp32_ops: Optional[list[str]] = None
+    # Q/DQ scales of FP16-remainder artifacts: fp32 (opset >= 13, Cast before each Q) | fp16
+    # (opset 19 Q/DQ with float16 scales: no Cast(fp16->fp32) -> Q pairs)
+    qdq_scale_dtype: str = "fp32"
     search: SearchConfig = field(default_factory=SearchConfig)
 
 
@@ -520,6 +526,12 @@ def validate(s: Settings) -> Settings:
     _positive("precision.search.measure_top", s.precision.search.measure_top, allow_zero=True)
     _positive("precision.search.max_minutes", s.precision.search.max_minutes, allow_zero=True)
     _choice("backend.name", s.backend.name, ("ort", "trt"))
+    _choice("precision.qdq_scale_dtype", s.precision.qdq_scale_dtype, ("fp32", "fp16"))
+    if s.precision.qdq_scale_dtype == "fp16" and s.precision.remainder != "fp16":
+        raise ConfigError("FP16 Q/DQ scales need an FP16 remainder",
+                          where="precision.qdq_scale_dtype", value="fp16",
+                          fix="set precision.remainder=fp16 (not with target=ort_cpu), or keep "
+                              "precision.qdq_scale_dtype=fp32")
     _choice("backend.qdq_mode", s.backend.qdq_mode, ("auto", "exact", "fused", "integer"))
     _choice("target", s.target, ("tensorrt", "ort_cpu"))
     if s.target == "ort_cpu" and s.backend.name == "trt":

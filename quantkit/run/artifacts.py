@@ -68,7 +68,8 @@ def plan_for_ranges(ctx: RunContext, ranges, overflow: Fp16Range | None):
                       include_nodes=p.include_nodes, exclude_nodes=p.exclude_nodes,
                       force=dict(p.force), remainder=p.remainder,
                       fp32_nodes_reasons=overflow.fp32_nodes if overflow else {},
-                      calibrator=ranges.calibrator if ranges else "", infos=graph.infos)
+                      calibrator=ranges.calibrator if ranges else "", infos=graph.infos,
+                      fp32_ops=p.fp32_ops)
     if ranges:  # signed min/max for asymmetric targets (ort_cpu); carried by the plan
         seen = activation_ranges(ranges.summary)
         plan = dataclasses.replace(plan, activation_range={
@@ -101,7 +102,9 @@ def build_artifact(ctx: RunContext, name: str, plan, *, out_dir: Path | None = N
     else:
         edited, qmap = source, None
     infos = graph.infos if edited is graph.model else None  # an edited graph: its own facts
-    final = convert_fp16(edited, plan, infos=infos) if p.remainder == "fp16" else edited
+    scales = p.qdq_scale_dtype if plan.int8_nodes() else "fp32"  # fp16 scales: Q/DQ only
+    final = (convert_fp16(edited, plan, infos=infos, qdq_scale_dtype=scales)
+             if p.remainder == "fp16" else edited)
     violations = lint_for_target(final, target.name, nonfinite_tensors=set(nonfinite))
     if violations:
         raise GraphEditError(f"{len(violations)} {target.lint} Q/DQ rule violations in {name}",
@@ -111,7 +114,8 @@ def build_artifact(ctx: RunContext, name: str, plan, *, out_dir: Path | None = N
     write_json_atomic(plan.to_dict(), out_dir / "plans" / f"{name}.json")
     if qmap is not None:
         write_json_atomic(qmap.to_dict(), out_dir / "plans" / f"{name}.qdqmap.json")
-    emulated = (functools.cache(lambda: emulate_fp16(edited, plan, infos=infos))
+    emulated = (functools.cache(lambda: emulate_fp16(edited, plan, infos=infos,
+                                                     qdq_scale_dtype=scales))
                 if p.remainder == "fp16" and plan.nodes_with("fp16") else None)
     return Artifact(name=name, path=str(path), sha256=sha, plan=plan, target=target.name,
                     lint={"violations": 0, "rules": target.lint}, emulated=emulated,

@@ -39,3 +39,43 @@ def test_fp32_remainder_without_int8_is_the_fp32_graph(ctx, tmp_path):
     assert art.is_fp32_graph and art.emulated is None
     assert [n.op_type for n in onnx.load(art.path).graph.node] == \
         [n.op_type for n in ctx.graph.model.graph.node]
+
+
+def test_fp16_scale_artifacts_are_selectable_and_linted(tiny, tmp_path):
+    """precision.qdq_scale_dtype=fp16 (issue 17 item 14): opset-19 Q/DQ with float16 scales,
+    no Cast -> QuantizeLinear pairs, lint-clean, and the same predictions as the default."""
+    import numpy as np
+    import onnx
+
+    from quantkit.run import (build_artifacts, calibrate, check_fp16_range, evaluate_artifact,
+                              evaluate_reference, prepared_context, quant_scope)
+    from runworld import settings_for
+
+    out = {}
+    for dtype in ("fp32", "fp16"):
+        ctx = prepared_context(settings_for(tiny, "stage_cache=false",
+                                            f"precision.qdq_scale_dtype={dtype}"),
+                               tmp_path / dtype)
+        arts = build_artifacts(ctx, calibrate(ctx, quant_scope(ctx)), check_fp16_range(ctx))
+        art = arts["int8.minmax"]
+        m = onnx.load(art.path)
+        producers = {o: n for n in m.graph.node for o in n.output}
+        casts_into_q = [n for n in m.graph.node if n.op_type == "QuantizeLinear"
+                        and producers.get(n.input[0]) is not None
+                        and producers[n.input[0]].op_type == "Cast"]
+        opset = next(o.version for o in m.opset_import if o.domain in ("", "ai.onnx"))
+        out[dtype] = (len(casts_into_q), opset, art.lint["violations"],
+                      evaluate_artifact(ctx, art, evaluate_reference(ctx)).logits)
+    assert out["fp16"][0] == 0 and out["fp32"][0] > 0
+    assert out["fp16"][1] >= 19 and out["fp16"][2] == 0
+    assert np.array_equal(out["fp16"][3].argmax(1), out["fp32"][3].argmax(1))
+
+
+def test_fp16_scales_need_an_fp16_remainder(tiny):
+    import pytest
+
+    from quantkit.errors import ConfigError
+    from runworld import settings_for
+
+    with pytest.raises(ConfigError, match="precision.qdq_scale_dtype"):
+        settings_for(tiny, "precision.qdq_scale_dtype=fp16", "precision.remainder=fp32")
