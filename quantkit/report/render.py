@@ -160,6 +160,7 @@ def build_context(record: Mapping[str, Any], *, with_plots: bool = True) -> dict
     ctx["latency"] = _latency(cands)
     ctx["latency_info"] = _latency_info(record)
     ctx["search"] = _search(record)
+    ctx["family"] = _family(record)
     ctx["stages"] = _stages(record)
     ctx["kernel_census"] = _kernel_census(cands)
     ctx["notes"] = [str(n) for n in record.get("notes") or []]
@@ -724,6 +725,41 @@ def _search(record) -> dict[str, Any] | None:
             "found": found_list, "pruned": [str(n) for n in s.get("pruned") or []],
             "evaluations": evals, "pareto": pareto, "ranking": ranking, "proxy_cols": proxy_cols,
             "metric_label": metric_label}
+
+
+def _family(record) -> dict[str, Any] | None:
+    """The dev-declared sign-off family, its power plan, the test ledger and the decision."""
+    so = record.get("signoff") or {}
+    fam = so.get("family") or {}
+    if not fam.get("candidates"):
+        return None
+    rows = []
+    tests = so.get("test") or {}
+    for r in _get(so, "decision", "rows", default=[]) or []:
+        name = r.get("candidate")
+        t = tests.get(name) or {}
+        interval = (f"{t['point']:+.4f} [{t['low']:+.4f}, {t['high']:+.4f}]"
+                    if all(finite(t.get(k)) for k in ("point", "low", "high")) else NOT_MEASURED)
+        rows.append({"candidate": _text(name), "raw": _text(r.get("raw_status")),
+                     "status": _text(r.get("status")), "interval": interval,
+                     "n": _text(t.get("n")), "flip_rate": _value_text(t.get("flip_rate")),
+                     "icc": _value_text((t.get("groups") or {}).get("icc")),
+                     "reason": _text(r.get("reason"))})
+    plan = [{"candidate": _text(p.get("candidate")), "needed": _text(p.get("n_required")),
+             "available": _text(p.get("n_available")),
+             "adequate": "yes" if p.get("adequate") else "no", "reason": _text(p.get("reason"))}
+            for p in _get(so, "power_plan", "rows", default=[]) or []]
+    ledger = so.get("test_ledger") or {}
+    rec = so.get("recommendation") or {}
+    return {"order": [str(c) for c in fam.get("candidates")], "method": _text(so.get("method")),
+            "alpha": _value_text(so.get("alpha_one_sided")), "basis": _text(fam.get("basis_rule")
+                                                                         or fam.get("rule")),
+            "rows": rows, "plan": plan,
+            "ledger": [f"{e.get('candidate')}: {e.get('n')} test examples"
+                       for e in ledger.get("evaluations", []) or []],
+            "evaluated_once": bool(ledger.get("evaluated_once")),
+            "recommendation": _text(rec.get("reason")),
+            "excluded": [f"{k}: {v}" for k, v in (rec.get("excluded") or {}).items()]}
 
 
 def _stages(record) -> list[dict[str, str]]:

@@ -60,3 +60,11 @@ def test_record_shows_family_order_power_plan_and_test_evidence(ctx, reference, 
     assert others and all(out.candidates[n]["verdict"]["split"] == "dev" for n in others)
     # the tiny world's test split (24) is far below the planned size: nothing passes
     assert out.recommended is None and "none PASSes" in out.recommendation["reason"]
+    # the report shows the declaration, the power plan and the ledger (and computes nothing)
+    from quantkit.report.render import render_html, render_markdown
+
+    md = render_markdown(out.to_dict())
+    assert "## Sign-off (declared on dev, tested once on test)" in md
+    assert " -> ".join(f"`{c}`" for c in so.family.candidates) in md
+    assert "each candidate evaluated once" in md and "Power plan" in md
+    assert 'id="signoff-family"' in render_html(out.to_dict())
