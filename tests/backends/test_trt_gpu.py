@@ -123,3 +123,46 @@ def test_latency_profiles_are_chosen_per_batch(conv):  # item 6
             assert r._profile == profile
             want = o.infer({"x": x[:batch]})["y"]
             np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * float(np.abs(want).max()))
+
+
+def _layernorm_fp16_artifact(tmp_path, *, qdq_scale_dtype="fp32"):
+    """x -> LayerNorm(eps 1e-12) -> MatMul -> Add, INT8 MatMul + FP16 remainder, as a run
+    builds it: the LayerNorm rule keeps the normalization FP32 (issue 17 item 12)."""
+    from quantkit.precision.plan import build_plan
+    from quantkit.qdq.casts import convert_fp16
+    from quantkit.qdq.insert import insert_qdq
+
+    rng = np.random.default_rng(0)
+    g = helper.make_graph(
+        [helper.make_node("LayerNormalization", ["x", "gamma", "beta"], ["h"], name="ln",
+                          epsilon=1e-12, axis=-1),
+         helper.make_node("MatMul", ["h", "W"], ["m"], name="mm"),
+         helper.make_node("Add", ["m", "b"], ["y"], name="bias")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 16])],
+        [numpy_helper.from_array(np.ones(64, np.float32), "gamma"),
+         numpy_helper.from_array(np.zeros(64, np.float32), "beta"),
+         numpy_helper.from_array(rng.normal(size=(64, 16)).astype(np.float32), "W"),
+         numpy_helper.from_array(np.full(16, 0.5, np.float32), "b")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    plan = build_plan(m, amax={"h": 4.0}, remainder="fp16")
+    assert plan.decisions["ln"].precision.value == "fp32"  # the rule, before any engine
+    edited, _ = insert_qdq(m, plan)
+    path = tmp_path / f"ln_{qdq_scale_dtype}.onnx"
+    onnx.save(convert_fp16(edited, plan, qdq_scale_dtype=qdq_scale_dtype), str(path))
+    return path
+
+
+def test_layernorm_stays_fp32_in_the_engine(gpu, tmp_path):  # item 12
+    path = _layernorm_fp16_artifact(tmp_path)
+    art = build_engine(path, EngineSettings(**SMALL), cache_dir=tmp_path / "engines")
+    layers = parse_layer_info(art.layers_path.read_text())
+    norm = [layer for layer in layers if "ln" in str(layer.get("name", ""))]
+    assert norm and all("Half" not in str(layer.get("outputs", "")) for layer in norm), norm
+
+
+def test_fp16_scale_artifact_builds_with_int8_matmul(gpu, tmp_path):  # item 14
+    path = _layernorm_fp16_artifact(tmp_path, qdq_scale_dtype="fp16")
+    art = build_engine(path, EngineSettings(**SMALL), cache_dir=tmp_path / "engines")
+    check = check_int8_layers(parse_layer_info(art.layers_path.read_text()), ["mm"])
+    assert check["nodes"]["mm"]["status"] == "int8", check
