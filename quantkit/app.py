@@ -39,8 +39,10 @@ class _Stages:
         info: dict = {}
         yield info
         info["seconds"] = round(time.perf_counter() - t0, 3)
+        info["peak_rss_gb"] = _peak_rss_gb()  # the process's peak so far: where it rises
         self.stages[name] = info
-        log.info("stage %s done in %.1f s", name, info["seconds"])
+        log.info("stage %s done in %.1f s (peak RSS %.2f GB)", name, info["seconds"],
+                 info["peak_rss_gb"])
 
 
 def _run_dir(out_dir: str | Path | None) -> Path:
@@ -65,13 +67,16 @@ def _command() -> str:
     return " ".join(shlex.quote(a) for a in sys.argv)
 
 
-def _totals(t_start: float) -> dict:
-    """The whole run so far: wall seconds and this process's peak resident memory."""
+def _peak_rss_gb() -> float:
+    """This process's peak resident memory so far, GB (ru_maxrss is KiB on Linux)."""
     import resource
 
-    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-    return {"seconds": round(time.perf_counter() - t_start, 3),
-            "peak_rss_gb": round(peak_kb / 1024 ** 2, 3)}
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2, 3)
+
+
+def _totals(t_start: float) -> dict:
+    """The whole run so far: wall seconds and this process's peak resident memory."""
+    return {"seconds": round(time.perf_counter() - t_start, 3), "peak_rss_gb": _peak_rss_gb()}
 
 
 def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:

@@ -134,37 +134,91 @@ def refine_plan(ctx: RunContext, state: PtqState, plan, ranges: dict, memo: dict
     (``state.graph.model`` unless bias correction edited a copy) and the StepRecords.
     ``memo``: shared by the calibrators' plans of one run, so the bias-correction statistics
     (FP32 input means, one pass over the calibration split) are computed once per INT8 set
-    (what :func:`quantkit.ptq.pipeline.before_qdq` does, with that pass shared)."""
+    (what :func:`quantkit.ptq.pipeline.before_qdq` does, with that pass shared).
+
+    The searched ranges and the bias-correction means are stage-cached (``ptq_refine``)
+    under everything that produced them: the graph, the plan, every calibrator's ranges,
+    the calibration data and feeds, the ptq settings and the source of quantkit/ptq; a
+    warm rerun recomputes only the (cheap) bias edit from the cached means."""
     from quantkit.ptq.bias_correction import correct_bias, input_channel_axes
-    from quantkit.ptq.capture import channel_stats
-    from quantkit.ptq.pipeline import refine_ranges
+    from quantkit.ptq.record import StepRecord
 
     opts, model = state.options, state.graph.model
+    memo = {} if memo is None else memo
+    axes = (input_channel_axes(model, plan.int8_nodes())
+            if opts.bias_correction and plan.int8_nodes() else {})
+    inputs = {"graph": state.graph.sha256, "plan": plan.to_dict(),
+              "ranges": {m: r.amax for m, r in sorted(ranges.items())},
+              "calib": ctx.splits.calib.sha256,
+              "samples": ctx.settings.ptq.range_search_samples,
+              "batch_size": ctx.settings.calibrator.batch_size,
+              "max_length": ctx.settings.data.max_length, "axes": sorted(axes.items()),
+              "code": _ptq_source_sha(), **ctx.feeds_key(), **ptq_key(ctx)}
+
+    def compute():
+        searched, records = _search(ctx, state, plan, ranges)
+        means = _bias_means(ctx, model, axes, memo) if axes else {}
+        return ({"activation_amax": searched.activation_amax,
+                 "records": [r.to_dict() for r in records],
+                 "means": sorted(means)},
+                {f"mean{i}": means[t] for i, t in enumerate(sorted(means))})
+
+    obj, arrays, hit = ctx.cached("ptq_refine", inputs, compute)
+    searched = dataclasses.replace(plan, activation_amax=obj["activation_amax"])
+    records = tuple(StepRecord(**r) for r in obj["records"])
+    plan = _clip_ranges(plan, searched)
+    edited = model
+    if axes:
+        means = {t: arrays[f"mean{i}"] for i, t in enumerate(obj["means"])}
+        edited, rec = correct_bias(model, plan.int8_nodes(), means)
+        records = records + (rec,)
+    for r in records:
+        log.info("ptq %s (%s)%s", r.summary(), plan.calibrator, " [cached]" if hit else "")
+    return plan, edited, records
+
+
+def _search(ctx: RunContext, state: PtqState, plan, ranges: dict):
+    """The range search of one plan (quantkit.ptq.pipeline.refine_ranges) with the run's
+    runner and the graph's one shape inference."""
+    from quantkit.backends.runners import ort_runner
+    from quantkit.ptq.pipeline import refine_ranges
+
     n = ctx.settings.ptq.range_search_samples
     subset = lambda: ctx.batches(ctx.head(ctx.splits.calib, n),  # noqa: E731
                                  ctx.settings.calibrator.batch_size)
-    from quantkit.backends.runners import ort_runner
 
     def runner(m, outs):  # typed from the graph's one shape inference, the run's ORT settings
         return ort_runner(ctx.settings.backend, m, name="ptq-capture", extra_outputs=outs,
                           graph=state.graph)
 
-    searched, records = refine_ranges(model, plan, ranges, subset, opts, [],
-                                      infos=state.graph.infos, runner_factory=runner)
-    plan = _clip_ranges(plan, searched)
-    edited = model
-    if opts.bias_correction and plan.int8_nodes():
-        memo = {} if memo is None else memo
-        axes = input_channel_axes(model, plan.int8_nodes())
-        key = tuple(sorted(axes.items()))
-        if key not in memo:
-            memo[key] = channel_stats(model, calib_batches(ctx)(), axes)
-        st = memo[key]
-        edited, rec = correct_bias(model, plan.int8_nodes(), {t: st.mean(t) for t in axes})
-        records = records + [rec]
-    for r in records:
-        log.info("ptq %s (%s)", r.summary(), plan.calibrator)
-    return plan, edited, tuple(records)
+    searched, records = refine_ranges(state.graph.model, plan, ranges, subset, state.options,
+                                      [], infos=state.graph.infos, runner_factory=runner)
+    return searched, list(records)
+
+
+def _bias_means(ctx: RunContext, model, axes: dict, memo: dict) -> dict:
+    """FP32 per-channel input means of ``axes`` over the calibration split (one pass per
+    distinct INT8 set, shared through ``memo``)."""
+    from quantkit.ptq.capture import channel_stats
+
+    key = tuple(sorted(axes.items()))
+    if key not in memo:
+        memo[key] = channel_stats(model, calib_batches(ctx)(), axes)
+    st = memo[key]
+    return {t: st.mean(t) for t in axes}
+
+
+def _ptq_source_sha() -> str:
+    """sha256 of quantkit/ptq's source files: a changed technique never reads an old entry."""
+    import hashlib
+    from pathlib import Path
+
+    import quantkit.ptq as pkg
+
+    h = hashlib.sha256()
+    for f in sorted(Path(pkg.__file__).parent.glob("*.py")):
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
 
 
 def _clip_ranges(before, after):

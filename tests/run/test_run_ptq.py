@@ -217,3 +217,26 @@ def test_bias_correction_edits_the_int8_graph_as_the_pipeline_does(tmp_path):
     # the bias Add runs in the FP16 remainder: the file holds the corrected bias in FP16
     np.testing.assert_array_equal(b1(onnx.load(art.path)), b1(expected).astype(np.float16))
     np.testing.assert_array_equal(b1(c.graph.model), np.full(dim, 0.1, np.float32))
+
+
+def test_range_search_and_bias_means_are_stage_cached(ctx, tmp_path):
+    """A warm rerun reads the searched ranges and bias-correction means from the stage cache
+    (``ptq_refine``) and builds byte-identical artifacts; another ptq setting is another
+    entry, never the old one."""
+    from quantkit.cache import StageCache
+
+    cache = StageCache(tmp_path / "stages", enabled=True)
+    c = dataclasses.replace(_with(ctx, tmp_path / "a", ON), cache=cache)
+    first = _run(c)[2]
+    entries = lambda: sorted(k.name for d in (tmp_path / "stages" / "ptq_refine").iterdir()  # noqa: E731
+                             if d.is_dir() for k in d.iterdir() if k.is_dir())
+    n_int8 = sum(1 for name in first if name.startswith("int8."))
+    assert len(entries()) == n_int8
+    warm = _run(dataclasses.replace(c, run_dir=tmp_path / "b"))[2]
+    assert len(entries()) == n_int8  # all hits
+    for name, art in first.items():
+        assert warm[name].sha256 == art.sha256, name
+        assert warm[name].to_record().get("ptq") == art.to_record().get("ptq"), name
+    other = dataclasses.replace(ON, range_search_grid=8)
+    _run(dataclasses.replace(_with(ctx, tmp_path / "c", other), cache=cache))
+    assert len(entries()) == 2 * n_int8
