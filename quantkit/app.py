@@ -88,7 +88,8 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
                               evaluate_artifact, evaluate_reference, family_members, load_data,
                               make_context, measure, prepare_model, quant_scope,
                               recommend_signed, record_files, recorded_config, search_mixed,
-                              search_skip_reason, sign_off, target_note)
+                              search_skip_reason, sign_off, signoff_skip_reason,
+                              target_note)
 
     t_start = time.perf_counter()
     settings: Settings = build(cfg)
@@ -114,9 +115,11 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
     record.data = prepared.data_record(settings)
     record.model = prepared.model_record()
 
+    res.signoff_skipped = signoff_skip_reason(settings)  # sweep jobs leave test alone
     with stage("fp32_reference"):  # on dev (every choice) and test (the sign-off's pairs)
         res.reference = ref = evaluate_reference(ctx, "dev")
-        res.reference_test = evaluate_reference(ctx, "test")
+        if not res.signoff_skipped:
+            res.reference_test = evaluate_reference(ctx, "test")
     scope = quant_scope(ctx)  # read by calibration, plan building and Q/DQ insertion
     with stage("ptq") as info:  # settings.ptq steps on the graph that gets quantized
         scope = apply_ptq(ctx, scope)
@@ -153,9 +156,12 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
 
     members = family_members(ctx, res.evaluations, dev.get("mixed"),
                              len(res.search.fp16_layers) if res.search else 0)
-    with stage("signoff") as info:  # declared on dev, then the test split, once per member
-        res.signoff = sign_off(ctx, members, every, dev, res.reference_test)
-        info["family"] = list(res.signoff.family.candidates)
+    if res.signoff_skipped:
+        log.info("sign-off skipped: %s", res.signoff_skipped)
+    else:
+        with stage("signoff") as info:  # declared on dev, then the test split, once per member
+            res.signoff = sign_off(ctx, members, every, dev, res.reference_test)
+            info["family"] = list(res.signoff.family.candidates)
 
     if settings.bench.enabled:
         with stage("latency") as info:  # timings: reused only for the same artifact and host
@@ -165,8 +171,9 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
             res.latency = measure(ctx, models, shas)
             info["candidates"] = len(res.latency.candidates)
 
-    res.recommendation, res.notes = recommend_signed(ctx, res.signoff, every,
-                                                     res.backend_checks, res.latency)
+    if res.signoff is not None:
+        res.recommendation, res.notes = recommend_signed(ctx, res.signoff, every,
+                                                         res.backend_checks, res.latency)
     assemble_record(record, res)
     record_files(record, run_dir)
     record.stages = {**stage.stages, "run": _totals(t_start)}  # wall time, peak memory

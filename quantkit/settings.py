@@ -366,6 +366,9 @@ class VerdictConfig:
     power: float = 0.8  # planned power of the test split at the margin
     max_flip_rate: Optional[float] = 0.10  # churn gate vs FP32 predictions; null = no gate
     min_agreement: float = 0.99  # the declared minimum for metric=agreement (label-free)
+    # Hydra multirun jobs compare settings on dev and leave the test split alone; the
+    # sweep's chosen setting is signed off by one plain run (true: every job signs off)
+    signoff_in_sweeps: bool = False
 
 
 @dataclass

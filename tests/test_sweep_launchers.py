@@ -33,9 +33,14 @@ def test_joblib_launcher_runs_a_parallel_sweep(cli, tmp_path):
     recs = [json.loads(p.read_text()) for p in records]
     assert {tuple(sorted(c for c in r["candidates"] if c.startswith("int8."))) for r in recs} == {
         ("int8.minmax",), ("int8.mse",)}
-    for rec in recs:  # sweep jobs skip the search and say why
+    for rec in recs:  # sweep jobs skip the search and the test sign-off, and say why
         assert "mixed" not in rec["candidates"]
         assert "sweep job" in rec["search"]["skipped"]
+        assert "test split is not touched" in rec["signoff"]["skipped"]
+        assert rec["recommended"] is None and "sweep job" in rec["recommendation"]["reason"]
+        assert "signoff" not in rec["stages"]
+        for name, c in rec["candidates"].items():  # every number is dev evidence
+            assert c["split"] == "dev", name
         assert rec["candidates"]["fp32"]["metrics"]["accuracy"] > 0.5
     md = (sweep_dir / "sweep.md").read_text()
     assert "int8.minmax" in md and "int8.mse" in md

@@ -1,4 +1,8 @@
-"""Compare the RunRecords of a sweep (Hydra multirun): rank every job's candidates.
+"""Compare the RunRecords of a sweep (Hydra multirun): rank every job's candidates on dev.
+
+A sweep chooses, so it ranks on the dev split's evidence only (each candidate's ``dev``
+entry, or its own entry when that is the dev evidence): sweep jobs leave the test split
+alone (``verdict.signoff_in_sweeps``), and the chosen job's own command signs it off once.
 
 Ranking, best first (values as recorded; nothing is re-measured):
 
@@ -35,7 +39,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["RANKING", "render_sweep", "sweep_summary"]
 
-RANKING = ("verdict (PASS > INCONCLUSIVE > FAIL), then metric value (higher first), then the "
+RANKING = ("on the dev split: verdict (PASS > INCONCLUSIVE > FAIL), then metric value (higher first), then the "
            "interval's lower bound (higher first), then latency p50 at the smallest batch "
            "(lower first, missing last)")
 
@@ -57,6 +61,16 @@ def _latency(c: Mapping[str, Any]) -> tuple[str | None, float | None]:
         if isinstance(s, Mapping) and finite(s.get("p50_ms")):
             return str(batch), float(s["p50_ms"])
     return None, None
+
+
+def _dev_evidence(c: Any) -> Any:
+    """A candidate's dev evidence: its ``dev`` entry (signed-off family members carry their
+    test evidence at the top), else the entry itself (compared on dev, never signed off).
+    Latency is kept: it is the same artifact."""
+    if isinstance(c, Mapping) and isinstance(c.get("dev"), Mapping) \
+            and isinstance(c["dev"].get("verdict"), Mapping):
+        return {**c["dev"], "latency": c.get("latency")}
+    return c
 
 
 def _label(record: Mapping[str, Any], i: int) -> str:
@@ -90,9 +104,11 @@ def sweep_summary(records: Sequence[Mapping[str, Any]], *,
         jobs.append({"job": i, "label": label, "experiment": rec.get("experiment"),
                      "run_dir": rec.get("run_dir"), "command": rec.get("command"),
                      "search_skipped": bool(search.get("skipped")),
+                     "signoff_skipped": bool((rec.get("signoff") or {}).get("skipped")),
                      "recommended": recommended, "recommended_status": rec_status,
                      "candidates": len(cands)})
         for name, c in cands.items():
+            c = _dev_evidence(c)
             v = c.get("verdict") if isinstance(c, Mapping) else None
             if not isinstance(v, Mapping):
                 continue
@@ -123,8 +139,9 @@ def sweep_summary(records: Sequence[Mapping[str, Any]], *,
         r["rank"] = rank
     best = rows[0] if rows else None
     next_step = None
-    if best is not None and jobs[best["job"]]["search_skipped"] and jobs[best["job"]]["command"]:
-        # sweep jobs skip the sensitivity search; the best job's own command runs it once
+    job = jobs[best["job"]] if best is not None else {}
+    if (job.get("search_skipped") or job.get("signoff_skipped")) and job.get("command"):
+        # sweep jobs skip the search and the test sign-off; the best job's command runs both
         next_step = jobs[best["job"]]["command"]
     return {"ranking": RANKING, "jobs": jobs, "rows": rows, "best": best, "next_step": next_step}
 

@@ -26,7 +26,8 @@ from quantkit.run.record import (RunResults, assemble_record, candidate_records,
                                  recorded_config, slower_than_fp32, target_note,
                                  write_sha256sums)
 from quantkit.run.scope import QuantScope, quant_scope
-from quantkit.run.signoff import SignOff, family_members, recommend_signed, sign_off
+from quantkit.run.signoff import (SignOff, family_members, recommend_signed, sign_off,
+                                  signoff_skip_reason)
 from quantkit.run.search import SearchOutcome, measure_sensitivity, search_mixed, search_skip_reason
 from quantkit.run.summary import summary_lines
 
@@ -40,4 +41,4 @@ __all__ = ["SignOff", "family_members", "recommend_signed", "sign_off", "Artifac
            "RunResults", "assemble_record", "candidate_records", "record_files",
            "recorded_config", "slower_than_fp32", "target_note", "write_sha256sums",
            "QuantScope", "quant_scope", "SearchOutcome", "measure_sensitivity", "search_mixed",
-           "search_skip_reason", "summary_lines"]
+           "search_skip_reason", "signoff_skip_reason", "summary_lines"]

@@ -143,6 +143,17 @@ class RunContext:
                           graph=self.graph, qdq_mode=qdq_mode or self.qdq_mode())
 
 
+def is_sweep_job() -> bool:
+    """True inside a Hydra multirun job (``python -m quantkit -m ...``)."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+    except Exception:  # pragma: no cover - Hydra internals; a plain run is not a sweep job
+        return False
+
+
 def make_context(settings: Settings, run_dir: Path, cache_dir: Path) -> RunContext:
     """The run's context with its StageCache (``stage_cache=false``: a disabled cache)."""
     from quantkit.cache import StageCache

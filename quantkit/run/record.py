@@ -31,6 +31,7 @@ class RunResults:
     latency: object = None  # LatencyReport
     reference_test: object = None  # Evaluation of fp32 on the test split
     signoff: object = None  # SignOff (family declared on dev, tested once on test)
+    signoff_skipped: str | None = None  # why the test split was left alone (sweep jobs)
     recommendation: object = None  # verdict.protocol.Recommendation
     notes: list = field(default_factory=list)  # what a reviewer must read beside it
 
@@ -119,9 +120,12 @@ def assemble_record(record: RunRecord, results: RunResults) -> RunRecord:
         record.recommended = results.recommendation.candidate
         record.recommendation = results.recommendation.to_dict()
         record.signoff = results.signoff.to_record(results.recommendation)
-    else:  # no sign-off ran (no family): nothing is recommended on dev evidence alone
+    else:  # no sign-off ran: nothing is recommended on dev evidence alone
         record.recommended = None
-        record.recommendation = {"candidate": None, "reason": "no sign-off family"}
+        record.recommendation = {"candidate": None,
+                                 "reason": results.signoff_skipped or "no sign-off family"}
+        if results.signoff_skipped:
+            record.signoff = {"skipped": results.signoff_skipped}
     for note in results.notes:
         log.warning(note)
         record.notes.append(note)

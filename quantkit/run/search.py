@@ -52,15 +52,9 @@ def search_skip_reason(settings) -> str | None:
     search runs once, for the setting the sweep picks (``precision.search.in_sweeps=true``
     keeps it in every job).
     """
-    if settings.precision.search.in_sweeps:
-        return None
-    try:
-        from hydra.core.hydra_config import HydraConfig
-        from hydra.types import RunMode
+    from quantkit.run.context import is_sweep_job
 
-        if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
-            return None
-    except Exception:  # pragma: no cover - Hydra internals; a plain run searches
+    if settings.precision.search.in_sweeps or not is_sweep_job():
         return None
     return ("sweep job (python -m quantkit -m ...): the search runs once for the chosen "
             "setting; rerun it without -m, or set precision.search.in_sweeps=true")

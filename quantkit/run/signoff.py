@@ -17,7 +17,8 @@ from typing import Any
 from quantkit.run.context import RunContext
 from quantkit.run.evaluation import Evaluation, evaluate
 
-__all__ = ["SignOff", "family_members", "sign_off", "recommend_signed", "target_throughput"]
+__all__ = ["SignOff", "family_members", "sign_off", "signoff_skip_reason", "recommend_signed",
+           "target_throughput"]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,21 @@ def family_members(ctx: RunContext, evaluations: dict[str, Evaluation],
     if mixed is not None and mixed_fp16_layers > 0:
         names.append("mixed")
     return names
+
+
+def signoff_skip_reason(settings) -> str | None:
+    """Why this run leaves the test split alone, or None.
+
+    A Hydra multirun job is one look among many: a sweep that compared its jobs on their
+    test results would choose on test. Sweep jobs therefore rank on dev and sign nothing
+    off; the sweep report names the chosen job's command, whose plain run signs off once
+    (``verdict.signoff_in_sweeps=true`` signs off in every job)."""
+    from quantkit.run.context import is_sweep_job
+
+    if settings.verdict.signoff_in_sweeps or not is_sweep_job():
+        return None
+    return ("sweep job (python -m quantkit -m ...): jobs are compared on dev and the test split "
+            "is not touched; rerun the chosen job without -m to sign it off once on test")
 
 
 def sign_off(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str, Evaluation],

@@ -89,6 +89,23 @@ def test_next_step_names_the_best_jobs_command_when_jobs_skipped_the_search(reco
     assert sweep_summary([a, b])["next_step"] is None
 
 
+def test_sweep_ranks_on_dev_evidence_not_on_the_test_sign_off(record):
+    """A signed-off family member carries test evidence at the top and its dev evidence in
+    ``dev``: the sweep ranks on dev (choosing on test would be a look at test per job)."""
+    a = _job(record, "a", {"int8.mse": ("PASS", 0.77, -0.002)})
+    b = _job(record, "b", {"int8.mse": ("PASS", 0.76, -0.004)})
+    # test says a > b; dev says b > a (b PASSes on dev, a is INCONCLUSIVE there)
+    for rec, status, acc in ((a, "INCONCLUSIVE", 0.74), (b, "PASS", 0.75)):
+        c = rec["candidates"]["int8.mse"]
+        dev = copy.deepcopy({k: c[k] for k in ("metrics", "verdict")})
+        dev["verdict"]["status"], dev["metrics"]["accuracy"] = status, acc
+        c["dev"] = dev
+    s = sweep_summary([a, b])
+    assert _order(s) == [("b", "int8.mse"), ("a", "int8.mse")]
+    assert s["rows"][0]["value"] == 0.75 and s["rows"][0]["status"] == "PASS"
+    assert "dev" in s["ranking"]
+
+
 def test_labels_must_match(record):
     with pytest.raises(ConfigError):
         sweep_summary([record, record], labels=["only one"])
