@@ -369,6 +369,9 @@ class VerdictConfig:
     # Hydra multirun jobs compare settings on dev and leave the test split alone; the
     # sweep's chosen setting is signed off by one plain run (true: every job signs off)
     signoff_in_sweeps: bool = False
+    # a re-test (e.g. an INCONCLUSIVE re-tested on a grown test split) is a new declared
+    # plan: the sha256 of the earlier run's record.signoff.family, which the record links
+    supersedes: Optional[str] = None
 
 
 @dataclass
@@ -549,6 +552,11 @@ def validate(s: Settings) -> Settings:
     _positive("compare.fp16_range_samples", s.compare.fp16_range_samples)
     _choice("verdict.metric", s.verdict.metric, ("accuracy", "macro_f1"))
     _choice("verdict.margin_kind", s.verdict.margin_kind, ("relative", "absolute"))
+    if s.verdict.supersedes is not None and not re.fullmatch(r"[0-9a-f]{64}",
+                                                             str(s.verdict.supersedes)):
+        raise ConfigError("config key verdict.supersedes must be the sha256 of an earlier "
+                          "sign-off declaration", value=s.verdict.supersedes,
+                          fix="copy record.signoff.family.sha256 of the run this plan replaces")
     if s.verdict.margin_kind == "relative" and not 0.0 < s.verdict.margin < 1.0:
         raise ConfigError("config key verdict.margin (relative) must be in (0, 1)",
                           value=s.verdict.margin, fix="e.g. verdict.margin=0.01 for 99% of FP32")

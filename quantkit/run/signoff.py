@@ -89,7 +89,8 @@ def sign_off(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str
 
     v = ctx.settings.verdict
     dev_tests = {n: dev[n].test for n in members}
-    family = declare_family(dev_tests, method=v.family, alpha=v.alpha / 2)
+    family = declare_family(dev_tests, method=v.family, alpha=v.alpha / 2,
+                            supersedes=v.supersedes)
     test_split = ctx.splits.test
     plan = plan_family(family, dev_tests, n_test=len(test_split), power=v.power, min_n=v.min_n)
     for row in plan.to_dict().get("rows", []):

@@ -68,3 +68,25 @@ def test_record_shows_family_order_power_plan_and_test_evidence(ctx, reference, 
     assert " -> ".join(f"`{c}`" for c in so.family.candidates) in md
     assert "each candidate evaluated once" in md and "Power plan" in md
     assert 'id="signoff-family"' in render_html(out.to_dict())
+
+
+def test_a_re_test_is_a_new_plan_linked_to_the_one_it_replaces(ctx, artifacts, evaluations,
+                                                              signed, tiny):
+    """``verdict.supersedes``: a re-test (e.g. an INCONCLUSIVE on a grown test split) declares
+    a new family whose record names the earlier declaration's sha256; a malformed value is
+    one config error."""
+    import dataclasses
+
+    from quantkit.errors import ConfigError
+    from runworld import settings_for
+
+    members, ref_test, so = signed
+    earlier = so.family.to_dict()["sha256"]
+    v = dataclasses.replace(ctx.settings.verdict, supersedes=earlier)
+    c = dataclasses.replace(ctx, settings=dataclasses.replace(ctx.settings, verdict=v))
+    again = sign_off(c, members, artifacts, evaluations, ref_test)
+    new = again.family.to_dict()
+    assert new["supersedes"] == earlier and new["sha256"] != earlier
+    assert so.family.to_dict()["supersedes"] is None
+    with pytest.raises(ConfigError, match="verdict.supersedes"):
+        settings_for(tiny, "verdict.supersedes=abc")
