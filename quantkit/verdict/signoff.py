@@ -619,9 +619,13 @@ def plan_power(test: SignoffTest, *, n_available: int | None, power: float = 0.8
     if need is None:
         reason = f"{test.candidate}: no test size gives {100 * power:g}% power at {what}"
     else:
+        spread = (f"flip rate {test.flip_rate:.4f}" if test.metric in
+                  ("accuracy", "agreement", "churn") or "min_agreement" in test.margin else
+                  f"sd {test.methods.get('score', {}).get('sd', 0.0):.4g}"
+                  if test.margin.get("kind") == "mean" else
+                  f"share outside the bound {test.flip_rate:.4f}")
         reason = (f"{test.candidate}: {need} test examples give {100 * power:g}% power at "
-                  f"{what}, flip rate {test.flip_rate:.4f}, design effect {deff:.2f}, "
-                  f"one-sided alpha {a:g}")
+                  f"{what}, {spread}, design effect {deff:.2f}, one-sided alpha {a:g}")
         if n_available is not None:
             reason += (f"; the test split has {n_available}: "
                        + ("large enough" if n_available >= need else "too small"))
