@@ -50,7 +50,10 @@ def check_model_fits(settings, proto) -> None:
     check_custom_ops(proto)
     specs = input_specs(proto)
     resolve_output(proto, s.model.output, has_labels=s.data.label_column is not None)
-    if s.data.kind == "text":  # model.inputs.* vs the model's input names
+    if s.data.kind == "text" and any(sp.elem_type in (onnx.TensorProto.INT64,
+                                                        onnx.TensorProto.INT32) for sp in specs):
+        # model.inputs.* vs a text model's input names (an image model given text: data.kind
+        # is checked with the feeds)
         check_text_inputs([sp.name for sp in specs], s.model.inputs)
     sizes = {"data.batch_size": s.data.batch_size, "backend.batch_size": s.backend.batch_size,
              "calibrator.batch_size": s.calibrator.batch_size,
@@ -106,6 +109,9 @@ def prepare_model(ctx: RunContext, splits) -> Prepared:
     out = resolve_output(graph_proto, ctx.settings.model.output,
                          has_labels=not splits.label_free)  # model.output.name / kind / pooling
     model = replace(model, output_name=out.name, output_kind=out.kind, pooling=out.pooling)
+    from quantkit.run.verdicts import check_metric_fits
+
+    check_metric_fits(ctx.settings, out.kind)  # e.g. verdict.metric=cosine on logits
     if ctx.settings.model.kind == "onnx" and not splits.label_free and out.kind == "logits":
         from quantkit.models.fit import check_class_count
 

@@ -40,17 +40,23 @@ def decision_metric(ctx: RunContext) -> str:
     ConfigError.
     """
     v = ctx.settings.verdict
+    check_metric_fits(ctx.settings, _output_kind(ctx))
     if _output_kind(ctx) == "embedding":
         return v.metric if v.metric in EMBEDDING_METRICS else "cosine"
-    if v.metric in EMBEDDING_METRICS:
+    if v.metric in LOGIT_METRICS:
+        return v.metric
+    return "agreement" if ctx.splits.label_free else v.metric
+
+
+def check_metric_fits(settings, output_kind: str) -> None:
+    """ConfigError (before any inference) for an embedding metric on a logits output."""
+    v = settings.verdict
+    if output_kind != "embedding" and v.metric in EMBEDDING_METRICS:
         raise ConfigError(f"verdict.metric={v.metric} needs an embedding output, and the "
                           "model's output is logits", where="verdict.metric", value=v.metric,
                           fix="set model.output.kind=embedding (with model.output.name=<the "
                               "embedding output>), or use verdict.metric=agreement | kl | "
                               "abs_logit for logits")
-    if v.metric in LOGIT_METRICS:
-        return v.metric
-    return "agreement" if ctx.splits.label_free else v.metric
 
 
 def higher_is_better(metric: str) -> bool:
