@@ -433,10 +433,14 @@ def _calibration(record) -> dict[str, Any] | None:
 
 def _plots(record) -> list[dict[str, str]]:
     from quantkit.report.plots import all_plots
+    from quantkit.report.svg import all_svg_plots
 
-    return [{"name": p.name, "title": p.title, "caption": p.caption,
+    return [{"name": p.name, "title": p.title, "caption": p.caption, "svg": "",
              "src": "data:image/png;base64," + base64.b64encode(p.png).decode("ascii")}
-            for p in all_plots(record)]
+            for p in all_plots(record)] + [
+        {"name": p.name, "title": p.title, "caption": p.caption, "svg": p.svg,
+         "src": "data:image/svg+xml;base64," + base64.b64encode(p.svg.encode()).decode("ascii")}
+        for p in all_svg_plots(record)]
 
 
 def _label_of(record, slice_name: str, value: str) -> str:

@@ -49,8 +49,9 @@ def summary_lines(record: RunRecord) -> list[str]:
         split = c.get("split", "")
         if v:
             dl = v["deltas"][v["metric"]]
-            sign = "+" if v["metric"] in ("accuracy", "macro_f1") else ""
-            ci = f"{dl['point']:{sign}.4f} [{dl['low']:{sign}.4f}, {dl['high']:{sign}.4f}]"
+            fmt = "+.4f" if v["metric"] in ("accuracy", "macro_f1") else \
+                ".3g" if v["metric"] in ("kl", "abs_logit") else ".4f"
+            ci = f"{dl['point']:{fmt}} [{dl['low']:{fmt}}, {dl['high']:{fmt}}]"
             status = v["status"] if name in family else f"({v['status']} on dev; not signed off)"
         else:
             ci, status = "-", "reference"

@@ -343,6 +343,10 @@ def _score_test(values: np.ndarray, *, metric: str, threshold: float, higher_is_
     b_p_ni = (1 + int(np.count_nonzero(worse))) / (n_boot + 1)
     b_p_reg = (1 + int(np.count_nonzero(better))) / (n_boot + 1)
     low, high = min(s_low, b_low), max(s_high, b_high)
+    if higher:  # every score here is at most 1 (agreement, cosine, recall@k, shares)
+        high = min(high, 1.0)
+    else:  # KL and |logit delta| are >= 0
+        low = max(low, 0.0)
     status = _status(low, high, threshold) if higher else _status(-high, -low, -threshold)
     level = 100 * (1 - 2 * alpha)
     what = SCORE_WHAT.get(metric, metric)
