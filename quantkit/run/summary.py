@@ -45,7 +45,8 @@ def summary_lines(record: RunRecord) -> list[str]:
         met = c.get("metrics", {})
         v = c.get("verdict")
         agree = f"{c['agreement_fp32']:.4f}" if "agreement_fp32" in c else "-"
-        extra = f"{met[third]:.4g}" if third in met else "-"
+        extra = (f"{met[third]:.4f}" if embedding else f"{met[third]:.3g}") \
+            if third in met else "-"
         split = c.get("split", "")
         if v:
             dl = v["deltas"][v["metric"]]
