@@ -69,7 +69,7 @@ def _margin_abs(ctx: RunContext, reference) -> float:
     from quantkit.verdict import Margin, margin_abs
 
     v = ctx.settings.verdict
-    if ctx.splits.label_free or v.metric != "accuracy" or _embedding(ctx):
+    if ctx.splits.label_free or v.metric not in ("accuracy", "macro_f1") or _embedding(ctx):
         return 1.0 - v.min_agreement
     return margin_abs(Margin(v.margin_kind, v.margin), reference.metric("accuracy"))
 

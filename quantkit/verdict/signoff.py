@@ -373,15 +373,16 @@ def _score_test(values: np.ndarray, *, metric: str, threshold: float, higher_is_
                   "min_share": threshold, "higher_is_better": higher, "kind": "proportion"}
     else:
         bound = "floor" if higher else "ceiling"
-        head = (f"mean {what} {mean:.4f} [{level:g}% CI {low:.4f}, {high:.4f}] vs declared "
-                f"{bound} {threshold:.4f} ({'PASS when the lower bound is above it' if higher else 'PASS when the upper bound is below it'})")
+        g4 = ".4f" if higher else ".4g"
+        head = (f"mean {what} {mean:{g4}} [{level:g}% CI {low:{g4}}, {high:{g4}}] vs declared "
+                f"{bound} {threshold:{g4}} ({'PASS when the lower bound is above it' if higher else 'PASS when the upper bound is below it'})")
         tail = (f"; {off} of {n} examples {'below the floor' if higher else 'above the ceiling'}"
                 f" (sd {facts.get('sd', 0.0):.4g})")
         discordant = {"outside": off}
         flip_rate = off / n
         margin = {bound: threshold, "higher_is_better": higher,
                   "kind": "proportion" if proportion else "mean"}
-    fmt = ".4f"
+    fmt = ".4f" if higher else ".4g"
     reasons = [f"{head}; the wider of {score_name}"
                f"{' (Rao-Scott)' if gstats and proportion else ''} [{s_low:{fmt}}, "
                f"{s_high:{fmt}}] and {kind} bootstrap [{b_low:{fmt}}, {b_high:{fmt}}]; "
