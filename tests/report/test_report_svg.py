@@ -95,3 +95,15 @@ def test_cosine_histogram_bins_in_an_embedding_report(world):
     assert len(bins) == sum(per.values())
     assert sorted(set(bins)) == sorted(with_hist)
     assert 'id="plot-cosine-histogram"' in html
+
+
+def test_sweep_ranks_lower_is_better_metrics_ascending():
+    from quantkit.report.sweep import sweep_summary
+
+    def rec(kl, high):
+        return {"experiment": "x", "candidates": {"int8.a": {
+            "metrics": {"kl": kl}, "verdict": {"status": "PASS", "metric": "kl",
+                                                "deltas": {"kl": {"point": kl, "low": 0.0,
+                                                                  "high": high}}}}}}
+    s = sweep_summary([rec(0.004, 0.006), rec(0.001, 0.002)], labels=["worse", "better"])
+    assert [r["label"] for r in s["rows"]] == ["better", "worse"]
