@@ -138,3 +138,20 @@ def test_cosine_on_logits_is_refused_before_any_inference(embed_world, tmp_path)
                      "data.label_names=[]", "stage_cache=false")
     with pytest.raises(ConfigError, match="model.output.kind=embedding"):
         prepared_context(s, tmp_path)  # the prepare stage: no FP32 inference yet
+
+
+def test_cli_selects_the_logits_output_of_a_multi_output_model(embed_world, tmp_path):
+    """model.output.name picks the third output (a classifier head) of a 3-output model."""
+    path = tmp_path / "multi.onnx"
+    onnx.save(embedding_model(with_logits=True), str(path))
+    run_dir = embed_world["root"] / "multi"
+    args = tinyworld.override(tinyworld.cli_args(embed_world), f"hydra.run.dir={run_dir}",
+                              f"model.path={path}", "model.output.name=logits",
+                              "precision.search.enabled=false")
+    r = tinyworld.run_quantkit(args, cwd=embed_world["root"])
+    assert r.returncode == 0, r.stderr[-2000:]
+    rec = json.loads((run_dir / "record.json").read_text())
+    assert rec["model"]["output_name"] == "logits" and rec["model"]["output_kind"] == "logits"
+    assert rec["candidates"]["fp32"]["metrics"]["accuracy"] > 0.7
+    assert rec["candidates"]["fp16"]["verdict"]["metric"] == "accuracy"
+    assert "embedding_fp32" not in rec["candidates"]["fp16"]
