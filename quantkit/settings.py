@@ -21,6 +21,9 @@ from quantkit.errors import ConfigError
 from quantkit.graph.weights import WEIGHTED_OPS
 
 CALIBRATOR_NAMES = ("minmax", "percentile", "entropy", "mse")
+#: verdict.metric: labeled (accuracy, macro_f1) and label-free per-example scores vs FP32
+VERDICT_METRICS = ("accuracy", "macro_f1", "agreement", "kl", "abs_logit", "cosine",
+                   "recall_at_k")
 
 
 @dataclass
@@ -35,12 +38,32 @@ class HeadConfig:
 
 
 @dataclass
+class OutputConfig:
+    """Which model output is compared, what it is, and how token-level outputs are pooled."""
+
+    name: Optional[str] = None  # the output to compare; default: the model's first output
+    # auto: rank 2 [B, C] with labels -> logits; rank 3 [B, T, H] or no labels -> embedding
+    kind: str = "auto"  # auto | logits | embedding
+    pooling: str = "mean"  # token-level [B, T, H] outputs: mean (attention-masked) | cls | none
+
+
+@dataclass
+class InputsConfig:
+    """Model input names for the tokenizer's fields (null: the field's own name)."""
+
+    input_ids: Optional[str] = None
+    attention_mask: Optional[str] = None
+    token_type_ids: Optional[str] = None  # fed only when the model has this input
+
+
+@dataclass
 class ModelConfig:
     kind: str = MISSING  # zoo | onnx | hub
     name: str = MISSING
     path: Optional[str] = None  # kind=onnx: the ONNX file
     hub_id: Optional[str] = None  # kind=hub: a Hugging Face model id or local directory
-    output: Optional[str] = None  # the logits output; default: the model's first output
+    output: OutputConfig = field(default_factory=OutputConfig)
+    inputs: InputsConfig = field(default_factory=InputsConfig)
     opset: int = 17
     pooling: str = "mean"  # kind=hub: mean | cls
     trust_remote_code: bool = False
@@ -353,7 +376,9 @@ class CompareConfig:
 
 @dataclass
 class VerdictConfig:
-    metric: str = "accuracy"  # accuracy | macro_f1 (agreement: quantkit.verdict.agreement_signoff)
+    # accuracy | macro_f1 (labels); label-free, per-example scores vs FP32: agreement,
+    # kl, abs_logit (logit outputs), cosine, recall_at_k (embedding outputs)
+    metric: str = "accuracy"
     margin: float = 0.01
     margin_kind: str = "relative"  # relative | absolute
     alpha: float = 0.05  # two-sided interval level 1 - alpha; sign-off is one-sided alpha / 2
@@ -372,6 +397,14 @@ class VerdictConfig:
     # a re-test (e.g. an INCONCLUSIVE re-tested on a grown test split) is a new declared
     # plan: the sha256 of the earlier run's record.signoff.family, which the record links
     supersedes: Optional[str] = None
+    min_cosine: float = 0.99  # metric=cosine: floor of the mean per-example cosine to FP32
+    recall_k: int = 10  # metric=recall_at_k: neighbours per query among the eval embeddings
+    min_recall: float = 0.9  # metric=recall_at_k: floor of the mean recall@k of FP32's
+    max_kl: float = 0.01  # metric=kl: ceiling of the mean KL(FP32 || candidate), nats
+    max_abs_logit: float = 0.1  # metric=abs_logit: ceiling of the mean |logit - FP32 logit|
+    # cosine / recall_at_k / kl / abs_logit: test this quantile instead of the mean (e.g.
+    # 0.05: the 5% quantile of cosine >= min_cosine); null = the mean
+    score_quantile: Optional[float] = None
 
 
 @dataclass
@@ -493,6 +526,8 @@ def validate(s: Settings) -> Settings:
         raise ConfigError("model.kind=hub needs a model id", where="model.hub_id",
                           value=s.model.hub_id, fix="add model.hub_id=<org/name or local dir>")
     _choice("model.pooling", s.model.pooling, ("mean", "cls"))
+    _choice("model.output.kind", s.model.output.kind, ("auto", "logits", "embedding"))
+    _choice("model.output.pooling", s.model.output.pooling, ("mean", "cls", "none"))
     _choice("data.source", s.data.source, ("embedded", "local", "hub"))
     _choice("data.kind", s.data.kind, ("text", "image"))
     if s.data.kind == "image":
@@ -550,7 +585,7 @@ def validate(s: Settings) -> Settings:
     _positive("compare.floor_multiple", s.compare.floor_multiple)
     _positive("compare.backend_check_subset", s.compare.backend_check_subset, allow_zero=True)
     _positive("compare.fp16_range_samples", s.compare.fp16_range_samples)
-    _choice("verdict.metric", s.verdict.metric, ("accuracy", "macro_f1"))
+    _choice("verdict.metric", s.verdict.metric, VERDICT_METRICS)
     _choice("verdict.margin_kind", s.verdict.margin_kind, ("relative", "absolute"))
     if s.verdict.supersedes is not None and not re.fullmatch(r"[0-9a-f]{64}",
                                                              str(s.verdict.supersedes)):
@@ -570,8 +605,17 @@ def validate(s: Settings) -> Settings:
     _choice("verdict.family", s.verdict.family, ("fixed_sequence", "holm"))
     _positive("verdict.min_n", s.verdict.min_n)
     _positive("verdict.min_groups", s.verdict.min_groups)
+    _positive("verdict.recall_k", s.verdict.recall_k)
+    for key, value in (("verdict.max_kl", s.verdict.max_kl),
+                       ("verdict.max_abs_logit", s.verdict.max_abs_logit)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise ConfigError(f"config key {key} must be a number > 0", value=value,
+                              fix=f"e.g. {key}=0.01")
     for key, value in (("verdict.power", s.verdict.power),
                        ("verdict.min_agreement", s.verdict.min_agreement),
+                       ("verdict.min_cosine", s.verdict.min_cosine),
+                       ("verdict.min_recall", s.verdict.min_recall),
+                       ("verdict.score_quantile", s.verdict.score_quantile),
                        ("verdict.max_flip_rate", s.verdict.max_flip_rate)):
         if value is not None and not 0.0 < value < 1.0:
             raise ConfigError(f"config key {key} must be in (0, 1)", value=value,

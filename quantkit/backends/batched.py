@@ -36,6 +36,8 @@ def run_split(runner, feeds, data, *, output: str, batch_size: int,
                            desc=desc, enabled=progress):
         outs = runner.infer(feed, names) if output_names else runner.infer(feed, [output])
         y = outs[output]
+        if getattr(feeds, "pooling", "none") != "none":  # token-level -> one row per example
+            y = feeds.pool(y, feed)
         if result is None:
             result = np.zeros((n,) + y.shape[1:], dtype=np.float32)
         result[idx] = y

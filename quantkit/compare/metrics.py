@@ -38,6 +38,7 @@ __all__ = [
     "json_safe_sqnr_db",
     "json_safe_stats",
     "kl_divergence",
+    "kl_per_example",
     "max_abs_error",
     "mean_abs_error",
     "noise_power_from_sqnr_db",
@@ -163,6 +164,21 @@ def clipping_rate(values: Any, *, amax: Any) -> float:
                         value=v.shape, fix="pass at least one element")
     a = _check_amax(amax, "clipping_rate(amax)")
     return _clipped_count(v, a, "clipping_rate(amax)") / v.size
+
+
+def kl_per_example(p_logits_ref: Any, q_logits_cand: Any) -> np.ndarray:
+    """``KL(softmax(p) || softmax(q))`` per row (n,) in nats, for logits (n, classes)."""
+    p = np.asarray(p_logits_ref, dtype=np.float64)
+    q = np.asarray(q_logits_cand, dtype=np.float64)
+    if p.ndim != 2 or p.shape != q.shape or p.size == 0:
+        raise DataError("reference and candidate logits must both be (examples, classes)",
+                        where="kl_per_example", value=(p.shape, q.shape),
+                        fix="compare logits of the same examples")
+    log_p, log_q = log_softmax(p, axis=1), log_softmax(q, axis=1)
+    prob_p = np.exp(log_p)
+    with np.errstate(invalid="ignore"):
+        terms = np.where(prob_p > 0.0, prob_p * (log_p - log_q), 0.0)
+    return np.maximum(terms.sum(axis=1), 0.0)
 
 
 def kl_divergence(p_logits_ref: Any, q_logits_cand: Any) -> float:

@@ -26,7 +26,8 @@ def load_splits(settings, *, cache_dir: Path) -> Splits:
         splits = load_image_splits(settings, cache_dir=cache_dir)
     else:
         splits = load_text_splits(settings, cache_dir=cache_dir)
-    if splits.label_free and settings.model.kind in ("zoo", "hub"):
+    if splits.label_free and settings.model.kind in ("zoo", "hub") \
+            and settings.model.name != "minilm_encoder":  # the encoder has no head to fit
         from quantkit.errors import ConfigError
 
         raise ConfigError(f"model.kind={settings.model.kind} fits a classification head on the "

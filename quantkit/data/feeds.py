@@ -67,9 +67,16 @@ class TextFeeds:
 
     kind = "text"
 
-    def __init__(self, encoder) -> None:
+    def __init__(self, encoder, *, pooling: str = "none") -> None:
         self.encoder = encoder
         self.input_names = list(encoder.input_names)
+        self.pooling = pooling
+
+    def pool(self, output: np.ndarray, feed: dict[str, np.ndarray]) -> np.ndarray:
+        """A token-level output [batch, tokens, dims] pooled per ``model.output.pooling``
+        (mean over the batch's attention mask, or the first token); others as they are."""
+        mask_name = self.encoder.mask_input() if hasattr(self.encoder, "mask_input") else None
+        return pool_output(output, feed.get(mask_name) if mask_name else None, self.pooling)
 
     def lengths(self, data: Any) -> np.ndarray:
         return self.encoder.lengths(_texts(data))
@@ -106,7 +113,8 @@ class ImageFeeds:
 
     kind = "image"
 
-    def __init__(self, preprocess, *, input_name: str = "input", layout: str = "NCHW") -> None:
+    def __init__(self, preprocess, *, input_name: str = "input", layout: str = "NCHW",
+                 pooling: str = "none") -> None:
         from quantkit.data.images import ImagePreprocess
 
         if not isinstance(preprocess, ImagePreprocess):
@@ -119,6 +127,11 @@ class ImageFeeds:
         self.preprocess = preprocess
         self.layout = layout
         self.input_names = [input_name]
+        self.pooling = pooling
+
+    def pool(self, output: np.ndarray, feed: dict[str, np.ndarray]) -> np.ndarray:
+        """A token-level output (e.g. a vision transformer's patch states) pooled (no mask)."""
+        return pool_output(output, None, self.pooling)
 
     def lengths(self, data: Any) -> None:
         _images(data)
@@ -151,6 +164,18 @@ class ImageFeeds:
                 "preprocess": self.preprocess.to_dict()}
 
 
+def pool_output(output: np.ndarray, mask: np.ndarray | None, pooling: str) -> np.ndarray:
+    """``output`` pooled over tokens when it is token-level (rank 3) and ``pooling`` is
+    "mean" (positions where ``mask`` is 1; all positions without a mask) or "cls"."""
+    if pooling == "none" or np.ndim(output) != 3:
+        return output
+    if pooling == "cls":
+        return np.asarray(output)[:, 0]
+    from quantkit.compare.embedding import mean_pool
+
+    return mean_pool(output, mask).astype(np.float32)
+
+
 def image_preprocess(settings):
     """The :class:`ImagePreprocess` that ``data.image`` describes (ConfigError if invalid)."""
     from quantkit.data.images import ImagePreprocess
@@ -180,7 +205,8 @@ def check_kind(settings, model) -> None:
 
     kind = settings.data.kind
     names = list(model.input_names)
-    if kind == "text" and all(n in TEXT_INPUTS for n in names):
+    mapped = {getattr(settings.model.inputs, f, None) for f in TEXT_INPUTS} - {None}
+    if kind == "text" and all(n in TEXT_INPUTS or n in mapped for n in names):
         return
     types = _input_types(model)
     floats = [n for n in names if types.get(n, (0, 0))[0] in
@@ -207,23 +233,28 @@ def make_feeds(settings, model) -> TextFeeds | ImageFeeds:
     text that ``data.max_length`` is within the tokenizer's model limit.
     """
     check_kind(settings, model)
+    pooling = getattr(model, "pooling", "none")
     if settings.data.kind == "image":
         if len(model.input_names) != 1:
             raise DataError("an image model must have exactly one input", where="model inputs",
                             value=model.input_names,
                             fix="export the model with one image input [N, C, H, W] (or NHWC)")
         return ImageFeeds(image_preprocess(settings), input_name=model.input_names[0],
-                          layout=settings.data.image.layout)
+                          layout=settings.data.image.layout, pooling=pooling)
     from quantkit.data.text import TextEncoder, load_tokenizer, model_max_length
 
     if not model.tokenizer:
         raise ConfigError("a text model needs a tokenizer", where="data.tokenizer", value=None,
                           fix="set data.tokenizer=<tokenizer.json, vocab.txt, a directory "
                               "with either, or a hub name>")
+    from quantkit.models.fit import check_text_inputs
+
+    fields = check_text_inputs(model.input_names, settings.model.inputs)  # field -> input
     return TextFeeds(TextEncoder(load_tokenizer(model.tokenizer, lowercase=settings.data.lowercase),
                                  max_length=settings.data.max_length,
                                  input_names=model.input_names,
-                                 model_limit=model_max_length(model.tokenizer)))
+                                 model_limit=model_max_length(model.tokenizer),
+                                 input_map=fields), pooling=pooling)
 
 
 def as_feeds(obj) -> TextFeeds | ImageFeeds:

@@ -99,12 +99,19 @@ class TextEncoder:
     """Encodes texts into the feeds a model's inputs want (by input name)."""
 
     def __init__(self, tokenizer, *, max_length: int, input_names: Sequence[str],
-                 model_limit: int | None = None) -> None:
-        unknown = [n for n in input_names if n not in TEXT_INPUTS]
+                 model_limit: int | None = None, input_map: dict[str, str] | None = None
+                 ) -> None:
+        # input_map: tokenizer field -> model input name (model.inputs.*; default: itself)
+        fields = {(input_map or {}).get(f, f): f for f in TEXT_INPUTS}
+        unknown = [n for n in input_names if n not in fields]
         if unknown:
-            raise DataError("model input cannot be fed from text", where="model inputs",
-                            value=unknown[0], fix=f"text models take inputs named {list(TEXT_INPUTS)}")
-        if "input_ids" not in input_names:
+            raise DataError("model input cannot be fed from text", where="model.inputs",
+                            value=unknown[0],
+                            fix=f"the model's inputs are {list(input_names)}; map the "
+                                "tokenizer's fields with model.inputs.input_ids=<name> "
+                                "model.inputs.attention_mask=<name> (token_type_ids too)")
+        self.fields = {n: fields[n] for n in input_names}  # model input -> tokenizer field
+        if "input_ids" not in self.fields.values():
             raise DataError("a text model needs an input_ids input", where="model inputs",
                             value=list(input_names), fix="export the model with an input named "
                             "input_ids (attention_mask and token_type_ids are optional)")
@@ -140,7 +147,11 @@ class TextEncoder:
             mask[i, :k] = 1
             types[i, :k] = e.type_ids
         all_feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
-        return {k: all_feeds[k] for k in self.input_names}
+        return {k: all_feeds[self.fields[k]] for k in self.input_names}
+
+    def mask_input(self) -> str | None:
+        """The model input that carries the attention mask (None: the model takes none)."""
+        return next((n for n, f in self.fields.items() if f == "attention_mask"), None)
 
 
 def length_batches(lengths: np.ndarray, batch_size: int) -> list[np.ndarray]:

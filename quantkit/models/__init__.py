@@ -9,7 +9,7 @@ from quantkit.models.base import Model
 __all__ = ["Model", "prepare_model", "ZOO"]
 
 #: zoo model name -> the data kind it takes
-ZOO = {"minilm_sentiment": "text", "mobilenet_fashion": "image"}
+ZOO = {"minilm_sentiment": "text", "mobilenet_fashion": "image", "minilm_encoder": "text"}
 
 
 def prepare_model(settings, splits, *, cache_dir: Path) -> Model:
@@ -42,7 +42,7 @@ def prepare_model(settings, splits, *, cache_dir: Path) -> Model:
             head_C=cfg.head.C, max_iter=cfg.head.max_iter, n_train=None, seed=settings.seed,
             label_names=splits.label_names, name=cfg.name, batch_size=settings.data.batch_size,
             progress=settings.progress, opset=cfg.opset)
-    from quantkit.models.export import prepare_text_classifier
+    from quantkit.models.export import prepare_text_classifier, prepare_text_encoder
 
     if cfg.kind == "zoo":
         from quantkit.assets import ASSETS, asset_path
@@ -52,6 +52,10 @@ def prepare_model(settings, splits, *, cache_dir: Path) -> Model:
     else:
         encoder, encoder_sha, source = cfg.hub_id, f"hub:{cfg.hub_id}", f"hub:{cfg.hub_id}"
     tokenizer = settings.data.tokenizer or encoder
+    if cfg.kind == "zoo" and cfg.name == "minilm_encoder":  # no head: an embedding model
+        return prepare_text_encoder(encoder=encoder, encoder_sha=encoder_sha,
+                                    tokenizer_path=tokenizer, cfg=cfg, cache_dir=cache_dir,
+                                    source=source + " (encoder, no head)")
     return prepare_text_classifier(
         encoder=encoder, encoder_sha=encoder_sha, tokenizer_path=tokenizer, train=splits.train,
         label_names=splits.label_names, cfg=cfg, cache_dir=cache_dir,

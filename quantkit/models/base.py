@@ -28,6 +28,10 @@ class Model:
     tokenizer: str | None = None
     source: str = ""
     cached: bool = False
+    # what output_name is (model.output.kind resolved): "logits" or "embedding"; and how a
+    # token-level embedding is pooled ("mean" over the attention mask, "cls", or "none")
+    output_kind: str = "logits"
+    pooling: str = "none"
 
     def load(self) -> onnx.ModelProto:
         return onnx.load(self.path)
@@ -73,8 +77,9 @@ def inspect_onnx(path: str | os.PathLike, *, output: str | None = None, where: s
     inputs = [i.name for i in proto.graph.input if i.name not in init_names]
     outputs = [o.name for o in proto.graph.output]
     if output is not None and output not in outputs:
-        raise ModelError("model.output is not an output of the model", where="model.output",
-                         value=output, fix=f"choose one of {outputs}")
+        raise ModelError("model.output.name is not an output of the model",
+                         where="model.output.name", value=output,
+                         fix=f"set model.output.name to one of the model's outputs {outputs}")
     return proto, inputs, output or outputs[0], opset
 
 

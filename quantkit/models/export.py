@@ -41,12 +41,16 @@ def _import_export_deps():
 
 
 def export_encoder(encoder: str, out_path: Path, *, opset: int, pooling: str,
-                   trust_remote_code: bool = False) -> None:
-    """Encoder -> pooled, L2-normalized embedding ONNX (dynamic batch and sequence)."""
+                   trust_remote_code: bool = False, token_states: bool = False) -> None:
+    """Encoder -> pooled, L2-normalized embedding ONNX (dynamic batch and sequence).
+
+    ``token_states``: two outputs, ``token_embeddings`` (the last hidden states [batch,
+    tokens, hidden], first) and ``embedding`` (pooled, L2-normalized) - an encoder without
+    a head, for embedding sign-offs."""
     torch, transformers = _import_export_deps()
     with _quiet_export(torch, transformers):
         _export_encoder(torch, transformers, encoder, out_path, opset=opset, pooling=pooling,
-                        trust_remote_code=trust_remote_code)
+                        trust_remote_code=trust_remote_code, token_states=token_states)
 
 
 @contextlib.contextmanager
@@ -71,7 +75,8 @@ def _quiet_export(torch, transformers):
 
 
 def _export_encoder(torch, transformers, encoder: str, out_path: Path, *, opset: int,
-                    pooling: str, trust_remote_code: bool = False) -> None:
+                    pooling: str, trust_remote_code: bool = False,
+                    token_states: bool = False) -> None:
     try:  # a local directory never touches the hub; a hub id follows HF_HUB_OFFLINE as set
         hf = transformers.AutoModel.from_pretrained(encoder, attn_implementation="eager",
                                                     trust_remote_code=trust_remote_code,
@@ -93,16 +98,20 @@ def _export_encoder(torch, transformers, encoder: str, out_path: Path, *, opset:
             else:
                 w = attention_mask.unsqueeze(-1).to(h.dtype)
                 e = (h * w).sum(1) / w.sum(1).clamp(min=1e-9)
-            return torch.nn.functional.normalize(e, p=2.0, dim=1)
+            e = torch.nn.functional.normalize(e, p=2.0, dim=1)
+            return (h, e) if token_states else e
 
     ids = torch.ones((2, 16), dtype=torch.long)
     mask = torch.ones((2, 16), dtype=torch.long)
+    outputs = ["token_embeddings", "embedding"] if token_states else ["embedding"]
+    axes = {"input_ids": {0: "batch", 1: "sequence"},
+            "attention_mask": {0: "batch", 1: "sequence"}, "embedding": {0: "batch"}}
+    if token_states:
+        axes["token_embeddings"] = {0: "batch", 1: "sequence"}
     with torch.no_grad():
         torch.onnx.export(Pooled(hf), (ids, mask), str(out_path), input_names=INPUTS,
-                          output_names=["embedding"], opset_version=opset, dynamo=False,
-                          dynamic_axes={"input_ids": {0: "batch", 1: "sequence"},
-                                        "attention_mask": {0: "batch", 1: "sequence"},
-                                        "embedding": {0: "batch"}})
+                          output_names=outputs, opset_version=opset, dynamo=False,
+                          dynamic_axes=axes)
 
 
 def add_linear_head(proto: onnx.ModelProto, coef: np.ndarray, intercept: np.ndarray,
@@ -201,3 +210,46 @@ def prepare_text_classifier(*, encoder: str, encoder_sha: str, tokenizer_path: s
     meta = json.loads(meta_path.read_text())
     return Model(path=str(final), sha256=meta["sha256"], input_names=inputs, output_name=output,
                  opset=opset, label_names=label_names, tokenizer=tokenizer_path, source=source)
+
+
+def prepare_text_encoder(*, encoder: str, encoder_sha: str, tokenizer_path: str, cfg,
+                         cache_dir: Path, source: str) -> Model:
+    """The encoder without a head (``export_encoder(token_states=True)``), cached by a hash of
+    the encoder and the export settings: outputs ``token_embeddings`` and ``embedding``."""
+    key_src = json.dumps({"v": PREP_VERSION, "encoder": encoder_sha, "opset": cfg.opset,
+                          "pooling": cfg.pooling, "head": None, "token_states": True},
+                         sort_keys=True)
+    key = hashlib.sha256(key_src.encode()).hexdigest()[:16]
+    folder = cache_dir / "models" / f"{cfg.name}-{key}"
+    final = folder / "model.onnx"
+    cached = final.is_file() and (folder / "meta.json").is_file()
+    if cached:
+        log.info("using cached prepared encoder %s (key %s)", final, key)
+    else:
+        log.info("preparing encoder %s (key %s): export without a head", cfg.name, key)
+        t0 = time.perf_counter()
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
+        try:
+            export_encoder(encoder, tmp / "model.onnx", opset=cfg.opset, pooling=cfg.pooling,
+                           trust_remote_code=cfg.trust_remote_code, token_states=True)
+            onnx.checker.check_model(str(tmp / "model.onnx"))
+            from quantkit.assets import sha256_file
+
+            write_json_atomic({"sha256": sha256_file(tmp / "model.onnx"), "key": key,
+                               "key_source": json.loads(key_src),
+                               "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                               "seconds": round(time.perf_counter() - t0, 2)},
+                              tmp / "meta.json")
+            if folder.exists():  # another run finished first: keep theirs
+                shutil.rmtree(tmp, ignore_errors=True)
+            else:
+                os.replace(tmp, folder)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+    meta = json.loads((folder / "meta.json").read_text())
+    _, inputs, output, opset = inspect_onnx(final, where="prepared encoder")
+    return Model(path=str(final), sha256=meta["sha256"], input_names=inputs, output_name=output,
+                 opset=opset, label_names=[], tokenizer=tokenizer_path, source=source,
+                 cached=cached)

@@ -6,7 +6,10 @@ work is spent:
 
 - custom-domain operators that ONNX Runtime cannot run (named by node, op and domain);
 - the class count (the logits output's static last dimension vs the data's labels);
-- a fixed batch dimension vs every batch-size setting of the run.
+- a fixed batch dimension vs every batch-size setting of the run;
+- the output compared (``model.output.name / kind / pooling``: :func:`resolve_output`);
+- a text model's input names vs the tokenizer's fields (``model.inputs.*``:
+  :func:`check_text_inputs`).
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ import onnx
 
 from quantkit.errors import ConfigError, DataError, ModelError
 
-__all__ = ["InputSpec", "input_specs", "check_custom_ops", "check_class_count",
-           "check_fixed_batch", "STANDARD_DOMAINS"]
+__all__ = ["InputSpec", "OutputSpec", "input_specs", "check_custom_ops", "check_class_count",
+           "check_fixed_batch", "check_text_inputs", "output_names", "resolve_output",
+           "text_input_map", "STANDARD_DOMAINS", "TEXT_FIELDS"]
 
 #: Operator domains ONNX Runtime's CPU build runs without a custom-op library.
 STANDARD_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "com.microsoft", "ai.onnx.preview.training"})
@@ -107,7 +111,7 @@ def check_class_count(proto: onnx.ModelProto, output: str, n_classes: int) -> No
                         value={"model_classes": dims[-1], "data_classes": n_classes},
                         fix="use data whose label column has exactly that many classes "
                             "(data.label_names / data.label_column), or select the model's logits "
-                            "output with model.output=<name>")
+                            "output with model.output.name=<name>")
 
 
 def check_fixed_batch(specs: Sequence[InputSpec], batch_sizes: Mapping[str, int | Sequence[int]]
@@ -130,3 +134,112 @@ def check_fixed_batch(specs: Sequence[InputSpec], batch_sizes: Mapping[str, int 
                           "uses other batch sizes", where=", ".join(wrong), value=wrong,
                           fix=f"run with {overrides}, or re-export the model with a dynamic "
                               "batch dimension")
+
+
+# ---------------------------------------------------------------------------------------
+# which output is compared (model.output.*) and the text inputs' names (model.inputs.*)
+
+#: tokenizer fields a text model may take, in the order model.inputs lists them
+TEXT_FIELDS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    """The output every stage compares: its name, what it is, and how it is pooled.
+
+    ``kind``: "logits" ([batch, classes]) or "embedding" ([batch, dims], or token-level
+    [batch, tokens, dims] pooled by ``pooling``: "mean" over attention-mask positions or
+    "cls", the first token); ``rank`` as declared by the graph (None: not declared).
+    """
+
+    name: str
+    kind: str
+    pooling: str  # "none" for outputs that need no pooling
+    rank: int | None
+
+
+def output_names(proto: onnx.ModelProto) -> list[str]:
+    return [o.name for o in proto.graph.output]
+
+
+def resolve_output(proto: onnx.ModelProto, cfg, *, has_labels: bool) -> OutputSpec:
+    """``model.output`` (name, kind, pooling) checked against the graph's outputs.
+
+    ``cfg``: the settings' ``OutputConfig``. auto: a rank-3 output (token states) is an
+    embedding, any other a classifier's logits (labeled or label-free: agreement, KL);
+    an embedding with a rank-2 output needs ``model.output.kind=embedding``. A name that is
+    not an output is one ModelError naming the outputs there are.
+    """
+    names = output_names(proto)
+    name = cfg.name or (names[0] if names else None)
+    if name not in names:
+        raise ModelError("model.output.name is not an output of the model",
+                         where="model.output.name", value=name,
+                         fix=f"set model.output.name to one of the model's outputs {names}")
+    info = next(o for o in proto.graph.output if o.name == name)
+    rank = len(info.type.tensor_type.shape.dim) if info.type.tensor_type.HasField("shape") \
+        else None
+    kind = cfg.kind
+    if kind == "auto":
+        kind = "embedding" if rank == 3 else "logits"
+    if kind == "logits" and rank not in (None, 2):
+        raise ModelError(f"a logits output must be [batch, classes], this one has rank {rank}",
+                         where=f"model.output ({name})", value=_dims(info),
+                         fix="set model.output.kind=embedding (token states are pooled by "
+                             "model.output.pooling), or select the logits output with "
+                             f"model.output.name=<one of {names}>")
+    if kind == "embedding" and rank not in (None, 2, 3):
+        raise ModelError(f"an embedding output must be [batch, dims] or [batch, tokens, dims], "
+                         f"this one has rank {rank}", where=f"model.output ({name})",
+                         value=_dims(info),
+                         fix=f"select the pooled or token-level output with "
+                             f"model.output.name=<one of {names}>")
+    pooling = "none"
+    if kind == "embedding" and rank in (None, 3):
+        pooling = cfg.pooling
+        if rank == 3 and pooling == "none":
+            raise ConfigError("a token-level output [batch, tokens, dims] must be pooled",
+                              where="model.output.pooling", value="none",
+                              fix="set model.output.pooling=mean (attention-masked) or cls, or "
+                                  "select a pooled output with model.output.name")
+    del has_labels  # labels decide nothing here: a label-free classifier still has logits
+    return OutputSpec(name=name, kind=kind, pooling=pooling, rank=rank)
+
+
+def text_input_map(inputs_cfg) -> dict[str, str]:
+    """tokenizer field -> the model input name it feeds (``model.inputs``; default: itself)."""
+    return {f: (getattr(inputs_cfg, f, None) or f) for f in TEXT_FIELDS}
+
+
+def check_text_inputs(model_inputs: Sequence[str], inputs_cfg) -> dict[str, str]:
+    """The tokenizer fields this model takes, mapped to its input names ({field: name}).
+
+    One DataError before any inference when a model input cannot be fed from the tokenizer,
+    when the model has no token-id input, or when ``model.inputs.<field>`` names an input the
+    model does not have; the error names the model's actual inputs and the setting to set.
+    ``token_type_ids`` under its default name is fed only when the model has it.
+    """
+    names = list(model_inputs)
+    mapping = text_input_map(inputs_cfg)
+    given = {f for f in TEXT_FIELDS if getattr(inputs_cfg, f, None)}
+    example = " ".join(f"model.inputs.{f}=<name>" for f in TEXT_FIELDS[:2])
+    for f in sorted(given):
+        if mapping[f] not in names:
+            raise DataError(f"model.inputs.{f} names an input the model does not have",
+                            where=f"model.inputs.{f}", value=mapping[f],
+                            fix=f"the model's inputs are {names}; set model.inputs.{f} to one "
+                                "of them")
+    fed = {mapping[f]: f for f in TEXT_FIELDS if mapping[f] in names}
+    unknown = [n for n in names if n not in fed]
+    if unknown:
+        raise DataError("a model input cannot be fed from the tokenizer",
+                        where="model.inputs", value=unknown[0],
+                        fix=f"the model's inputs are {names}; map the tokenizer's fields to "
+                            f"them with {example} (token_type_ids: model.inputs."
+                            "token_type_ids=<name>)")
+    if mapping["input_ids"] not in names:
+        raise DataError("the model has no token-id input the tokenizer can feed",
+                        where="model.inputs.input_ids", value=names,
+                        fix=f"the model's inputs are {names}; set model.inputs.input_ids=<the "
+                            "token-id input>")
+    return {f: n for n, f in fed.items()}

@@ -8,7 +8,7 @@ from quantkit.settings import ModelConfig
 
 
 def load_onnx_model(cfg: ModelConfig, *, label_names: list[str], tokenizer: str | None) -> Model:
-    _, inputs, output, opset = inspect_onnx(cfg.path, output=cfg.output)
+    _, inputs, output, opset = inspect_onnx(cfg.path, output=cfg.output.name)
     return Model(path=str(cfg.path), sha256=sha256_file(cfg.path), input_names=inputs,
                  output_name=output, opset=opset, label_names=label_names, tokenizer=tokenizer,
                  source=f"onnx:{cfg.path}")

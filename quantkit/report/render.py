@@ -214,6 +214,26 @@ def _cfg(x: Any) -> str:
     return f"{x:g}" if finite(x) and not isinstance(x, bool) else _text(x)
 
 
+def _label_free_thresholds(metric, mg: Mapping[str, Any], level) -> list[tuple[str, str]]:
+    """Threshold rows of a label-free verdict (agreement, or a per-example score vs FP32)."""
+    lvl = f"the {pct(level, 0)} interval" if finite(level) else "the interval"
+    if "quantile" in mg:
+        side = ">=" if mg.get("higher_is_better", True) else "<="
+        return [("decision metric", f"{_text(metric)} (label-free, vs FP32)"),
+                ("tested", f"the {_cfg(mg['quantile'])} quantile {side} {_cfg(mg.get('bound'))}"
+                           " (verdict.score_quantile)"),
+                ("PASS when", f"{lvl} of the share of examples within the bound lies above "
+                              f"{_cfg(mg.get('min_share'))}")]
+    for bound, where in (("floor", "above"), ("ceiling", "below"),
+                         ("min_agreement", "above")):
+        if bound in mg:
+            return [("decision metric", f"{_text(metric)} (label-free, vs FP32)"),
+                    (f"declared {'minimum' if bound == 'min_agreement' else bound}",
+                     _cfg(mg[bound])),
+                    ("PASS when", f"{lvl} of the mean lies {where} it")]
+    return []
+
+
 def _thresholds(record, v) -> list[tuple[str, str]]:
     cfg_v = _get(record, "config", "verdict", default={}) or {}
     cfg_c = _get(record, "config", "compare", default={}) or {}
@@ -223,7 +243,9 @@ def _thresholds(record, v) -> list[tuple[str, str]]:
         metric = _metric_of(v)
         level = next((d.get("level") for d in (v.get("deltas") or {}).values()
                       if isinstance(d, Mapping) and d.get("level") is not None), None)
-        rows += [
+        label_free = _label_free_thresholds(metric, margin, level)
+        rows += label_free + [("alpha", _cfg(v.get("alpha"))),
+                              ("paired eval examples (n)", num(v.get("n")))] if label_free else [
             ("decision metric", _text(metric)),
             ("margin kind", _text(margin.get("kind"))),
             ("margin value", _cfg(margin.get("value"))),
@@ -433,10 +455,14 @@ def _calibration(record) -> dict[str, Any] | None:
 
 def _plots(record) -> list[dict[str, str]]:
     from quantkit.report.plots import all_plots
+    from quantkit.report.svg import all_svg_plots
 
-    return [{"name": p.name, "title": p.title, "caption": p.caption,
+    return [{"name": p.name, "title": p.title, "caption": p.caption, "svg": "",
              "src": "data:image/png;base64," + base64.b64encode(p.png).decode("ascii")}
-            for p in all_plots(record)]
+            for p in all_plots(record)] + [
+        {"name": p.name, "title": p.title, "caption": p.caption, "svg": p.svg,
+         "src": "data:image/svg+xml;base64," + base64.b64encode(p.svg.encode()).decode("ascii")}
+        for p in all_svg_plots(record)]
 
 
 def _label_of(record, slice_name: str, value: str) -> str:

@@ -7,8 +7,9 @@ alone (``verdict.signoff_in_sweeps``), and the chosen job's own command signs it
 Ranking, best first (values as recorded; nothing is re-measured):
 
 1. verdict: PASS > INCONCLUSIVE > FAIL > anything else;
-2. the decision metric's value (higher first; the verdict metrics are accuracy-like);
-3. the lower bound of the metric delta's interval (higher first: the safer claim);
+2. the decision metric's value (higher first; lower first for kl / abs_logit);
+3. the lower bound of the metric's interval (higher first: the safer claim; for kl /
+   abs_logit the upper bound, lower first);
 4. latency p50 at the smallest recorded batch, when present (lower first; missing last).
 
 Ties keep job order, then candidate order. Candidates without a verdict (the FP32
@@ -42,6 +43,10 @@ __all__ = ["RANKING", "render_sweep", "sweep_summary"]
 RANKING = ("on the dev split: verdict (PASS > INCONCLUSIVE > FAIL), then metric value (higher first), then the "
            "interval's lower bound (higher first), then latency p50 at the smallest batch "
            "(lower first, missing last)")
+
+
+#: verdict metrics where a smaller value is better (label-free distances to FP32)
+LOWER_IS_BETTER = ("kl", "abs_logit")
 
 
 def _batch_key(b: Any) -> tuple:
@@ -129,9 +134,12 @@ def sweep_summary(records: Sequence[Mapping[str, Any]], *,
                          "required_n": v.get("required_n")})
 
     def key(r):
+        # kl / abs_logit: lower is better, and the safer claim is the lower upper bound
+        sign = -1.0 if r["metric"] in LOWER_IS_BETTER else 1.0
+        bound = (r["delta"] or {}).get("high") if sign < 0 else r["low"]
         return (status_rank(r["status"]),
-                -r["value"] if r["value"] is not None else math.inf,
-                -r["low"] if r["low"] is not None else math.inf,
+                -sign * r["value"] if r["value"] is not None else math.inf,
+                -sign * bound if finite(bound) else math.inf,
                 r["latency_p50_ms"] if r["latency_p50_ms"] is not None else math.inf)
 
     rows.sort(key=key)  # stable: ties keep job order, then candidate order

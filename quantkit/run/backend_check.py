@@ -56,7 +56,9 @@ def check_backend(ctx: RunContext, artifact: Artifact, reference) -> BackendChec
     s = ctx.settings
     inputs = {"artifact": artifact.sha256, "dev": ctx.splits.dev.sha256,
               "compare": asdict(s.compare), "backend": asdict(s.backend),
-              "verdict": [s.verdict.margin_kind, s.verdict.margin, s.verdict.alpha],
+              "verdict": [s.verdict.margin_kind, s.verdict.margin, s.verdict.alpha,
+                          *([s.verdict.min_cosine, s.verdict.min_agreement]
+                            if _embedding(ctx) else [])],
               "qdq_mode": ctx.qdq_mode(), **ctx.feeds_key(), **ctx.measured_key()}
     obj, _, _ = ctx.cached("backend_check", inputs,
                            lambda: (_check(ctx, artifact, reference), None))
@@ -67,9 +69,23 @@ def _margin_abs(ctx: RunContext, reference) -> float:
     from quantkit.verdict import Margin, margin_abs
 
     v = ctx.settings.verdict
-    if ctx.splits.label_free or v.metric == "agreement":
+    if ctx.splits.label_free or v.metric not in ("accuracy", "macro_f1") or _embedding(ctx):
         return 1.0 - v.min_agreement
     return margin_abs(Margin(v.margin_kind, v.margin), reference.metric("accuracy"))
+
+
+def _embedding(ctx: RunContext) -> bool:
+    return getattr(ctx.model, "output_kind", "logits") == "embedding"
+
+
+def _differ(ctx: RunContext, a, b):
+    """Per example: the two executions disagree (top-1 for logits; for embeddings, cosine
+    between them below ``verdict.min_cosine``)."""
+    if _embedding(ctx):
+        from quantkit.compare.embedding import cosine_per_example
+
+        return cosine_per_example(a, b) < ctx.settings.verdict.min_cosine
+    return a.argmax(axis=1) != b.argmax(axis=1)
 
 
 def _check(ctx: RunContext, art: Artifact, reference) -> dict:
@@ -87,7 +103,7 @@ def _check(ctx: RunContext, art: Artifact, reference) -> dict:
         with runner as r:
             return run_split(r, ctx.feeds, sub, output=ctx.model.output_name,
                              batch_size=s.backend.batch_size, progress=False,
-                             lengths=lengths).argmax(axis=1)
+                             lengths=lengths)
 
     emulated = art.emulated() if art.emulated is not None else art.path
     if on_trt:
@@ -101,11 +117,11 @@ def _check(ctx: RunContext, art: Artifact, reference) -> dict:
         artifact_side = predict(ctx.runner(art.path, name="check-artifact", qdq_mode="fused"))
         what = "artifact as ONNX Runtime runs it (fused kernels) vs the emulation"
     reference_side = predict(ctx.runner(emulated, name="check-emulated"))
-    flips = int((artifact_side != reference_side).sum())
+    flips = int(_differ(ctx, artifact_side, reference_side).sum())
     noise = None
     if art.plan.int8_nodes() and ctx.qdq_mode() == "exact":  # two equivalent executions
         noise_side = predict(ctx.runner(emulated, name="check-noise", qdq_mode="integer"))
-        noise = int((noise_side != reference_side).sum())
+        noise = int(_differ(ctx, noise_side, reference_side).sum())
     gate = numerics_gate(flips / n, n, _margin_abs(ctx, reference),
                          noise_flip_rate=None if noise is None else noise / n,
                          share=s.compare.numerics_margin_share, alpha=s.verdict.alpha / 2,
@@ -113,10 +129,13 @@ def _check(ctx: RunContext, art: Artifact, reference) -> dict:
     out = {"checked": True, "n": n, "agreement": 1.0 - flips / n, "compared": what,
            "gate": gate.to_dict(), "ok": gate.status != "fail",
            "blocks_recommendation": on_trt and gate.status == "fail"}
+    if _embedding(ctx):
+        out["compared_by"] = (f"examples whose embeddings differ (cosine below "
+                              f"verdict.min_cosine={ctx.settings.verdict.min_cosine:g})")
     y = sub.labels
-    if y is not None:
-        out["accuracy"] = {"artifact": float((artifact_side == y).mean()),
-                           "emulated": float((reference_side == y).mean())}
+    if y is not None and not _embedding(ctx):
+        out["accuracy"] = {"artifact": float((artifact_side.argmax(axis=1) == y).mean()),
+                           "emulated": float((reference_side.argmax(axis=1) == y).mean())}
     if gate.status == "fail" or gate.tensorrt_required:
         log.warning("backend check of %s: %s", art.name, " ".join(gate.reasons))
     return out

@@ -122,7 +122,12 @@ class RunContext:
         """What a stage-cache key needs about the feeds beyond the data hash (text: nothing)."""
         from quantkit.data.feeds import as_feeds
 
-        return as_feeds(self.feeds).cache_key()
+        key = as_feeds(self.feeds).cache_key()
+        m = self.model
+        if m is not None and (getattr(m, "pooling", "none") != "none"
+                              or self.settings.model.output.name is not None):
+            key["output"] = {"name": m.output_name, "pooling": m.pooling}  # model.output.*
+        return key
 
     @staticmethod
     def head(split, n: int):

@@ -91,10 +91,47 @@ def evaluate(ctx: RunContext, name: str, path, *, split: str = "dev",
     if reference is not None:
         from quantkit.run.verdicts import candidate_test
 
+        evidence.update(label_free_evidence(ctx, evidence, reference.logits, logits,
+                                            split=split))
         test = candidate_test(ctx, split, reference.logits, logits, name=name)
         evidence["verdict"] = {**test.to_verdict_dict(), "split": split}
     return Evaluation(name=name, evidence=evidence, logits=logits, cached=hit, split=split,
                       test=test)
+
+
+def label_free_evidence(ctx: RunContext, evidence: dict, ref_out: np.ndarray,
+                        out: np.ndarray, *, split: str = "dev") -> dict:
+    """What a candidate's output says against FP32's without labels, added to the (cached)
+    evidence: ``metrics`` gains kl and abs_logit (logits) or cosine and recall_at_k
+    (embeddings), and embeddings get ``embedding_fp32``: the per-example cosine distribution
+    (the report's histogram), recall@k of FP32's neighbours, top-1 neighbour agreement;
+    logits get ``agreement_slices``: top-1 agreement with FP32 per slice value (class when
+    labelled, FP32's predicted class, token-length bucket), the report's bars."""
+    metrics = dict(evidence.get("metrics") or {})
+    extra: dict = {}
+    if getattr(ctx.model, "output_kind", "logits") == "embedding":
+        from quantkit.compare.embedding import embedding_evidence
+
+        k = ctx.settings.verdict.recall_k
+        emb = embedding_evidence(ref_out, out, k=k)
+        metrics["cosine"] = emb["cosine"]["mean"]
+        if f"recall_at_{k}" in emb:
+            metrics["recall_at_k"] = emb[f"recall_at_{k}"]["mean"]
+        extra["embedding_fp32"] = {**emb, "recall_k": k}
+    elif "mean_kl_fp32" in evidence:
+        from quantkit.compare.task import slice_metrics
+        from quantkit.data.feeds import as_feeds
+
+        metrics["kl"] = evidence["mean_kl_fp32"]
+        metrics["abs_logit"] = evidence["mean_abs_logit_fp32"]
+        ref_pred, pred = ref_out.argmax(axis=1), out.argmax(axis=1)
+        y = ctx.split(split).labels
+        slices = {**({"class": y} if y is not None else {}), "fp32_class": ref_pred,
+                  **as_feeds(ctx.feeds).slices(ctx.split_lengths(split))}
+        extra["agreement_slices"] = {  # slice_metrics' "accuracy" of pred vs FP32's pred
+            s: {v: {"agreement": st["accuracy"], "n": st["n"]} for v, st in vals.items()}
+            for s, vals in slice_metrics(ref_pred, pred, slices).items()}
+    return {**extra, "metrics": metrics}
 
 
 def _evaluate(ctx: RunContext, name: str, path, *, split: str, reference: Evaluation | None,
@@ -138,6 +175,17 @@ def _evaluate(ctx: RunContext, name: str, path, *, split: str, reference: Evalua
                                desc=f"{split} {name}", lengths=lengths)
         seconds = time.perf_counter() - t0
         census = kernel_census(optimized) if optimized.exists() else {}
+    if getattr(ctx.model, "output_kind", "logits") == "embedding":
+        # no classes: task metrics and agreement do not apply (label_free_evidence adds
+        # cosine and recall@k outside the cache)
+        return {"artifact": Path(path).name,
+                "numerics": numerics_note(name, s, emulated=use_emulation,
+                                          qdq_mode=ctx.qdq_mode()),
+                "eval_seconds": round(seconds, 3), "n": int(len(logits)),
+                "kernel_census": census, "backend": s.backend.name, "metrics": {},
+                "output": {"name": ctx.model.output_name, "kind": "embedding",
+                           "pooling": ctx.model.pooling, "dims": int(logits.shape[1])},
+                **({"engine": engine.to_record()} if engine is not None else {})}, logits
     pred = logits.argmax(axis=1)
     extra_slices = as_feeds(ctx.feeds).slices(lengths)  # text: token-count buckets
     ev = {"artifact": Path(path).name,

@@ -36,18 +36,25 @@ def check_preflight(ctx: RunContext) -> None:
     if s.model.kind == "onnx":
         from quantkit.models.base import inspect_onnx
 
-        proto, _, output, _ = inspect_onnx(s.model.path, output=s.model.output)
+        proto, _, output, _ = inspect_onnx(s.model.path, output=s.model.output.name)
         check_model_fits(s, proto)
 
 
 def check_model_fits(settings, proto) -> None:
     """A BYO model that cannot run with these settings: one clear error before any data is
     read (custom-domain ops, a fixed batch vs the batch settings; data.kind: data/feeds.py)."""
-    from quantkit.models.fit import check_custom_ops, check_fixed_batch, input_specs
+    from quantkit.models.fit import (check_custom_ops, check_fixed_batch, check_text_inputs,
+                                     input_specs, resolve_output)
 
     s = settings
     check_custom_ops(proto)
     specs = input_specs(proto)
+    resolve_output(proto, s.model.output, has_labels=s.data.label_column is not None)
+    if s.data.kind == "text" and any(sp.elem_type in (onnx.TensorProto.INT64,
+                                                        onnx.TensorProto.INT32) for sp in specs):
+        # model.inputs.* vs a text model's input names (an image model given text: data.kind
+        # is checked with the feeds)
+        check_text_inputs([sp.name for sp in specs], s.model.inputs)
     sizes = {"data.batch_size": s.data.batch_size, "backend.batch_size": s.backend.batch_size,
              "calibrator.batch_size": s.calibrator.batch_size,
              "compare.batch_size": s.compare.batch_size}
@@ -93,9 +100,19 @@ def prepare_model(ctx: RunContext, splits) -> Prepared:
     from quantkit.graph.model_graph import ModelGraph
     from quantkit.models import prepare_model as _prepare
 
+    from dataclasses import replace
+
+    from quantkit.models.fit import resolve_output
+
     model = _prepare(ctx.settings, splits, cache_dir=ctx.cache_dir)
     graph_proto = onnx.load(model.path)
-    if ctx.settings.model.kind == "onnx" and not splits.label_free:
+    out = resolve_output(graph_proto, ctx.settings.model.output,
+                         has_labels=not splits.label_free)  # model.output.name / kind / pooling
+    model = replace(model, output_name=out.name, output_kind=out.kind, pooling=out.pooling)
+    from quantkit.run.verdicts import check_metric_fits
+
+    check_metric_fits(ctx.settings, out.kind)  # e.g. verdict.metric=cosine on logits
+    if ctx.settings.model.kind == "onnx" and not splits.label_free and out.kind == "logits":
         from quantkit.models.fit import check_class_count
 
         check_class_count(graph_proto, model.output_name, len(splits.label_names))

@@ -102,10 +102,9 @@ def search_mixed(ctx: RunContext, artifacts: dict[str, Artifact],
     int8 = {n: a for n, a in artifacts.items() if n.startswith("int8.")}
     if not int8:
         return None
-    from quantkit.run.verdicts import decision_metric
+    from quantkit.run.verdicts import decision_value
 
-    metric = decision_metric(ctx)
-    best = max(int8, key=lambda n: evaluations[n].metric(metric))
+    best = max(int8, key=lambda n: decision_value(ctx, evaluations[n]))
     base_plan, best_eval = int8[best].plan, evaluations[best]
     ctx, rebuild = rebuild_args(ctx, int8[best])  # the graph the best INT8 was built on (ptq)
     graph = ctx.graph

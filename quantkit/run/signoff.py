@@ -52,13 +52,12 @@ def family_members(ctx: RunContext, evaluations: dict[str, Evaluation],
     """The sign-off family, chosen on dev: fp16, the INT8 candidate with the best dev metric,
     and the mixed candidate when the search kept at least one layer out of INT8 (with none it
     is the best INT8 candidate again)."""
-    from quantkit.run.verdicts import decision_metric
+    from quantkit.run.verdicts import decision_value
 
-    metric = decision_metric(ctx)
     names = [n for n in ("fp16",) if n in evaluations]
     int8 = [n for n in evaluations if n.startswith("int8.")]
-    if int8:
-        names.append(max(int8, key=lambda n: (evaluations[n].metric(metric), n)))
+    if int8:  # decision_value: larger is better (kl / abs_logit negated)
+        names.append(max(int8, key=lambda n: (decision_value(ctx, evaluations[n]), n)))
     if mixed is not None and mixed_fp16_layers > 0:
         names.append("mixed")
     return names

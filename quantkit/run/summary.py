@@ -34,21 +34,30 @@ def summary_lines(record: RunRecord) -> list[str]:
         for row in (so.get("power_plan") or {}).get("rows", []):
             if not row.get("adequate", True):
                 lines.append(f"power plan: {row.get('reason')}")
+    embedding = any("embedding_fp32" in c for c in record.candidates.values())
+    third = "cosine" if embedding else "kl"  # beside accuracy and agreement, where cheap
+    vmetric = next((c["verdict"]["metric"] for c in record.candidates.values()
+                    if c.get("verdict")), "accuracy")
+    head = "delta [95% CI]" if vmetric in ("accuracy", "macro_f1") else f"{vmetric} [95% CI]"
     lines.append(f"  {'candidate':<20} {'split':<5} {'accuracy':>8} {'agree':>6} "
-                 f"{'delta [95% CI]':>26}  verdict")
+                 f"{third:>8} {head:>26}  verdict")
     for name, c in record.candidates.items():
         met = c.get("metrics", {})
         v = c.get("verdict")
         agree = f"{c['agreement_fp32']:.4f}" if "agreement_fp32" in c else "-"
+        extra = (f"{met[third]:.4f}" if embedding else f"{met[third]:.3g}") \
+            if third in met else "-"
         split = c.get("split", "")
         if v:
             dl = v["deltas"][v["metric"]]
-            ci = f"{dl['point']:+.4f} [{dl['low']:+.4f}, {dl['high']:+.4f}]"
+            fmt = "+.4f" if v["metric"] in ("accuracy", "macro_f1") else \
+                ".3g" if v["metric"] in ("kl", "abs_logit") else ".4f"
+            ci = f"{dl['point']:{fmt}} [{dl['low']:{fmt}}, {dl['high']:{fmt}}]"
             status = v["status"] if name in family else f"({v['status']} on dev; not signed off)"
         else:
             ci, status = "-", "reference"
         acc = f"{met['accuracy']:>8.4f}" if "accuracy" in met else f"{'-':>8}"  # label-free: -
-        lines.append(f"  {name:<20} {split:<5} {acc} {agree:>6} {ci:>26}  {status}")
+        lines.append(f"  {name:<20} {split:<5} {acc} {agree:>6} {extra:>8} {ci:>26}  {status}")
         if c.get("first_diverging"):
             lines.append(f"  {'':<20} first diverging node: {c.get('first_diverging_node')} "
                          f"(tensor {c['first_diverging']})")
@@ -64,6 +73,16 @@ def summary_lines(record: RunRecord) -> list[str]:
             if isinstance(mg, dict) and "min_agreement" in mg:
                 lines.append(f"margin: label-free, top-1 agreement with FP32 must be shown "
                              f">= {mg['min_agreement']:g}")
+            elif isinstance(mg, dict) and "quantile" in mg:
+                lines.append(f"margin: label-free, the {mg['quantile']:g} quantile of "
+                             f"{mg['metric']} vs FP32 must be shown "
+                             f"{'>=' if mg.get('higher_is_better', True) else '<='} "
+                             f"{mg['bound']:g} (verdict.score_quantile)")
+            elif isinstance(mg, dict) and ("floor" in mg or "ceiling" in mg):
+                bound = "floor" if "floor" in mg else "ceiling"
+                lines.append(f"margin: label-free, the mean per-example {mg['metric']} vs FP32 "
+                             f"must be shown {'above' if bound == 'floor' else 'below'} the "
+                             f"declared {bound} {mg[bound]:g}")
             elif isinstance(mg, dict) and {"kind", "value", "abs", "metric"} <= set(mg):
                 lines.append(f"margin: {mg['metric']} within {mg['value']:g} {mg['kind']} of FP32 "
                              f"(absolute {mg['abs']:.4f})")

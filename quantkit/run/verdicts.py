@@ -1,26 +1,73 @@
 """One candidate's paired test against FP32 on one split (dev: for choices; test: sign-off).
 
-Built from the split's labels, groups and both models' logits, outside the stage cache (the
-logits are cached; the test is cheap and seeded). The statistics are
+Built from the split's labels, groups and both models' outputs, outside the stage cache (the
+outputs are cached; the test is cheap and seeded). The statistics are
 :mod:`quantkit.verdict.signoff`: the wider of a score interval (Tango; Rao-Scott adjusted for
 grouped data) and an iid / cluster bootstrap, a minimum size below which the verdict is
 INCONCLUSIVE, and the churn gate (flip rate vs FP32, ``verdict.max_flip_rate``).
+
+Label-free metrics are one path: a per-example score vs FP32 against a declared bound
+(:func:`example_scores` then :func:`quantkit.verdict.score_signoff`): top-1 agreement, KL and
+mean |logit delta| for logit outputs, cosine and recall@k of FP32's neighbours for
+embeddings.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from quantkit.errors import ConfigError
 from quantkit.run.context import RunContext
 
-__all__ = ["candidate_test", "decision_metric", "split_groups"]
+__all__ = ["candidate_test", "decision_metric", "decision_value", "example_scores",
+           "higher_is_better", "split_groups", "EMBEDDING_METRICS", "LOGIT_METRICS"]
+
+#: label-free metrics by output kind
+LOGIT_METRICS = ("agreement", "kl", "abs_logit")
+EMBEDDING_METRICS = ("cosine", "recall_at_k")
+
+
+def _output_kind(ctx: RunContext) -> str:
+    return getattr(ctx.model, "output_kind", "logits") if ctx.model is not None else "logits"
 
 
 def decision_metric(ctx: RunContext) -> str:
-    """The metric every choice ranks by: ``agreement`` (with FP32) on label-free data or when
-    ``verdict.metric=agreement``, else ``verdict.metric``."""
+    """The metric every choice ranks by and the sign-off tests.
+
+    Embedding outputs: ``verdict.metric`` when it is cosine or recall_at_k, else cosine.
+    Logit outputs: kl / abs_logit / agreement as set; label-free data otherwise agreement;
+    else ``verdict.metric`` (accuracy, macro_f1). cosine / recall_at_k on logits is a
+    ConfigError.
+    """
     v = ctx.settings.verdict
-    return "agreement" if (ctx.splits.label_free or v.metric == "agreement") else v.metric
+    check_metric_fits(ctx.settings, _output_kind(ctx))
+    if _output_kind(ctx) == "embedding":
+        return v.metric if v.metric in EMBEDDING_METRICS else "cosine"
+    if v.metric in LOGIT_METRICS:
+        return v.metric
+    return "agreement" if ctx.splits.label_free else v.metric
+
+
+def check_metric_fits(settings, output_kind: str) -> None:
+    """ConfigError (before any inference) for an embedding metric on a logits output."""
+    v = settings.verdict
+    if output_kind != "embedding" and v.metric in EMBEDDING_METRICS:
+        raise ConfigError(f"verdict.metric={v.metric} needs an embedding output, and the "
+                          "model's output is logits", where="verdict.metric", value=v.metric,
+                          fix="set model.output.kind=embedding (with model.output.name=<the "
+                              "embedding output>), or use verdict.metric=agreement | kl | "
+                              "abs_logit for logits")
+
+
+def higher_is_better(metric: str) -> bool:
+    return metric not in ("kl", "abs_logit")
+
+
+def decision_value(ctx: RunContext, evaluation) -> float:
+    """An evaluation's decision metric, signed so that larger is better (for ranking)."""
+    metric = decision_metric(ctx)
+    value = evaluation.metric(metric)
+    return value if higher_is_better(metric) else -value
 
 
 def split_groups(ctx: RunContext, split: str):
@@ -31,28 +78,71 @@ def split_groups(ctx: RunContext, split: str):
     return ctx.split(split).group_ids()
 
 
+def example_scores(metric: str, reference: np.ndarray, candidate: np.ndarray, *,
+                   recall_k: int = 10) -> np.ndarray:
+    """Per-example score of ``candidate`` vs the FP32 ``reference`` outputs (shape (n,))."""
+    from quantkit.compare.embedding import cosine_per_example, neighbour_recall_at_k
+    from quantkit.compare.metrics import kl_per_example
+
+    if metric == "agreement":
+        return (reference.argmax(axis=1) == candidate.argmax(axis=1)).astype(np.float64)
+    if metric == "kl":
+        return kl_per_example(reference, candidate)
+    if metric == "abs_logit":
+        return np.abs(np.asarray(reference, np.float64)
+                      - np.asarray(candidate, np.float64)).mean(axis=1)
+    if metric == "cosine":
+        return cosine_per_example(reference, candidate)
+    if metric == "recall_at_k":
+        return neighbour_recall_at_k(reference, candidate, k=recall_k)
+    raise ConfigError("not a per-example score metric", where="verdict.metric", value=metric,
+                      fix=f"use one of {list(LOGIT_METRICS + EMBEDDING_METRICS)}")
+
+
+def declared_bound(v, metric: str) -> float:
+    """The floor / ceiling ``verdict.*`` declares for ``metric``."""
+    return {"agreement": v.min_agreement, "cosine": v.min_cosine, "recall_at_k": v.min_recall,
+            "kl": v.max_kl, "abs_logit": v.max_abs_logit}[metric]
+
+
 def candidate_test(ctx: RunContext, split: str, ref_logits: np.ndarray, logits: np.ndarray,
                    *, name: str):
     """The candidate's :class:`~quantkit.verdict.SignoffTest` on ``split`` (one-sided alpha =
-    ``verdict.alpha / 2``), joined with the churn gate when ``verdict.max_flip_rate`` is set.
+    ``verdict.alpha / 2``), joined with the churn gate when ``verdict.max_flip_rate`` is set
+    and the output has top-1 predictions (logits).
 
-    Label-free data or ``verdict.metric=agreement``: non-inferiority of top-1 agreement with
-    FP32 against ``verdict.min_agreement``.
+    Label-free metrics (:func:`decision_metric`): non-inferiority of the per-example score
+    against its declared bound (``verdict.min_agreement``, ``min_cosine``, ``min_recall``,
+    ``max_kl``, ``max_abs_logit``; ``verdict.score_quantile`` for a quantile instead of the
+    mean); agreement without ``score_quantile`` is exactly ``agreement_signoff``.
     """
-    from quantkit.verdict import Margin, agreement_signoff, churn_gate, paired_signoff, with_gate
+    from quantkit.verdict import (Margin, agreement_signoff, churn_gate, paired_signoff,
+                                  score_signoff, with_gate)
 
     v, seed = ctx.settings.verdict, ctx.settings.seed
     alpha = v.alpha / 2
     groups = split_groups(ctx, split)
-    ref_pred, pred = ref_logits.argmax(axis=1), logits.argmax(axis=1)
     common = dict(alpha=alpha, groups=groups, n_boot=v.n_boot, seed=seed, min_n=v.min_n,
                   min_groups=v.min_groups, candidate=name)
-    if decision_metric(ctx) == "agreement":
+    metric = decision_metric(ctx)
+    if _output_kind(ctx) == "embedding":  # no top-1 predictions: no churn gate
+        return score_signoff(example_scores(metric, ref_logits, logits, recall_k=v.recall_k),
+                             metric=metric, threshold=declared_bound(v, metric),
+                             quantile=v.score_quantile, power=v.power, **common)
+    ref_pred, pred = ref_logits.argmax(axis=1), logits.argmax(axis=1)
+    if metric == "agreement" and v.score_quantile is None:
         return agreement_signoff(ref_pred, pred, min_agreement=v.min_agreement, power=v.power,
                                  **common)
-    y = ctx.split(split).labels
-    test = paired_signoff(ref_pred == y, pred == y, margin=Margin(v.margin_kind, v.margin),
-                          power=v.power, **common)
-    if v.max_flip_rate is None:
-        return test
+    if metric in LOGIT_METRICS:
+        test = score_signoff(example_scores(metric, ref_logits, logits), metric=metric,
+                             threshold=declared_bound(v, metric), quantile=v.score_quantile,
+                             power=v.power, **common)
+        if metric == "agreement" or v.max_flip_rate is None:
+            return test
+    else:
+        y = ctx.split(split).labels
+        test = paired_signoff(ref_pred == y, pred == y, margin=Margin(v.margin_kind, v.margin),
+                              power=v.power, **common)
+        if v.max_flip_rate is None:
+            return test
     return with_gate(test, churn_gate(ref_pred, pred, max_flip_rate=v.max_flip_rate, **common))

@@ -23,7 +23,8 @@ from quantkit.verdict.decision import (
 )
 from quantkit.verdict.margin import Margin, check_alpha, check_n_boot, margin_abs
 from quantkit.verdict.cluster import GroupStats, intra_group_correlation
-from quantkit.verdict.power import PowerPlan, required_agreement_size, required_test_size
+from quantkit.verdict.power import (PowerPlan, required_agreement_size, required_score_size,
+                                    required_test_size)
 from quantkit.verdict.protocol import (
     FamilyDecision,
     FamilyPlan,
@@ -46,6 +47,7 @@ from quantkit.verdict.signoff import (
     churn_gate,
     paired_signoff,
     plan_power,
+    score_signoff,
     with_gate,
 )
 from quantkit.verdict.stats import (
@@ -80,6 +82,8 @@ __all__ = [
     "recommend_candidate",
     "signoff_record",
     "required_agreement_size",
+    "required_score_size",
+    "score_signoff",
     "required_test_size",
     "tango_interval",
     "wilson_interval",

@@ -17,6 +17,10 @@ power when ``delta <= -m``. The same formula gives, for an INCONCLUSIVE on test,
 *new declared plan* (a fresh or grown test split, linked from the record) would need; it is
 an 80%-power figure, not the even-odds size at the observed delta.
 
+For a continuous per-example score (cosine, recall@k, KL, |logit delta|) with dev mean
+``mu``, spread ``sd`` and bound ``b``: ``n = deff ((z_{1-alpha} + z_{1-beta}) sd / |mu - b|)^2``
+(:func:`required_score_size`).
+
 For the label-free agreement test against a minimum ``a0`` (one proportion, Wilson score
 test) with planned agreement ``a > a0``::
 
@@ -33,7 +37,7 @@ from scipy.stats import norm
 
 from quantkit.errors import ConfigError
 
-__all__ = ["PowerPlan", "required_agreement_size", "required_test_size"]
+__all__ = ["PowerPlan", "required_agreement_size", "required_score_size", "required_test_size"]
 
 
 def _check(alpha: float, power: float, design_effect: float) -> None:
@@ -90,6 +94,25 @@ def required_agreement_size(*, agreement: float, min_agreement: float, alpha: fl
     n = design_effect * ((za * math.sqrt(a0 * (1 - a0)) + zb * math.sqrt(a * (1 - a)))
                          / (a - a0)) ** 2
     return int(max(math.ceil(n), int(min_n)))
+
+
+def required_score_size(*, mean: float, threshold: float, sd: float,
+                        higher_is_better: bool = True, alpha: float = 0.025,
+                        power: float = 0.8, design_effect: float = 1.0,
+                        min_n: int = 1) -> int | None:
+    """Examples for ``power`` to show a continuous per-example score's mean beyond a floor
+    (``higher_is_better``) or ceiling: ``n = deff ((z_{1-alpha} + z_{1-beta}) sd / gap)^2``
+    with ``gap`` the planned distance to the bound; None when the mean is not beyond it."""
+    _check(alpha, power, design_effect)
+    gap = (mean - threshold) if higher_is_better else (threshold - mean)
+    if not (math.isfinite(gap) and math.isfinite(sd)) or sd < 0:
+        raise ConfigError("the planned score and its spread must be finite", where="verdict.power",
+                          value=(mean, sd), fix="plan from a dev test of the same metric")
+    if gap <= 1e-12:
+        return None
+    za, zb = float(norm.ppf(1.0 - alpha)), float(norm.ppf(power))
+    n = design_effect * ((za + zb) * sd / gap) ** 2
+    return int(max(math.ceil(n), int(min_n), 2))
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,13 @@ Rules (one-sided ``alpha``, default 0.025; the reported interval is two-sided 1 
    top-1 agreement with the reference against a declared minimum ``a0``: Wilson score
    interval (Rao-Scott with groups) and the bootstrap, enveloped; PASS if ``low > a0``,
    FAIL if ``high < a0``.
+3b. Any per-example score vs FP32 (:func:`score_signoff`; agreement is the binary case, one
+   implementation): cosine and recall@k of FP32's neighbours (embeddings; a floor), KL and
+   mean |logit delta| (logits; a ceiling). Binary scores: Wilson as in 3; continuous scores:
+   a Student t interval of the mean (standard error inflated by the design effect with
+   groups), enveloped with the iid / cluster bootstrap. PASS if the lower bound is above the
+   floor (upper bound below the ceiling), FAIL if the whole interval is on the wrong side.
+   ``quantile`` q tests the share of examples within the bound against ``1 - q`` instead.
 4. Churn (:func:`churn_gate`): the same agreement test with ``a0 = 1 - max_flip_rate``.
    :func:`with_gate` joins a metric test and the gate as an intersection-union test: PASS
    only if both PASS, FAIL if either FAILs, else INCONCLUSIVE; its p-value is the larger
@@ -45,13 +52,14 @@ from quantkit.verdict.cluster import (GroupStats, cluster_bootstrap_means, group
                                       intra_group_correlation)
 from quantkit.verdict.decision import FAIL, INCONCLUSIVE, PASS
 from quantkit.verdict.margin import Margin, check_n_boot, margin_abs as to_margin_abs
-from quantkit.verdict.power import PowerPlan, required_agreement_size, required_test_size
+from quantkit.verdict.power import (PowerPlan, required_agreement_size, required_score_size,
+                                    required_test_size)
 from quantkit.verdict.score import (tango_interval, tango_p_noninferiority, wilson_interval,
                                     wilson_p_above)
 from quantkit.verdict.stats import Seed, accuracy_deltas, as_rng
 
-__all__ = ["MIN_GROUPS", "MIN_N", "Churn", "SignoffTest", "agreement_signoff", "churn",
-           "churn_gate",
+__all__ = ["MIN_GROUPS", "MIN_N", "SCORE_METRICS", "Churn", "SignoffTest", "agreement_signoff",
+           "churn", "churn_gate", "score_signoff",
            "paired_signoff", "plan_power", "with_gate"]
 
 #: Below this many examples a verdict is INCONCLUSIVE (verdict.min_n).
@@ -271,51 +279,208 @@ def paired_signoff(correct_ref: Any, correct_cand: Any, *, margin: Margin, alpha
 def _agreement_test(agree: np.ndarray, *, metric: str, min_agreement: float, alpha: float,
                     groups: Any, n_boot: int, seed: Seed, min_n: int, min_groups: int,
                     power: float, candidate: str) -> SignoffTest:
-    n = int(agree.size)
-    x = int(np.count_nonzero(agree))
-    a = x / n
-    codes, g, gstats = _groups(groups, agree.astype(np.float64), f"{metric}(groups)")
+    return _score_test(agree.astype(np.float64), metric=metric, threshold=min_agreement,
+                       higher_is_better=True, proportion=True, alpha=alpha, groups=groups,
+                       n_boot=n_boot, seed=seed, min_n=min_n, min_groups=min_groups,
+                       power=power, candidate=candidate)
+
+
+#: what each per-example score is, for the reasons (metric -> phrase)
+SCORE_WHAT = {"agreement": "agreement with FP32",
+              "churn": "agreement with FP32 (churn gate)",
+              "cosine": "cosine to FP32", "recall_at_k": "recall@k of FP32's neighbours",
+              "kl": "KL(FP32 || candidate)", "abs_logit": "mean |logit - FP32 logit|"}
+
+
+def _score_interval(values: np.ndarray, threshold: float, higher: bool, proportion: bool,
+                    deff: float, alpha: float, n_groups: int
+                    ) -> tuple[float, float, float, dict[str, Any]]:
+    """(low, high, one-sided p of "not better than threshold", method facts)."""
+    n = values.size
+    mean = float(values.mean())
+    if proportion:  # Wilson score on the (Rao-Scott) counts
+        x = float(values.sum())
+        low, high = wilson_interval(x / deff, n / deff, alpha=2 * alpha)
+        p = wilson_p_above(x / deff, n / deff, threshold)
+        return low, high, p, {"method": "wilson"}
+    from scipy.stats import t as student_t
+
+    sd = float(values.std(ddof=1)) if n > 1 else 0.0
+    df = max((n_groups if n_groups else n) - 1, 1)
+    se = sd * math.sqrt(deff / n)
+    q = float(student_t.ppf(1.0 - alpha, df))
+    low, high = mean - q * se, mean + q * se
+    gap = (mean - threshold) if higher else (threshold - mean)
+    if se > 0:
+        p = float(student_t.sf(gap / se, df))
+    else:
+        p = 0.0 if gap > 0 else 1.0
+    return low, high, p, {"method": "student_t", "sd": sd, "df": df}
+
+
+def _score_test(values: np.ndarray, *, metric: str, threshold: float, higher_is_better: bool,
+                proportion: bool, alpha: float, groups: Any, n_boot: int, seed: Seed,
+                min_n: int, min_groups: int, power: float, candidate: str,
+                quantile: dict[str, Any] | None = None) -> SignoffTest:
+    """One implementation for every label-free score: per-example ``values`` against a
+    declared floor (``higher_is_better``) or ceiling (module docstring, rules 3, 3b)."""
+    n = int(values.size)
+    mean = float(values.mean())
+    higher = higher_is_better
+    codes, g, gstats = _groups(groups, values, f"{metric}(groups)")
     deff = gstats.design_effect if gstats else 1.0
-    s_low, s_high = wilson_interval(x / deff, n / deff, alpha=2 * alpha)
-    s_p_ni = wilson_p_above(x / deff, n / deff, min_agreement)
-    kind, boots = _bootstrap(agree.astype(np.float64), codes, g, n_boot=n_boot,
-                             rng=as_rng(seed), paired=None)
+    s_low, s_high, s_p_ni, facts = _score_interval(values, threshold, higher, proportion, deff,
+                                                   alpha, g)
+    rng = as_rng(seed)
+    if proportion or codes is not None:
+        kind, boots = _bootstrap(values, codes, g, n_boot=n_boot, rng=rng, paired=None)
+    else:  # a continuous score: resample examples (each its own cluster)
+        kind = "iid"
+        boots = cluster_bootstrap_means(values, np.arange(n), n, n_boot=n_boot, rng=rng)[1]
     b_low, b_high = (float(v) for v in np.quantile(boots, [alpha, 1.0 - alpha]))
-    b_p_ni = (1 + int(np.count_nonzero(boots <= min_agreement))) / (n_boot + 1)
-    b_p_reg = (1 + int(np.count_nonzero(boots >= min_agreement))) / (n_boot + 1)
+    worse = boots <= threshold if higher else boots >= threshold
+    better = boots >= threshold if higher else boots <= threshold
+    b_p_ni = (1 + int(np.count_nonzero(worse))) / (n_boot + 1)
+    b_p_reg = (1 + int(np.count_nonzero(better))) / (n_boot + 1)
     low, high = min(s_low, b_low), max(s_high, b_high)
-    status = _status(low, high, min_agreement)
+    if higher:  # every score here is at most 1 (agreement, cosine, recall@k, shares)
+        high = min(high, 1.0)
+    else:  # KL and |logit delta| are >= 0
+        low = max(low, 0.0)
+    status = _status(low, high, threshold) if higher else _status(-high, -low, -threshold)
     level = 100 * (1 - 2 * alpha)
-    what = "agreement with FP32" if metric == "agreement" else "agreement with FP32 (churn gate)"
-    reasons = [f"{what} {a:.4f} [{level:g}% CI {low:.4f}, {high:.4f}] vs declared minimum "
-               f"{min_agreement:.4f} (max flip rate {1 - min_agreement:.4f}); the wider of "
-               f"Wilson score [{s_low:.4f}, {s_high:.4f}] and {kind} bootstrap "
-               f"[{b_low:.4f}, {b_high:.4f}]; one-sided alpha {alpha:g}; "
-               f"{n - x} of {n} predictions flipped"]
+    what = SCORE_WHAT.get(metric, metric)
+    score_name = "Wilson score" if proportion else "Student t"
+    off = int(np.count_nonzero(values < threshold if higher else values > threshold))
+    if metric in ("agreement", "churn"):
+        x = int(np.count_nonzero(values))
+        head = (f"{what} {mean:.4f} [{level:g}% CI {low:.4f}, {high:.4f}] vs declared minimum "
+                f"{threshold:.4f} (max flip rate {1 - threshold:.4f})")
+        tail = f"; {n - x} of {n} predictions flipped"
+        discordant = {"flipped": n - x}
+        flip_rate = (n - x) / n
+        margin = {"min_agreement": threshold}
+    elif quantile is not None:
+        side = ">=" if higher else "<="
+        head = (f"share of examples with {what} {side} {quantile['bound']:g}: {mean:.4f} "
+                f"[{level:g}% CI {low:.4f}, {high:.4f}] vs declared minimum {threshold:.4f} "
+                f"(the {quantile['quantile']:g} quantile of {what} {side} "
+                f"{quantile['bound']:g}; verdict.score_quantile)")
+        tail = f"; {n - int(values.sum())} of {n} examples outside the bound"
+        discordant = {"outside": n - int(values.sum())}
+        flip_rate = (n - float(values.sum())) / n
+        margin = {"quantile": quantile["quantile"], "bound": quantile["bound"],
+                  "min_share": threshold, "higher_is_better": higher, "kind": "proportion"}
+    else:
+        bound = "floor" if higher else "ceiling"
+        g4 = ".4f" if higher else ".4g"
+        head = (f"mean {what} {mean:{g4}} [{level:g}% CI {low:{g4}}, {high:{g4}}] vs declared "
+                f"{bound} {threshold:{g4}} ({'PASS when the lower bound is above it' if higher else 'PASS when the upper bound is below it'})")
+        tail = (f"; {off} of {n} examples {'below the floor' if higher else 'above the ceiling'}"
+                f" (sd {facts.get('sd', 0.0):.4g})")
+        discordant = {"outside": off}
+        flip_rate = off / n
+        margin = {bound: threshold, "higher_is_better": higher,
+                  "kind": "proportion" if proportion else "mean"}
+    fmt = ".4f" if higher else ".4g"
+    reasons = [f"{head}; the wider of {score_name}"
+               f"{' (Rao-Scott)' if gstats and proportion else ''} [{s_low:{fmt}}, "
+               f"{s_high:{fmt}}] and {kind} bootstrap [{b_low:{fmt}}, {b_high:{fmt}}]; "
+               f"one-sided alpha {alpha:g}{tail}"]
     if gstats:
-        reasons.append(f"{g} groups, intra-group correlation of agreement {gstats.icc:.3f}, "
-                       f"design effect {deff:.2f}")
+        reasons.append(f"{g} groups, intra-group correlation of {'agreement' if metric in ('agreement', 'churn') else what} "
+                       f"{gstats.icc:.3f}, design effect {deff:.2f}")
     small = _too_small(n, min_n, g, gstats is not None, min_groups)
     if small:
         status = INCONCLUSIVE
         reasons.append(small)
     plan_n = None
     if status == INCONCLUSIVE:
-        plan_n = required_agreement_size(agreement=a, min_agreement=min_agreement, alpha=alpha,
-                                         power=power, design_effect=deff, min_n=min_n)
-    methods = {"score": {"method": "wilson" + ("_rao_scott" if gstats else ""), "low": s_low,
-                         "high": s_high, "p_noninferiority": s_p_ni,
-                         "p_regression": 1.0 - s_p_ni},
+        plan_n = _score_size(mean, threshold, higher, proportion, facts.get("sd", 0.0), alpha,
+                             power, deff, min_n)
+    s_method = facts["method"] + ("_rao_scott" if gstats and proportion else "")
+    if gstats and not proportion:
+        s_method += "_deff"
+    methods = {"score": {"method": s_method, "low": s_low, "high": s_high,
+                         "p_noninferiority": s_p_ni, "p_regression": 1.0 - s_p_ni,
+                         **{k: v for k, v in facts.items() if k != "method"}},
                "bootstrap": {"method": kind, "low": b_low, "high": b_high, "n_boot": n_boot,
                              "p_noninferiority": b_p_ni, "p_regression": b_p_reg}}
-    return SignoffTest(candidate=candidate, metric=metric, status=status, point=a, low=low,
-                       high=high, alpha=alpha, threshold=min_agreement,
+    return SignoffTest(candidate=candidate, metric=metric, status=status, point=mean, low=low,
+                       high=high, alpha=alpha, threshold=threshold,
                        p_noninferiority=max(s_p_ni, b_p_ni),
                        p_regression=max(1.0 - s_p_ni, b_p_reg), n=n, ref_value=None,
-                       cand_value=a, flip_rate=(n - x) / n, discordant={"flipped": n - x},
+                       cand_value=mean, flip_rate=flip_rate, discordant=discordant,
                        methods=methods, groups=gstats.to_dict() if gstats else None,
-                       reasons=reasons, margin={"min_agreement": min_agreement},
-                       plan_n=plan_n)
+                       reasons=reasons, margin=margin, plan_n=plan_n)
+
+
+def _score_size(mean: float, threshold: float, higher: bool, proportion: bool, sd: float,
+                alpha: float, power: float, deff: float, min_n: int) -> int | None:
+    if proportion and higher:
+        return required_agreement_size(agreement=mean, min_agreement=threshold, alpha=alpha,
+                                       power=power, design_effect=deff, min_n=min_n)
+    return required_score_size(mean=mean, threshold=threshold, sd=sd,
+                               higher_is_better=higher, alpha=alpha, power=power,
+                               design_effect=deff, min_n=min_n)
+
+
+#: verdict.metric -> (higher is better, the settings key of its declared bound)
+SCORE_METRICS = {"agreement": (True, "verdict.min_agreement"),
+                 "cosine": (True, "verdict.min_cosine"),
+                 "recall_at_k": (True, "verdict.min_recall"),
+                 "kl": (False, "verdict.max_kl"),
+                 "abs_logit": (False, "verdict.max_abs_logit")}
+
+
+def score_signoff(scores: Any, *, metric: str, threshold: float, quantile: float | None = None,
+                  alpha: float = 0.025, groups: Any = None, n_boot: int = 2000, seed: Seed = 0,
+                  min_n: int = MIN_N, min_groups: int = MIN_GROUPS, power: float = 0.8,
+                  candidate: str = "") -> SignoffTest:
+    """Label-free non-inferiority of a per-example score vs FP32 (rules 3, 3b).
+
+    ``metric`` names the score (:data:`SCORE_METRICS`: agreement, cosine, recall_at_k are
+    better higher, kl and abs_logit lower); ``threshold`` is its declared floor or ceiling.
+    PASS when the lower bound of the mean is above the floor (upper bound below the
+    ceiling). ``quantile`` q: instead of the mean, the share of examples within the bound
+    must be shown above ``1 - q`` (the q-quantile, or for ceilings the (1 - q)-quantile,
+    is within the bound) - a binary score, tested like agreement.
+    """
+    alpha = _check_alpha_one_sided(alpha)
+    if metric not in SCORE_METRICS:
+        raise ConfigError("not a label-free score metric", where="verdict.metric", value=metric,
+                          fix=f"use one of {sorted(SCORE_METRICS)}")
+    higher, key = SCORE_METRICS[metric]
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) \
+            or not math.isfinite(threshold) or (higher and not 0.0 < threshold < 1.0) \
+            or (not higher and threshold <= 0):
+        raise ConfigError(f"the declared {'floor' if higher else 'ceiling'} is out of range",
+                          where=key, value=threshold,
+                          fix=f"set e.g. {key}={0.99 if higher else 0.01}")
+    v = np.asarray(scores, dtype=np.float64)
+    if v.ndim != 1 or v.size == 0 or not np.all(np.isfinite(v)):
+        raise DataError("per-example scores must be a non-empty 1-D array of finite numbers",
+                        where=f"{metric} scores", value=v.shape,
+                        fix="score every evaluated example against FP32")
+    common = dict(alpha=alpha, groups=groups, n_boot=check_n_boot(n_boot), seed=seed,
+                  min_n=_check_count("min_n", min_n, 1),
+                  min_groups=_check_count("min_groups", min_groups, 2), power=power,
+                  candidate=candidate)
+    if quantile is not None:
+        if isinstance(quantile, bool) or not isinstance(quantile, (int, float)) \
+                or not 0.0 < quantile < 1.0:
+            raise ConfigError("the score quantile must be in (0, 1)",
+                              where="verdict.score_quantile", value=quantile,
+                              fix="set e.g. verdict.score_quantile=0.05, or null for the mean")
+        inside = (v >= threshold) if higher else (v <= threshold)
+        return _score_test(inside.astype(np.float64), metric=metric,
+                           threshold=1.0 - float(quantile), higher_is_better=True,
+                           proportion=True,
+                           quantile={"quantile": float(quantile), "bound": float(threshold)},
+                           **common)
+    binary = bool(np.all((v == 0.0) | (v == 1.0)))
+    return _score_test(v, metric=metric, threshold=float(threshold), higher_is_better=higher,
+                       proportion=binary and higher, **common)
 
 
 def _agreement_inputs(pred_ref: Any, pred_cand: Any, where: str) -> np.ndarray:
@@ -449,15 +614,23 @@ def plan_power(test: SignoffTest, *, n_available: int | None, power: float = 0.8
     else:
         effect = test.point
         margin = test.threshold
-        need = required_agreement_size(agreement=effect, min_agreement=margin, alpha=a,
-                                       power=power, design_effect=deff, min_n=min_n)
-        what = f"agreement {effect:.4f} (dev) against minimum {margin:.4f}"
+        higher = test.margin.get("higher_is_better", True)
+        proportion = test.margin.get("kind", "proportion") == "proportion"
+        need = _score_size(effect, margin, higher, proportion,
+                           test.methods.get("score", {}).get("sd", 0.0), a, power, deff, min_n)
+        label = "agreement" if test.metric in ("agreement", "churn") else test.metric
+        what = (f"{label} {effect:.4f} (dev) against "
+                f"{'minimum' if higher else 'maximum'} {margin:.4f}")
     if need is None:
         reason = f"{test.candidate}: no test size gives {100 * power:g}% power at {what}"
     else:
+        spread = (f"flip rate {test.flip_rate:.4f}" if test.metric in
+                  ("accuracy", "agreement", "churn") or "min_agreement" in test.margin else
+                  f"sd {test.methods.get('score', {}).get('sd', 0.0):.4g}"
+                  if test.margin.get("kind") == "mean" else
+                  f"share outside the bound {test.flip_rate:.4f}")
         reason = (f"{test.candidate}: {need} test examples give {100 * power:g}% power at "
-                  f"{what}, flip rate {test.flip_rate:.4f}, design effect {deff:.2f}, "
-                  f"one-sided alpha {a:g}")
+                  f"{what}, {spread}, design effect {deff:.2f}, one-sided alpha {a:g}")
         if n_available is not None:
             reason += (f"; the test split has {n_available}: "
                        + ("large enough" if n_available >= need else "too small"))

@@ -100,6 +100,14 @@ def _input_names(w):
     return [f"model.path={_bad_model(w, 'names.onnx', m)}"]
 
 
+def _other_input_names(*overrides: str):
+    """A text model whose inputs are called ``ids`` and ``mask`` (+ the given overrides)."""
+    def cli(w):
+        m = tinyworld.text_model(input_names=("ids", "mask"))
+        return [f"model.path={_bad_model(w, 'ids_mask.onnx', m)}", *overrides]
+    return cli
+
+
 def _input_rank(w):
     m = tinyworld.text_model(input_ids_shape=("batch", "seq", 1))
     return [f"model.path={_bad_model(w, 'rank.onnx', m)}"]
@@ -384,12 +392,18 @@ CASES = [
          "opset >= 13", cli=_opset(11)),
     Case("onnx_opset_unsupported_new", "ModelError", "opset is newer", "model.path", "99",
          "re-export with opset 17", cli=_opset(99)),
-    Case("model_wrong_input_names", "DataError", "cannot be fed from text", "model inputs",
-         "pixel_values", "input_ids", cli=_input_names),
+    Case("model_wrong_input_names", "DataError", "cannot be fed from the tokenizer",
+         "model.inputs", "pixel_values", "model.inputs.input_ids", cli=_input_names),
+    Case("model_inputs_unmapped_names", "DataError", "cannot be fed from the tokenizer",
+         "model.inputs", "ids", "model.inputs.input_ids=<name>", cli=_other_input_names()),
+    Case("model_inputs_wrong_name", "DataError", "names an input the model does not have",
+         "model.inputs.attention_mask", "msk", "['ids', 'mask']",
+         cli=_other_input_names("model.inputs.input_ids=ids",
+                                "model.inputs.attention_mask=msk")),
     Case("model_wrong_input_rank", "BackendError", "rank", "input input_ids", "int64[",
          "re-export the model", cli=_input_rank),
-    Case("model_output_unknown", "ModelError", "not an output of the model", "model.output",
-         "probs", "logits", cli=lambda w: ["model.output=probs"]),
+    Case("model_output_unknown", "ModelError", "not an output of the model",
+         "model.output.name", "probs", "['logits']", cli=lambda w: ["model.output.name=probs"]),
     Case("dynamic_dims_without_profile", "ProfileError", "is dynamic and has no profile",
          "input input_ids", "seq", "backend.trt.dim_overrides.seq", api=_dynamic_dims_without_profile),
     # data

@@ -32,7 +32,7 @@ ONNX_FUZZ = settings(max_examples=_N or 300, deadline=None, derandomize=not _N,
 # config overrides -> Hydra compose -> settings.build / validate
 
 KEYS = ["seed", "cache_dir", "stage_cache", "experiment_name", "model.kind", "model.path",
-        "model.output", "model.opset", "data.source", "data.path", "data.format",
+        "model.output.name", "model.opset", "data.source", "data.path", "data.format",
         "data.eval_fraction", "data.max_length", "data.batch_size", "data.calib.num_samples",
         "data.eval.limit", "data.label_names", "data.label_map", "data.text_column",
         "calibrator.methods", "calibrator.percentile", "calibrator.num_bins",

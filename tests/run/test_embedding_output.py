@@ -1,0 +1,157 @@
+"""Non-classifier outputs in the run (issue 18): output selection, kind, masked pooling, and
+cosine / recall@k verdicts from one CLI run on a tiny real embedding model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+import tinyworld
+from tiny_embed import embedding_model
+
+from quantkit.errors import ConfigError, ModelError
+from quantkit.models.fit import resolve_output
+from quantkit.settings import OutputConfig
+
+
+def test_resolve_output_kinds_and_names():
+    m = embedding_model(with_logits=True)
+    first = resolve_output(m, OutputConfig(), has_labels=False)
+    assert (first.name, first.kind, first.pooling, first.rank) == \
+        ("token_states", "embedding", "mean", 3)
+    pooled = resolve_output(m, OutputConfig(name="sentence", kind="embedding"), has_labels=False)
+    assert (pooled.kind, pooled.pooling) == ("embedding", "none")
+    logits = resolve_output(m, OutputConfig(name="logits"), has_labels=True)
+    assert logits.kind == "logits"
+    cls = resolve_output(m, OutputConfig(pooling="cls"), has_labels=False)
+    assert cls.pooling == "cls"
+
+
+def test_resolve_output_errors_name_what_to_set():
+    m = embedding_model(with_logits=True)
+    with pytest.raises(ModelError) as e:
+        resolve_output(m, OutputConfig(name="probs"), has_labels=True)
+    msg = str(e.value)
+    assert "model.output.name" in msg and "'probs'" in msg
+    assert all(n in msg for n in ("token_states", "sentence", "logits"))
+    with pytest.raises(ModelError, match="model.output.kind=embedding"):
+        resolve_output(m, OutputConfig(kind="logits"), has_labels=True)
+    with pytest.raises(ConfigError, match="model.output.pooling"):
+        resolve_output(m, OutputConfig(pooling="none"), has_labels=False)
+
+
+def test_mask_aware_pooling_in_run_split_equals_the_graphs_own_mean(tmp_path):
+    """Token states pooled by quantkit (mean over the attention mask, batches padded to
+    different lengths) equal the model's in-graph masked mean, with a real ORT session."""
+    from quantkit.backends.ort import OrtRunner
+    from quantkit.backends.batched import run_split
+    from quantkit.data.feeds import TextFeeds
+    from quantkit.data.text import TextEncoder, load_tokenizer
+
+    tok = tinyworld.write_tokenizer(tmp_path / "tok.json")
+    path = tmp_path / "m.onnx"
+    onnx.save(embedding_model(), str(path))
+    texts = [r["text"] for r in tinyworld.rows(23)]
+    enc = TextEncoder(load_tokenizer(str(tok)), max_length=32,
+                      input_names=["input_ids", "attention_mask"])
+    with OrtRunner(path, name="t") as r:
+        pooled = run_split(r, TextFeeds(enc, pooling="mean"), texts, output="token_states",
+                           batch_size=5, progress=False)
+        inside = run_split(r, TextFeeds(enc), texts, output="sentence", batch_size=5,
+                           progress=False)
+        cls = run_split(r, TextFeeds(enc, pooling="cls"), texts, output="token_states",
+                        batch_size=5, progress=False)
+    assert pooled.shape == inside.shape == (23, tinyworld.DIM)
+    assert np.abs(pooled - inside).max() < 1e-4
+    assert np.abs(cls - pooled).max() > 1e-2  # the first token is not the mean
+
+
+@pytest.fixture(scope="module")
+def embed_world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("embed-world")
+    w = tinyworld.make_world(root)
+    onnx.save(embedding_model(), str(root / "embed.onnx"))
+    w["model"] = root / "embed.onnx"
+    tinyworld.write_csv(root / "big.csv", tinyworld.rows(1000))
+    w["csv"] = root / "big.csv"
+    return w
+
+
+def _run(world, name, *extra):
+    run_dir = world["root"] / name
+    args = tinyworld.override(tinyworld.cli_args(world), f"hydra.run.dir={run_dir}",
+                              "data.label_column=null", "data.label_names=[]",
+                              "verdict.max_flip_rate=null", *extra)
+    return tinyworld.run_quantkit(args, cwd=world["root"]), run_dir
+
+
+@pytest.mark.parametrize("metric", ["cosine", "recall_at_k"])
+def test_cli_embedding_run_gives_score_verdicts(embed_world, metric):
+    r, run_dir = _run(embed_world, metric, f"verdict.metric={metric}", "verdict.recall_k=5")
+    assert r.returncode == 0, r.stderr[-2000:]
+    rec = json.loads((run_dir / "record.json").read_text())
+    so = rec["signoff"]
+    rows = so["decision"]["rows"] if "decision" in so else so["rows"]
+    assert rows and all(row["metric"] == metric for row in rows)
+    fp16 = rec["candidates"]["fp16"]
+    assert fp16["split"] == "test" and fp16["verdict"]["metric"] == metric
+    emb = fp16["embedding_fp32"]
+    assert emb["cosine"]["n"] == rec["data"]["sizes"]["test"]
+    assert sum(emb["cosine"]["hist"]["counts"]) == emb["cosine"]["n"]
+    assert "recall_at_5" in emb and 0.0 <= fp16["metrics"]["recall_at_k"] <= 1.0
+    assert {row["status"] for row in rows} <= {"PASS", "FAIL", "INCONCLUSIVE"}
+    assert rows[0]["status"] == "PASS"  # fp16 of this model: cosine 1.0 on 200 examples
+    assert f"{metric} [95% CI]" in r.stdout
+    checks = [c["backend_check"] for n, c in rec["candidates"].items()
+              if n.startswith("int8.") and c.get("backend_check", {}).get("checked")]
+    assert checks and all(b["ok"] and "cosine" in b["compared_by"] for b in checks)
+
+
+def test_cli_embedding_run_fails_on_a_strict_floor(embed_world):
+    """A floor the INT8 candidates cannot meet: they FAIL (the verdict can fail)."""
+    r, run_dir = _run(embed_world, "strict", "verdict.metric=recall_at_k", "verdict.recall_k=5",
+                      "verdict.min_recall=0.995", "precision.search.enabled=false")
+    assert r.returncode == 0, r.stderr[-2000:]
+    rec = json.loads((run_dir / "record.json").read_text())
+    int8 = [c for n, c in rec["candidates"].items() if n.startswith("int8.")]
+    assert int8 and all(c["verdict"]["status"] == "FAIL" for c in int8)
+
+
+def test_cli_cosine_on_logits_is_one_clear_error(embed_world):
+    r, _ = _run(embed_world, "bad", "verdict.metric=cosine", "model.output.kind=logits",
+                "model.output.name=sentence")
+    assert r.returncode == 2
+    assert len(r.stderr.strip().splitlines()) == 1 and "verdict.metric" in r.stderr
+
+
+def test_cosine_on_logits_is_refused_before_any_inference(embed_world, tmp_path):
+    from runworld import settings_for
+
+    from quantkit.run import prepared_context
+
+    s = settings_for(embed_world, "verdict.metric=cosine", "model.output.name=sentence",
+                     "model.output.kind=logits", "data.label_column=null",
+                     "data.label_names=[]", "stage_cache=false")
+    with pytest.raises(ConfigError, match="model.output.kind=embedding"):
+        prepared_context(s, tmp_path)  # the prepare stage: no FP32 inference yet
+
+
+def test_cli_selects_the_logits_output_of_a_multi_output_model(embed_world, tmp_path):
+    """model.output.name picks the third output (a classifier head) of a 3-output model."""
+    path = tmp_path / "multi.onnx"
+    onnx.save(embedding_model(with_logits=True), str(path))
+    run_dir = embed_world["root"] / "multi"
+    args = tinyworld.override(tinyworld.cli_args(embed_world), f"hydra.run.dir={run_dir}",
+                              f"model.path={path}", "model.output.name=logits",
+                              "precision.search.enabled=false")
+    r = tinyworld.run_quantkit(args, cwd=embed_world["root"])
+    assert r.returncode == 0, r.stderr[-2000:]
+    rec = json.loads((run_dir / "record.json").read_text())
+    assert rec["model"]["output_name"] == "logits" and rec["model"]["output_kind"] == "logits"
+    assert rec["candidates"]["fp32"]["metrics"]["accuracy"] > 0.7
+    assert rec["candidates"]["fp16"]["verdict"]["metric"] == "accuracy"
+    assert "embedding_fp32" not in rec["candidates"]["fp16"]
