@@ -34,6 +34,7 @@ def check_fp16_range(ctx: RunContext, graph=None) -> Fp16Range:
         ctx = dataclasses.replace(ctx, graph=graph)
     n = ctx.settings.compare.fp16_range_samples
     inputs = {"model": ctx.graph.sha256, "calib": ctx.splits.calib.sha256, "n": n,
+              "batch": ctx.settings.compare.batch_size,
               "max_length": ctx.settings.data.max_length, **ctx.feeds_key(), **ptq_key(ctx)}
     obj, _, _ = ctx.cached("fp16_range", inputs, lambda: (_overflow(ctx, n), None))
     return Fp16Range(fp32_nodes=obj)
@@ -45,8 +46,9 @@ def _overflow(ctx: RunContext, n: int) -> dict[str, str]:
     graph = ctx.graph
     outs = graph.float32_outputs()
     absmax: dict[str, float] = {}
+    # every float tensor is an output: the per-layer debug run's small batches bound memory
     with ctx.runner(graph.model, name="fp16-range", extra_outputs=outs) as r:
-        for feed in ctx.batches(ctx.head(ctx.splits.calib, n), ctx.settings.data.batch_size):
+        for feed in ctx.batches(ctx.head(ctx.splits.calib, n), ctx.settings.compare.batch_size):
             for t, v in r.infer(feed, outs).items():
                 if v.dtype != np.float32 or v.size == 0:
                     continue
