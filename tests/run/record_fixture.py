@@ -8,7 +8,10 @@ History: the first fixtures were made on main at eb8b038, before any stage moved
 app.py, and the issue-14 refactor reproduced them exactly (branch spine, 3e337e5: only the
 recorded ort_cpu remainder changed, by design). The dev / test sign-off (issue 15) and the
 ptq steps then changed records on purpose, so the fixtures were remade with this script on
-the commit that added both; tests/run/test_record_fixture.py reruns the same configs and
+the commit that added both. Session 4 remade them once more after the label-free metrics
+(metrics.kl / abs_logit, agreement_slices, model.output / model.inputs) and the new verdict
+keys (signoff_in_sweeps, supersedes, score floors): the comparator showed additions only, no
+changed value. tests/run/test_record_fixture.py reruns the same configs and
 compares, so any later change to a record is a visible, deliberate fixture update.
 """
 
