@@ -367,6 +367,9 @@ class BackendConfig:
 class CompareConfig:
     subset: int = 256  # eval examples for the per-layer debug run
     batch_size: int = 16  # per-layer debug run: every tensor is an output, keep batches small
+    # per-layer debug run: at most this many compared tensors fetched per inference (more
+    # are fetched in several passes over the same batch: same numbers, bounded memory)
+    max_outputs_per_run: int = 64
     floor_multiple: float = 10000.0  # flag a layer whose INT8 noise > this x its FP16 noise (40 dB)
     backend_check_subset: int = 1000  # dev examples: the artifact as the backend runs it vs
     # the execution its numbers come from (the emulation); gated at a share of the margin
@@ -582,6 +585,7 @@ def validate(s: Settings) -> Settings:
     _positive("backend.batch_size", s.backend.batch_size)
     _positive("compare.subset", s.compare.subset)
     _positive("compare.batch_size", s.compare.batch_size)
+    _positive("compare.max_outputs_per_run", s.compare.max_outputs_per_run)
     _positive("compare.floor_multiple", s.compare.floor_multiple)
     _positive("compare.backend_check_subset", s.compare.backend_check_subset, allow_zero=True)
     _positive("compare.fp16_range_samples", s.compare.fp16_range_samples)

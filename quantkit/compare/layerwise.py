@@ -38,23 +38,32 @@ def shared_tensors(reference: onnx.ModelProto, candidate: onnx.ModelProto,
 def compare_layers(reference_runner, candidate_runners: Mapping[str, object],
                    batches: Iterable[Mapping[str, np.ndarray]],
                    tensors: Mapping[str, Sequence[str]], *,
-                   amax: Mapping[str, Mapping[str, float]] | None = None
-                   ) -> dict[str, dict[str, dict]]:
+                   amax: Mapping[str, Mapping[str, float]] | None = None,
+                   max_outputs: int | None = None) -> dict[str, dict[str, dict]]:
     """LayerStats per candidate and tensor, all candidates in lockstep with ONE reference run.
 
     ``tensors[name]`` lists the tensors compared for candidate ``name`` (the reference runner
     must output their union); ``amax[name]`` gives calibrated ranges for clipping rates.
+    ``max_outputs``: fetch at most this many tensors per inference; more are fetched in
+    several passes over the same batch (identical statistics, each tensor's batches still
+    accumulate in order; memory bounded by the chunk instead of every tensor at once).
     """
     amax = amax or {}
     union = list(dict.fromkeys(t for ts in tensors.values() for t in ts))
+    step = max_outputs or max(len(union), 1)
+    chunks = [union[i:i + step] for i in range(0, len(union), step)] or [[]]
     stats = {name: {t: LayerStats() for t in tensors[name]} for name in candidate_runners}
     for feed in batches:
-        ref = reference_runner.infer(feed, union)
-        for name, runner in candidate_runners.items():
-            names = list(tensors[name])
-            cand = runner.infer(feed, names)
-            ranges = amax.get(name, {})
-            for t in names:
-                stats[name][t].update(ref[t], cand[t], amax=ranges.get(t))
+        for chunk in chunks:
+            ref = reference_runner.infer(feed, chunk)
+            for name, runner in candidate_runners.items():
+                names = [t for t in chunk if t in stats[name]]
+                if not names:
+                    continue
+                cand = runner.infer(feed, names)
+                ranges = amax.get(name, {})
+                for t in names:
+                    stats[name][t].update(ref[t], cand[t], amax=ranges.get(t))
+            del ref
     return {name: {t: json_safe_stats(s.result()) for t, s in per.items()}
             for name, per in stats.items()}

@@ -127,5 +127,6 @@ def _run(ctx: RunContext, artifacts: dict[str, Artifact], tensors, subset
                 out[name] = _compare(ref, {name: run},
                                      ctx.batches(data, ctx.settings.compare.batch_size),
                                      {name: names[name]},
-                                     amax={name: art.activation_amax})[name]
+                                     amax={name: art.activation_amax},
+                                     max_outputs=ctx.settings.compare.max_outputs_per_run)[name]
     return out

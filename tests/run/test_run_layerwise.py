@@ -15,3 +15,23 @@ def test_layers_of_every_candidate(ctx, scope, layers, artifacts):
     if rec["first_diverging"]:
         assert rec["first_diverging_node"] == ctx.graph.producer_name(rec["first_diverging"])
     assert set(layers.to_record("fp16")) == {"layers"}
+
+
+def test_fetching_tensors_in_chunks_gives_the_same_statistics(ctx, scope, layers, artifacts):
+    """compare.max_outputs_per_run bounds memory by fetching the compared tensors in several
+    passes over each batch: every statistic is the same as fetching all at once."""
+    import dataclasses
+
+    from quantkit.run.layerwise import _run
+
+    tensors = list(scope.compare_tensors)
+    assert len(tensors) > 2
+    subset = list(range(layers.examples))
+    outs = {}
+    for k in (1, 2, len(tensors)):
+        c = dataclasses.replace(ctx, settings=dataclasses.replace(
+            ctx.settings, compare=dataclasses.replace(ctx.settings.compare,
+                                                      max_outputs_per_run=k)))
+        outs[k] = _run(c, artifacts, tensors, subset)
+    assert outs[1] == outs[2] == outs[len(tensors)]
+    assert outs[1] == layers.layers  # the stage's (cached) result is the same numbers
