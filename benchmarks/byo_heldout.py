@@ -255,9 +255,9 @@ def check_record(run_dir: Path, checks: list[str]) -> list[str]:
         if c == "report" and not (rec_path.parent / "report.html").is_file():
             problems.append("no report.html")
         if c == "truncated":
-            trunc = (rec.get("data") or {}).get("truncated") or {}
+            trunc = ((rec.get("data") or {}).get("info") or {}).get("truncated") or {}
             if not sum(int(v) for v in trunc.values()):
-                problems.append(f"record.data.truncated={trunc}")
+                problems.append(f"record.data.info.truncated={trunc}")
         if c == "lint":
             lints = _find_key(rec, "lint")
             bad = [x for x in lints if not isinstance(x, dict) or x.get("violations") != 0]
