@@ -189,6 +189,7 @@ class Case:
     expect_rc: int = 0
     expect_stderr: str = ""  # expect_rc != 0: the one-line error must contain this
     checks: list[str] = field(default_factory=list)  # record checks: truncated, lint, cosine...
+    expect_output: str = ""  # a run that exits 0 must print (log) this
 
 
 def cases(p: dict[str, Path], limit: int, image_limit: int) -> list[Case]:
@@ -211,7 +212,7 @@ def cases(p: dict[str, Path], limit: int, image_limit: int) -> list[Case]:
         Case("a_cnn_unlabeled_png_modes", cnn + [f"data.path={p['unlabeled']}", *quick_img],
              checks=["agreement", "lint", "report"]),
         Case("b_cnn_labeled_10_classes", cnn + [f"data.path={p['labeled10']}", *quick_img],
-             checks=["lint", "report"]),
+             checks=["lint", "report"], expect_output="at chance level"),
         Case("b_cnn_labeled_5_classes_mismatch", cnn + [f"data.path={p['labeled5']}", *quick_img],
              expect_rc=2, expect_stderr="data.label_column=null"),
         Case("c_text_agreement_len256", txt + ["verdict.metric=agreement", "data.max_length=256",
@@ -284,6 +285,8 @@ def run_case(case: Case, work: Path) -> tuple[bool, str]:
     detail = ""
     if case.expect_rc == 0 and ok:
         problems = check_record(run_dir, case.checks) + ([] if verdicts else ["no verdict lines"])
+        if case.expect_output and case.expect_output not in r.stdout + r.stderr:
+            problems.append(f"no {case.expect_output!r} in the output")
         ok = not problems
         detail = "; ".join(problems) or " | ".join(re.sub(r"\s+", " ", v) for v in verdicts)
     elif case.expect_rc != 0:
