@@ -87,8 +87,9 @@ def _merge_counts(into: DataInfo, other: DataInfo) -> None:
 def _label_free_note(info: DataInfo) -> None:
     if info.label_free:
         info.warn("label_free", "the data has no labels (data.label_column=null or an image "
-                  "folder without class subfolders): labels are None, only agreement with "
-                  "FP32 can be measured")
+                  "folder without class subfolders): verdicts compare with FP32 only "
+                  "(verdict.metric=agreement, kl, abs_logit; cosine / recall_at_k for "
+                  "embeddings)")
 
 
 def load_image_splits(settings, *, cache_dir: Path) -> Splits:

@@ -19,7 +19,7 @@ from quantkit.data.info import DataInfo
 from quantkit.errors import ConfigError, DataError
 from quantkit.settings import DataConfig, resolve_test_limit
 
-__all__ = ["check_calibration_size", "check_classes"]
+__all__ = ["check_calibration_size", "check_classes", "chance_level_note"]
 
 
 def check_calibration_size(n: int, cfg: DataConfig, info: DataInfo) -> None:
@@ -62,3 +62,17 @@ def check_classes(splits, cfg: DataConfig) -> None:
         if missing:
             splits.info.warn("classes_missing", f"the {name} split has no example of "
                              f"{len(missing)} class(es): {missing[:10]}")
+
+
+def chance_level_note(accuracy: float | None, label_names, *, split: str) -> str | None:
+    """A note when FP32's own accuracy is at chance level (at most 1 / classes + 0.05: 0.55
+    for 2 classes, 0.15 for 10): the labels probably do not mean what the model's
+    classes mean (another class order, other classes, a model fitted on other data), and a
+    verdict on accuracy then says nothing. None when FP32 is clearly above chance."""
+    n_classes = len(label_names)
+    if accuracy is None or n_classes < 2 or accuracy > 1.0 / n_classes + 0.05:
+        return None
+    return (f"FP32 accuracy on {split} is {accuracy:.4f}, at chance level for {n_classes} "
+            f"classes ({1 / n_classes:.4f}): check that the labels match the model's classes "
+            f"in order (data.label_names / the class subfolders {list(label_names)[:5]}...), or "
+            "leave the labels out to sign off on agreement with FP32 (data.label_column=null)")

@@ -109,9 +109,11 @@ def check_class_count(proto: onnx.ModelProto, output: str, n_classes: int) -> No
         raise DataError("the model's output has a different number of classes than the data",
                         where=f"model.output ({output})",
                         value={"model_classes": dims[-1], "data_classes": n_classes},
-                        fix="use data whose label column has exactly that many classes "
-                            "(data.label_names / data.label_column), or select the model's logits "
-                            "output with model.output.name=<name>")
+                        fix=f"give data with exactly {dims[-1]} classes (text: the labels in "
+                            "data.label_column / data.label_names; an image folder: one subfolder "
+                            "per class under data.path), or leave the labels out for a label-free "
+                            "sign-off on agreement with FP32 (data.label_column=null), or select "
+                            "the model's logits output with model.output.name=<name>")
 
 
 def check_fixed_batch(specs: Sequence[InputSpec], batch_sizes: Mapping[str, int | Sequence[int]]

@@ -52,7 +52,14 @@ class Evaluation:
 
 def evaluate_reference(ctx: RunContext, split: str = "dev") -> Evaluation:
     """The FP32 model's evidence on ``split``: what every paired test on it compares against."""
-    return evaluate(ctx, "fp32", ctx.model.path, split=split, artifact_sha=ctx.model.sha256)
+    ev = evaluate(ctx, "fp32", ctx.model.path, split=split, artifact_sha=ctx.model.sha256)
+    from quantkit.data.checks import chance_level_note
+
+    note = chance_level_note((ev.evidence.get("metrics") or {}).get("accuracy"),
+                             ctx.splits.label_names, split=split)
+    if note:
+        log.warning("%s", note)
+    return ev
 
 
 def evaluate(ctx: RunContext, name: str, path, *, split: str = "dev",

@@ -84,6 +84,9 @@ class Prepared:
         d = settings.data
         rec = {"name": d.name, "source": d.source, "sizes": self.splits.sizes(),
                "sha256": self.splits.hashes(), "label_names": self.splits.label_names}
+        # counts and named warnings of the load (duplicates dropped, texts truncated, label-free)
+        rec["label_free"] = self.splits.label_free
+        rec["info"] = self.splits.info.to_dict()
         if d.kind != "text":  # text records keep their original keys
             rec["kind"] = d.kind
         if self.feeds.kind != "text":
@@ -117,6 +120,9 @@ def prepare_model(ctx: RunContext, splits) -> Prepared:
 
         check_class_count(graph_proto, model.output_name, len(splits.label_names))
     feeds = make_feeds(ctx.settings, model)
+    from quantkit.data import note_truncation
+
+    note_truncation(splits, feeds)  # texts longer than data.max_length: counted, warned
     graph = ModelGraph.build(graph_proto)
     return Prepared(splits=splits, model=model, feeds=feeds,
                     lengths={k: feeds.lengths(getattr(splits, k)) for k in ("dev", "test")},

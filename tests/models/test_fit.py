@@ -59,6 +59,7 @@ def test_class_count_mismatch_before_inference():
     with pytest.raises(DataError) as e:
         check_class_count(m, "logits", 5)
     assert "'model_classes': 4" in str(e.value) and "'data_classes': 5" in str(e.value)
+    assert "exactly 4 classes" in e.value.fix and "data.label_column=null" in e.value.fix
     check_class_count(m, "logits", 4)
     check_class_count(_image_model(classes=4), "missing", 5)  # unknown output: nothing to say
 

@@ -169,6 +169,23 @@ def _image_model_text_data(w):
     return [f"model.path={_bad_model(w, 'cnn.onnx', model)}"]
 
 
+def _image_folder_other_classes(w):
+    """The 2-logit CNN above on a folder with 3 class subfolders (8 x 8 PNGs, mixed modes)."""
+    from PIL import Image
+
+    folder = w["root"] / "bad" / "three_classes"
+    rng = np.random.default_rng(0)
+    for k, cls in enumerate(("cat", "dog", "fox")):
+        (folder / cls).mkdir(parents=True, exist_ok=True)
+        for i in range(12):
+            pixels = rng.integers(0, 256, (8, 8), dtype=np.uint8)
+            im = Image.fromarray(pixels, "L") if i % 2 else Image.fromarray(pixels).convert("RGB")
+            im.save(folder / cls / f"{k}_{i}.png")
+    model_arg = _image_model_text_data(w)[0]
+    return [model_arg, "data=image_folder", f"data.path={folder}", "data.image.size=8",
+            "data.calib.num_samples=8", "data.label_names=[]"]
+
+
 def _tokenizer_limit(w):
     folder = w["root"] / "bad" / "tok64"
     folder.mkdir(parents=True, exist_ok=True)
@@ -444,6 +461,9 @@ CASES = [
          "0xe9)", "data.path", "latin1.csv", "data.encoding=", cli=_latin1),
     Case("image_model_given_text", "DataError", "the model takes images", "data.kind",
          "pixels: float, rank 4", "data.kind=image", cli=_image_model_text_data),
+    Case("image_folder_class_count_mismatch", "DataError", "different number of classes",
+         "model.output (logits)", "'data_classes': 3", "one subfolder per class under data.path",
+         cli=_image_folder_other_classes),
     Case("max_length_above_model_limit", "ConfigError", "above the model's limit",
          "data.max_length", "128", "data.max_length=64", cli=_tokenizer_limit),
     Case("vocab_without_special_tokens", "DataError", "lacks BERT special tokens",

@@ -38,3 +38,24 @@ def test_preflight_names_a_missing_model_file(tiny, tmp_path):
     s = settings_for(tiny, f"model.path={tmp_path / 'missing.onnx'}")
     with pytest.raises(QuantkitError, match="missing.onnx"):
         check_preflight(make_context(s, tmp_path, tmp_path / "cache"))
+
+
+@pytest.mark.parametrize("max_length, truncated", [(4, True), (64, False)])
+def test_data_record_counts_truncated_texts(tiny, tmp_path, max_length, truncated):
+    """Texts longer than data.max_length are counted per split in record.data.info (and the
+    summary's data warning), not only dropped silently by the tokenizer."""
+    from runworld import settings_for
+
+    s = settings_for(tiny, "stage_cache=false", f"data.max_length={max_length}")
+    c = make_context(s, tmp_path, tmp_path / "cache")
+    splits = load_data(c)
+    data = prepare_model(c, splits).data_record(s)
+    counts = data["info"]["truncated"]
+    assert set(counts) == set(splits.sizes()) and data["info"]["max_length"] == max_length
+    lengths = {k: int(v) for k, v in counts.items()}
+    codes = {w["code"] for w in data["info"]["warnings"]}
+    if truncated:
+        assert lengths["test"] > 0 and "texts_truncated" in codes
+    else:
+        assert sum(lengths.values()) == 0 and "texts_truncated" not in codes
+    assert data["label_free"] is False
