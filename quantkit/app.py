@@ -120,6 +120,8 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
         res.reference = ref = evaluate_reference(ctx, "dev")
         if not res.signoff_skipped:
             res.reference_test = evaluate_reference(ctx, "test")
+    for ev in (res.reference, res.reference_test):  # e.g. FP32 at chance level on this data
+        record.notes.extend(ev.notes if ev is not None else ())
     scope = quant_scope(ctx)  # read by calibration, plan building and Q/DQ insertion
     with stage("ptq") as info:  # settings.ptq steps on the graph that gets quantized
         scope = apply_ptq(ctx, scope)

@@ -5,6 +5,7 @@ execution environment; the paired test (run/verdicts.py) is recomputed from them
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import tempfile
 import time
@@ -34,6 +35,7 @@ class Evaluation:
     cached: bool = False
     split: str = "dev"
     test: Any = None  # SignoffTest vs FP32 on ``split`` (None for the reference itself)
+    notes: tuple = ()  # what a reviewer must read about this evaluation (record.notes)
 
     @property
     def engine(self) -> dict | None:
@@ -59,6 +61,7 @@ def evaluate_reference(ctx: RunContext, split: str = "dev") -> Evaluation:
                              ctx.splits.label_names, split=split)
     if note:
         log.warning("%s", note)
+        ev = dataclasses.replace(ev, notes=(*ev.notes, note))
     return ev
 
 

@@ -37,3 +37,21 @@ def test_numerics_note_names_the_target(ctx):
     s = dataclasses.replace(ctx.settings, target="ort_cpu")
     assert "not a TensorRT prediction" in numerics_note("int8.mse", s)
     assert numerics_note("fp32", ctx.settings) == "FP32 on ONNX Runtime CPU"
+
+
+def test_fp32_at_chance_level_on_the_data_is_a_record_note(ctx):
+    """Labels that do not mean the model's classes (here: the dev labels flipped) put FP32
+    below chance: the reference evaluation carries a note for record.notes."""
+    import dataclasses
+
+    from quantkit.data.splits import TextSplit
+    from quantkit.run import evaluate_reference
+
+    dev = ctx.splits.dev
+    flipped = TextSplit(dev.name, list(dev.texts), 1 - dev.labels, list(dev.groups))
+    c = dataclasses.replace(ctx, splits=dataclasses.replace(ctx.splits, dev=flipped),
+                            cache=None)
+    ref = evaluate_reference(c, "dev")
+    assert ref.metric("accuracy") < 0.5
+    assert ref.notes and "chance" in ref.notes[0]
+    assert evaluate_reference(ctx, "dev").notes == ()  # the real labels: no note
