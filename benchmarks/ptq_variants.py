@@ -48,6 +48,9 @@ def main() -> None:
     ap.add_argument("--override", action="append", default=[],
                     help="Hydra overrides of the experiment (e.g. calibrator.num_samples=512)")
     ap.add_argument("--out", default=None, help="append the JSON lines to this file")
+    ap.add_argument("--test-top", type=int, default=0,
+                    help="then evaluate the K variants with the best dev agreement (and the "
+                         "first variant, the baseline) once on the test split")
     a = ap.parse_args()
     s, model, splits, enc = _common.setup(a.model, *a.override)
 
@@ -68,13 +71,14 @@ def main() -> None:
 
     feeds = as_feeds(enc)
     p, c = s.precision, s.calibrator
-    data = getattr(splits, a.split)
-    if a.limit:
-        data = data.subset(range(min(a.limit, len(data))), a.split)
-    y = np.asarray(data.labels)
-    lengths = feeds.lengths(data) if hasattr(feeds, "lengths") else None
+    def split_data(name):
+        data = getattr(splits, name)
+        if a.limit:
+            data = data.subset(range(min(a.limit, len(data))), name)
+        return data
 
-    def evaluate(m, name):
+    def evaluate(m, name, data):
+        lengths = feeds.lengths(data) if hasattr(feeds, "lengths") else None
         with OrtRunner(m, name=name, disabled_optimizers=UNSAFE_QDQ_OPTIMIZERS,
                        qdq_mode="exact") as r:
             return run_split(r, feeds, data, output=model.output_name,
@@ -82,16 +86,26 @@ def main() -> None:
 
     base = onnx.load(model.path)
     ensure_node_names(base)
-    cache = Path("/tmp/qk16") / f"ref.{a.model}.{a.split}.{data.sha256[:12]}.npy"
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    if cache.exists():
-        ref = np.load(cache)
-    else:
-        ref = evaluate(base, "fp32")
-        np.save(cache, ref)
+
+    def reference(name):
+        data = split_data(name)
+        cache = Path("/tmp/qk16") / f"ref.{a.model}.{name}.{data.sha256[:12]}.npy"
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        if cache.exists():
+            ref = np.load(cache)
+        else:
+            ref = evaluate(base, "fp32", data)
+            np.save(cache, ref)
+        y = np.asarray(data.labels)
+        print(f"fp32 acc={float((ref.argmax(1) == y).mean()):.4f} n={len(y)} split={name}",
+              flush=True)
+        return data, y, ref
+
+    data, y, ref = reference(a.split)
     ref_pred = ref.argmax(1)
     acc_fp32 = float((ref_pred == y).mean())
-    print(f"fp32 acc={acc_fp32:.4f} n={len(y)} split={a.split}", flush=True)
+    built: dict = {}
+    rows: list = []
     cal_all = [f for _, f in feeds.batches(splits.calib, c.batch_size)]
     calibrated: dict = {}
     for spec in a.variants.split(";"):
@@ -136,7 +150,8 @@ def main() -> None:
         if v["rem"] == "fp16":
             q = emulate_fp16(q, plan)
         prep = time.perf_counter() - t0
-        logits = evaluate(q, spec)
+        built[spec] = q
+        logits = evaluate(q, spec, data)
         pred = logits.argmax(1)
         row = {"variant": spec, "split": a.split, "n": len(y), "int8": len(plan.int8_nodes()),
                "acc": round(float((pred == y).mean()), 4),
@@ -147,9 +162,29 @@ def main() -> None:
                "prep_s": round(prep, 1), "s": round(time.perf_counter() - t0, 1),
                "overrides": a.override}
         print(json.dumps(row), flush=True)
+        rows.append(row)
         if a.out:
             with open(a.out, "a") as fh:
                 fh.write(json.dumps({**row, "steps": [r.to_dict() for r in recs]}) + "\n")
+
+    if a.test_top and a.split == "dev":
+        order = sorted(rows, key=lambda r: (-r["agree"], -r["acc"]))
+        picked = list(dict.fromkeys([rows[0]["variant"]] +
+                                    [r["variant"] for r in order[:a.test_top]]))
+        tdata, ty, tref = reference("test")
+        for spec in picked:
+            pred = evaluate(built[spec], spec, tdata).argmax(1)
+            tacc = float((pred == ty).mean())
+            row = {"variant": spec, "split": "test", "n": len(ty), "acc": round(tacc, 4),
+                   "d_acc_pp": round(100 * (tacc - float((tref.argmax(1) == ty).mean())), 2),
+                   "agree": round(float((pred == tref.argmax(1)).mean()), 4),
+                   "flips": int((pred != tref.argmax(1)).sum()),
+                   "chosen_on_dev": spec != rows[0]["variant"] or spec in
+                   [r["variant"] for r in order[:a.test_top]], "overrides": a.override}
+            print(json.dumps(row), flush=True)
+            if a.out:
+                with open(a.out, "a") as fh:
+                    fh.write(json.dumps(row) + "\n")
 
 
 if __name__ == "__main__":
