@@ -1,6 +1,8 @@
 """Full-INT8 accuracy: quantkit's best calibrator vs ONNX Runtime quantize_static (TensorRT style).
 
-Same model, same eval split, same calibration samples, one run. The ORT peer uses QDQ,
+Same model, same test split, same calibration samples, one run. quantkit's default INT8 is
+what a run of the experiment builds (its ptq steps included) for the calibrator the run
+picks on dev; every number is on the test split. The ORT peer uses QDQ,
 signed symmetric INT8 activations and weights, per-channel weights, the weighted-op scope of
 the model (MatMul/Gemm for MiniLM, Conv/Gemm for MobileNetV2) and the best of MinMax /
 Percentile 99.99 / Entropy (2048 bins). NVIDIA ModelOpt ONNX PTQ (max and entropy, fp16 and
@@ -8,13 +10,14 @@ fp32 high precision) runs in its own virtual environment (``--modelopt-venv``, d
 /work/venv-modelopt: it pulls onnxruntime-gpu and pins onnx, so it cannot share quantkit's)
 on a copy of the model (it rewrites its input), through its public ``quantize`` API with
 CPU calibration. Peers' artifacts are evaluated on ONNX Runtime CPU with quantkit's session
-settings (``WeightBiasQuantization`` disabled) and basic graph optimizations only, so their
-Q/DQ runs exactly (no x86 integer-kernel fusion). quantkit's candidates are evaluated exactly
+settings (``WeightBiasQuantization`` disabled) and exact Q/DQ numerics
+(``session.disable_quant_qdq``, quantkit's ``backend.qdq_mode=exact``). quantkit's
+candidates are evaluated exactly
 as a run does (same stage-cache keys: after a run of the experiment they are read back, not
 recomputed). Agreement = top-1 agreement with FP32 on the same examples.
 Usage:
 
-    python benchmarks/accuracy_vs_peers.py [--eval-limit N]
+    python benchmarks/accuracy_vs_peers.py [--limit N]     # N first dev and test examples
     python benchmarks/accuracy_vs_peers.py --model mobilenet_int8   # or: model=mobilenet_int8
 
 Last line: model=<m> acc_fp32=.. acc_quantkit=.. agree_quantkit=.. acc_ort=.. agree_ort=..
@@ -34,14 +37,16 @@ import _common  # noqa: E402
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--eval-limit", type=int, default=None)
+    ap.add_argument("--limit", "--eval-limit", dest="limit", type=int, default=None,
+                    help="first N examples of dev and of test (documented partial run)")
     ap.add_argument("--model", default="bert_int8", choices=["bert_int8", "mobilenet_int8"],
                     help="the experiment whose model and data are measured")
     ap.add_argument("--modelopt-venv", default="/work/venv-modelopt",
                     help="virtual environment with nvidia-modelopt[onnx] (torch CPU first)")
     a = ap.parse_args([f"--model={x.split('=', 1)[1]}" if x.startswith("model=") else x
                        for x in sys.argv[1:]])
-    overrides = [f"data.eval.limit={a.eval_limit}"] if a.eval_limit else []
+    overrides = ([f"data.test.limit={a.limit}", f"data.dev.limit={a.limit}"]
+                 if a.limit else [])
     s, model, splits, enc = _common.setup(a.model, *overrides)
     text = s.data.kind == "text"
 
@@ -49,46 +54,49 @@ def main() -> None:
 
     import peers
     from quantkit.backends.batched import run_split
-    from quantkit.backends.ort import OrtRunner
+    from quantkit.backends.ort import UNSAFE_QDQ_OPTIMIZERS, OrtRunner
     from quantkit.data.feeds import as_feeds
-    from quantkit.run import (build_artifact, calibrate, check_fp16_range, evaluate_artifact,
-                              evaluate_reference, plan_for_ranges, prepared_context, quant_scope)
+    from quantkit.run import (apply_ptq, build_artifacts, calibrate, check_fp16_range,
+                              evaluate_artifact, evaluate_reference, prepared_context,
+                              quant_scope)
 
     enc = as_feeds(enc)
-    lengths = enc.lengths(splits.eval)
-    y = splits.eval.labels
+    test = splits.test
+    lengths = enc.lengths(test) if hasattr(enc, "lengths") else None
+    y = test.labels
     rows = []
 
     def evaluate_exact(path, name):
-        """(accuracy, agreement with FP32) of a peer artifact on exact Q/DQ numerics."""
-        from quantkit.backends.ort import UNSAFE_QDQ_OPTIMIZERS
-
-        with OrtRunner(path, name=name, graph_optimization_level="basic",
-                       disabled_optimizers=UNSAFE_QDQ_OPTIMIZERS) as r:
-            logits = run_split(r, enc, splits.eval, output=model.output_name,
+        """(accuracy, agreement with FP32) of a peer artifact on the test split, on the
+        session settings quantkit evaluates with (exact Q/DQ, WeightBiasQuantization off)."""
+        with OrtRunner(path, name=name, disabled_optimizers=UNSAFE_QDQ_OPTIMIZERS,
+                       qdq_mode="exact") as r:
+            logits = run_split(r, enc, test, output=model.output_name,
                                batch_size=s.backend.batch_size, progress=False, lengths=lengths)
         pred = logits.argmax(1)
         return float((pred == y).mean()), float((pred == ref_pred).mean())
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        # the run's own stages and stage cache: evaluations a run of this experiment made
-        # are read back
+        # the run's own stages (ptq included) and stage cache: quantkit's default INT8 is
+        # the calibrator a run picks on dev, reported on test
         ctx = prepared_context(s, tmp)
-        ref = evaluate_reference(ctx)
+        ref_dev, ref = evaluate_reference(ctx, "dev"), evaluate_reference(ctx, "test")
         acc_fp32 = ref.metric("accuracy")
         ref_pred = ref.logits.argmax(1)
         rows.append(("fp32", "-", acc_fp32, 1.0))
-        cal = calibrate(ctx, quant_scope(ctx))
-        overflow = check_fp16_range(ctx)
+        cal = calibrate(ctx, apply_ptq(ctx, quant_scope(ctx)))
+        arts = {n: art for n, art in build_artifacts(ctx, cal, check_fp16_range(ctx)).items()
+                if n.startswith("int8.")}
+        dev = {n: evaluate_artifact(ctx, art, ref_dev).metric("accuracy")
+               for n, art in arts.items()}
+        chosen = max(dev, key=dev.get)
         qk = {}
-        for method, rng in cal.ranges.items():
-            art = build_artifact(ctx, f"int8.{method}", plan_for_ranges(ctx, rng, overflow),
-                                 nonfinite=rng.excluded)
-            # as a quantkit run evaluates it: FP16 remainder on a faithful FP16 emulation
+        for n, art in arts.items():
             res = evaluate_artifact(ctx, art, ref)
-            qk[method] = (res.metric("accuracy"), float((res.logits.argmax(1) == ref_pred).mean()))
-            rows.append(("quantkit", f"{method} (INT8 + FP16 remainder, emulated)", *qk[method]))
+            qk[n] = (res.metric("accuracy"), float((res.logits.argmax(1) == ref_pred).mean()))
+            rows.append(("quantkit", f"{n}{' (chosen on dev)' if n == chosen else ''}, "
+                                     "INT8 + FP16 remainder (emulated)", *qk[n]))
         # ORT stacks its calibration batches: text batches padded to max_length (images
         # have one shape already)
         kw = {"pad_to": s.data.max_length} if text else {}
@@ -117,19 +125,21 @@ def main() -> None:
                         continue
                     mo[f"{method}/{hp}"] = evaluate_exact(out, f"modelopt-{method}-{hp}")
                     rows.append(("modelopt", f"{method}, high precision {hp}", *mo[f"{method}/{hp}"]))
-    print(f"eval examples: {len(y)}; calibration samples: {len(splits.calib)}")
-    print(f"{'tool':<10} {'configuration':<48} {'accuracy':>8} {'agree':>7}")
+    print(f"test examples: {len(y)}{f' (--limit {a.limit})' if a.limit else ''}; dev examples: "
+          f"{len(splits.dev)}; calibration samples: {len(splits.calib)}; exact Q/DQ numerics")
+    print(f"{'tool':<10} {'configuration':<56} {'accuracy':>8} {'agree':>7}")
     for tool, conf, acc, agree in rows:
-        print(f"{tool:<10} {conf:<48} {acc:>8.4f} {agree:>7.4f}")
+        print(f"{tool:<10} {conf:<56} {acc:>8.4f} {agree:>7.4f}")
     if mo_note:
         print(f"modelopt   not (fully) measured: {mo_note}")
 
-    def best(d):
+    def best(d):  # peers: their best configuration on test (in the peers' favour)
         k = max(d, key=lambda m: d[m]) if d else None
         return (k, *d[k]) if k else (None, None, None)
 
-    (kq, aq, gq), (ko, ao, go), (km, am, gm) = best(qk), best(ort), best(mo)
-    print(f"best quantkit: {kq}; best ORT: {ko}; best ModelOpt: {km or 'na'}")
+    (ko, ao, go), (km, am, gm) = best(ort), best(mo)
+    aq, gq = qk[chosen]
+    print(f"quantkit: {chosen} (chosen on dev); best ORT: {ko}; best ModelOpt: {km or 'na'}")
 
     def f(v):
         return "na" if v is None else f"{v:.4f}"

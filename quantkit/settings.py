@@ -456,6 +456,7 @@ class PtqConfig:
     range_search: bool = False  # per-tensor amax search over every calibrator's candidates
     range_search_grid: int = 16
     range_search_combine: str = "widest"  # widest | sum (ptq/range_search.py)
+    range_search_error: str = "tensor"  # tensor | row: how a reader's output error is scored
     range_search_samples: int = 32  # calibration examples the search captures (memory)
     bias_correction: bool = False  # per-channel output-mean correction of INT8 nodes
     int8_weights: bool = True  # INT8 weights as int8 initializers (one DQ) instead of FP32 + Q/DQ
@@ -643,6 +644,7 @@ def validate_ptq(q: PtqConfig) -> None:
                               fix=f"e.g. {key}=0.8, or {key}=null")
     _choice("ptq.equalization", q.equalization, ("off", "per_channel_clip", "skip"))
     _choice("ptq.range_search_combine", q.range_search_combine, ("widest", "sum"))
+    _choice("ptq.range_search_error", q.range_search_error, ("tensor", "row"))
     _positive("ptq.smoothquant_min_outlier_ratio", q.smoothquant_min_outlier_ratio,
               allow_zero=True)
     for key, value in (("ptq.equalization_iterations", q.equalization_iterations),

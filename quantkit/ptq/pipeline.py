@@ -48,6 +48,7 @@ class PtqOptions:
     range_search: bool = False
     range_search_grid: int = 16
     range_search_combine: str = "widest"
+    range_search_error: str = "tensor"  # tensor | row (ptq/range_search.py)
     bias_correction: bool = False
     int8_weights: bool = True
 
@@ -90,7 +91,7 @@ def refine_ranges(model: onnx.ModelProto, plan: Plan, ranges: Mapping[str, objec
                               runner_factory=runner_factory)
     amax, rec = search_ranges(model, plan, samples, candidates_from_ranges(ranges),
                               grid=opts.range_search_grid, combine=opts.range_search_combine,
-                              infos=infos)
+                              error=opts.range_search_error, infos=infos)
     return dataclasses.replace(plan, activation_amax=amax), records + [rec]
 
 

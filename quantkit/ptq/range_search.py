@@ -68,15 +68,31 @@ def candidates_from_ranges(ranges: Mapping[str, object]) -> dict[str, dict[str, 
     return out
 
 
-def _nmse(ref: np.ndarray, out: np.ndarray) -> float:
+#: ways to score a reader's output error (``error=`` of :func:`search_ranges`)
+ERRORS = ("tensor", "row")
+#: ``error="row"``: a row's signal power is floored at this fraction of the mean row power
+#: (rows of padding / near-zero outputs would otherwise dominate)
+_ROW_FLOOR = 0.01
+
+
+def _nmse(ref: np.ndarray, out: np.ndarray, error: str = "tensor") -> float:
+    """Normalized squared error of ``out`` against ``ref``. ``tensor``: over the whole
+    tensor (a few rows of large values, e.g. a transformer's massive-activation tokens,
+    dominate it); ``row``: per row of the last axis (one token's / position's output
+    vector), each normalized by its own power, averaged over rows, so every row counts."""
     ref = ref.astype(np.float64)
-    return float(np.mean((out - ref) ** 2) / max(np.mean(ref ** 2), 1e-30))
+    if error == "tensor" or ref.ndim < 2:
+        return float(np.mean((out - ref) ** 2) / max(np.mean(ref ** 2), 1e-30))
+    err = np.mean((out - ref) ** 2, axis=-1).reshape(-1)
+    power = np.mean(ref ** 2, axis=-1).reshape(-1)
+    floor = max(_ROW_FLOOR * float(np.mean(power)), 1e-30)
+    return float(np.mean(err / np.maximum(power, floor)))
 
 
 def search_ranges(model: onnx.ModelProto, plan: Plan, samples: Mapping[str, Sequence[np.ndarray]],
                   candidates: Mapping[str, Mapping[str, float]] | None = None, *,
                   grid: int = 16, min_fraction: float = 0.1, combine: str = "widest",
-                  infos=None) -> tuple[dict[str, float], StepRecord]:
+                  error: str = "tensor", infos=None) -> tuple[dict[str, float], StepRecord]:
     """New ``activation_amax`` for ``plan``: per tensor the candidate with the least
     output error of its INT8 readers on ``samples`` (tensor -> batches, FP32 values of
     every INT8 node's activation inputs)."""
@@ -84,6 +100,10 @@ def search_ranges(model: onnx.ModelProto, plan: Plan, samples: Mapping[str, Sequ
         raise ConfigError("unknown way to combine the readers of a tensor",
                           where="ptq.range_search.combine", value=combine,
                           fix="use widest or sum")
+    if error not in ERRORS:
+        raise ConfigError("unknown range-search error measure", where="ptq.range_search_error",
+                          value=error, fix="use tensor or row")
+    measure = error
     infos = tensor_infos(model) if infos is None else infos
     readers = int8_inputs(model, plan, infos=infos)
     by_name = {n.name: n for n in model.graph.node}
@@ -144,7 +164,7 @@ def search_ranges(model: onnx.ModelProto, plan: Plan, samples: Mapping[str, Sequ
                         feed[u] = fake_quantize(samples[u][b], int8_scale(a if u == t else amax[u]))
                     if w_name:
                         feed[w_name] = wq
-                    total += _nmse(ref, r.run(feed))
+                    total += _nmse(ref, r.run(feed), measure)
                 return total
 
             scores = {k: {name: error(v, name) for name in names} for k, v in cands.items()}
@@ -166,6 +186,8 @@ def search_ranges(model: onnx.ModelProto, plan: Plan, samples: Mapping[str, Sequ
         for r in opened:
             r.__exit__(None, None, None)
     log.info("range search: %d of %d tensors changed", len(changes), len(readers))
-    return amax, StepRecord("range_search", {"grid": int(grid), "min_fraction": float(min_fraction),
-                                             "combine": combine},
+    params = {"grid": int(grid), "min_fraction": float(min_fraction), "combine": combine}
+    if measure != "tensor":
+        params["error"] = measure
+    return amax, StepRecord("range_search", params,
                             changes, skipped)

@@ -69,6 +69,7 @@ def ptq_options(ctx: RunContext):
                       equalization_alpha=q.equalization_alpha, range_search=q.range_search,
                       range_search_grid=q.range_search_grid,
                       range_search_combine=q.range_search_combine,
+                      range_search_error=q.range_search_error,
                       bias_correction=q.bias_correction, int8_weights=q.int8_weights)
 
 

@@ -18,7 +18,8 @@ from quantkit.run.context import RunContext
 from quantkit.run.evaluation import Evaluation, evaluate, evaluate_artifact
 from quantkit.run.layerwise import LayerReport
 
-__all__ = ["SearchOutcome", "search_mixed", "search_skip_reason", "measure_sensitivity"]
+__all__ = ["SearchOutcome", "search_mixed", "search_skip_reason", "measure_sensitivity",
+           "proxy_layer_stats"]
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +92,57 @@ def measure_sensitivity(ctx: RunContext, plan_for, top: list[str], ranking: list
     return scores, head + [n for n in ranking if n not in set(head)]
 
 
+def proxy_layer_stats(ctx: RunContext, art: Artifact, stats: dict[str, dict],
+                      tensors: list[str]) -> tuple[dict[str, dict], list[str]]:
+    """``stats`` (the per-layer run's, keyed by the original graph's tensor names) plus the
+    tensors of ``tensors`` it lacks, measured on ``art``'s own graph.
+
+    ``ctx``: the context whose graph ``art``'s plan names (``rebuild_args``). A ptq rewrite
+    adds tensors the original graph does not have (SmoothQuant's ``x__smoothed``) and
+    rescales others (a LayerNormalization output with 1/s folded in: dropped from the
+    comparison because its FP32 values differ from the original's). Their FP32 reference
+    is the rewritten FP32 graph (``art.quant_graph``: same function as the original, before
+    bias correction); the candidate is ``art`` as evaluated (FP16 emulation when it has
+    one), on the per-layer run's dev subset. Returns the merged stats and the tensors
+    measured here (empty when nothing was missing: no extra run)."""
+    import contextlib
+
+    import onnx
+
+    from quantkit.compare.layerwise import compare_layers, shared_tensors
+
+    missing = [t for t in dict.fromkeys(tensors) if t not in stats]
+    if art.quant_graph is None or not missing:
+        return dict(stats), []
+    s = ctx.settings
+    ref_proto = art.quant_graph.model
+    cand = art.emulated() if art.emulated is not None else onnx.load(art.path)
+    missing = shared_tensors(ref_proto, cand, missing)
+    if not missing:
+        return dict(stats), []
+    subset = list(range(min(s.compare.subset, len(ctx.splits.dev))))
+    data = ctx.splits.dev.subset(subset)
+    inputs = {"artifact": art.sha256, "reference": art.quant_graph.sha256,
+              "emulated": art.emulated is not None, "tensors": missing,
+              "dev": ctx.splits.dev.sha256, "subset": subset, "batch": s.compare.batch_size,
+              "qdq_mode": ctx.qdq_mode(), "amax": art.activation_amax, **ctx.feeds_key(),
+              **ctx.measured_key()}
+
+    def compute():
+        with contextlib.ExitStack() as stack:
+            ref = stack.enter_context(ctx.runner(ref_proto, name="proxy-fp32",
+                                                 extra_outputs=missing))
+            run = stack.enter_context(ctx.runner(cand, name="proxy-candidate",
+                                                 extra_outputs=missing))
+            out = compare_layers(ref, {"c": run}, ctx.batches(data, s.compare.batch_size),
+                                 {"c": missing}, amax={"c": art.activation_amax})["c"]
+        return out, None
+
+    extra, _, _ = ctx.cached("search_proxy_stats", inputs, compute)
+    log.info("proxy: %d tensors of the ptq graph measured against its FP32 graph", len(extra))
+    return {**stats, **extra}, list(extra)
+
+
 def search_mixed(ctx: RunContext, artifacts: dict[str, Artifact],
                  evaluations: dict[str, Evaluation], layers: LayerReport,
                  reference: Evaluation) -> SearchOutcome | None:
@@ -110,7 +162,11 @@ def search_mixed(ctx: RunContext, artifacts: dict[str, Artifact],
     graph = ctx.graph
     nodes = base_plan.int8_nodes()
     outs, ins = int8_node_tensors(graph.model, nodes, infos=graph.infos)
-    proxy = proxy_scores(layers.layers[best], outs, ins)
+    graph_inputs = {i.name for i in graph.model.graph.input}
+    needed = [t for t in [*outs.values(), *(u for ts in ins.values() for u in ts)]
+              if t not in graph_inputs]
+    stats, remeasured = proxy_layer_stats(ctx, int8[best], layers.layers[best], needed)
+    proxy = proxy_scores(stats, outs, ins)
     ranking = rank(proxy, order=nodes)
     cfg = s.precision.search
     keep = s.precision.remainder  # fp16 (TensorRT) or fp32 (an FP32 remainder, ort_cpu)
@@ -157,6 +213,7 @@ def search_mixed(ctx: RunContext, artifacts: dict[str, Artifact],
     search = result.to_dict()
     search.update({"calibrator": best, "quantizable_layers": len(ranking), "ranking": ranking,
                    "proxy": {n: proxy[n] for n in ranking}, "measured": dict(measured),
+                   "proxy_remeasured_tensors": remeasured,
                    "measured_note": measure_note,
                    "measure_cost": measured.cost() if hasattr(measured, "steps") else {},
                    "pareto": pareto(search["evaluations"]),

@@ -106,3 +106,38 @@ def test_widest_keeps_the_range_a_sensitive_reader_needs():
     assert rec.params["combine"] == "widest"
     with pytest.raises(ConfigError, match="combine"):
         search_ranges(model, plan, samples, combine="mean")
+
+
+def _massive_rows(rng, n, k=32, massive=2, scale=200.0):
+    """Rows (tokens) of Gaussian values, ``massive`` of every ``n`` rows scaled by ``scale``
+    (a transformer's massive-activation tokens): they hold nearly all the tensor's power."""
+    x = rng.standard_normal((n, k)).astype(np.float32)
+    x[rng.choice(n, massive, replace=False)] *= scale
+    return x
+
+
+def _row_nmse(ref, out):
+    ref, out = ref.astype(np.float64), out.astype(np.float64)
+    return float(np.mean(np.mean((out - ref) ** 2, -1) / np.mean(ref ** 2, -1)))
+
+
+def test_row_error_keeps_the_ordinary_rows_precise_where_tensor_error_sacrifices_them():
+    """error='row' scores every output row by its own power: on held-out data its range
+    gives a lower per-row error than error='tensor', whose range serves the massive rows."""
+    rng = np.random.default_rng(5)
+    model = two_layer(rng)
+    calib = [{"x": _massive_rows(rng, 256)} for _ in range(2)]
+    held_out = [{"x": _massive_rows(rng, 256)} for _ in range(2)]
+    plan, _ = calibrated_plan(model, calib, method="minmax")
+    samples = capture_tensors(model, calib, list(int8_inputs(model, plan)))
+    kw = dict(grid=24, min_fraction=0.01)
+    by_tensor, _ = search_ranges(model, plan, samples, error="tensor", **kw)
+    by_row, rec = search_ranges(model, plan, samples, error="row", **kw)
+    assert rec.params["error"] == "row" and by_row["x"] < by_tensor["x"]
+    outs = {}
+    for name, amax in (("tensor", by_tensor), ("row", by_row)):
+        ref, outs[name], _ = int8_outputs(model, held_out,
+                                          plan=dataclasses.replace(plan, activation_amax=amax))
+    assert _row_nmse(ref, outs["row"]) < 0.5 * _row_nmse(ref, outs["tensor"])
+    with pytest.raises(ConfigError, match="range_search_error"):
+        search_ranges(model, plan, samples, error="token")

@@ -26,3 +26,31 @@ def test_no_int8_candidate_no_search(ctx, artifacts, evaluations, layers, refere
 
 def test_plain_runs_search(ctx):
     assert search_skip_reason(ctx.settings) is None
+
+
+def test_proxy_scores_the_inputs_ptq_renamed(ctx, tmp_path):
+    """SmoothQuant quantizes ``x__smoothed``, a tensor the original graph (whose names the
+    per-layer run uses) does not have: the proxy measures it on the ptq graph instead of
+    scoring that input as noise-free (issue 16)."""
+    import dataclasses
+
+    from quantkit.run import (apply_ptq, build_artifacts, calibrate, check_fp16_range,
+                              compare_layers, evaluate_artifact, evaluate_reference, quant_scope)
+    from quantkit.settings import PtqConfig
+
+    ptq = PtqConfig(smoothquant_alpha=0.8, range_search=False, int8_weights=True)
+    c = dataclasses.replace(ctx, settings=dataclasses.replace(ctx.settings, ptq=ptq),
+                            run_dir=tmp_path)
+    scope = apply_ptq(c, quant_scope(c))
+    arts = build_artifacts(c, calibrate(c, scope), check_fp16_range(c))
+    ref = evaluate_reference(c)
+    evs = {n: evaluate_artifact(c, a, ref) for n, a in arts.items()}
+    out = search_mixed(c, arts, evs, compare_layers(c, scope, arts), ref)
+    graph_inputs = {i.name for i in ctx.graph.model.graph.input}
+    rows = out.search["proxy"]
+    assert any(t.endswith("__smoothed") for row in rows.values() for t in row["inputs_missing"]
+               + list(out.search.get("proxy_remeasured_tensors", [])))
+    for node, row in rows.items():
+        assert not [t for t in row["inputs_missing"] if t not in graph_inputs], (node, row)
+        assert row["noise_in"] > 0.0, (node, row)  # INT8 upstream noise reaches the input
+    assert any(t.endswith("__smoothed") for t in out.search["proxy_remeasured_tensors"])
