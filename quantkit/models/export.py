@@ -179,8 +179,8 @@ def prepared_key(key_source: dict) -> str:
 
 
 def prepare_cached(cache_dir: str | os.PathLike, name: str, key_source: dict,
-                   build: Callable[[Path], dict], *, what: str = "model",
-                   steps: str = "") -> PreparedFiles:
+                   build: Callable[[Path], dict], *, what: str = "model", steps: str = "",
+                   logger: logging.Logger = log) -> PreparedFiles:
     """The one preparation flow of every exported model, cached by content.
 
     ``key_source``: every input of the recipe (hashed by :func:`prepared_key`; recorded in
@@ -188,7 +188,8 @@ def prepare_cached(cache_dir: str | os.PathLike, name: str, key_source: dict,
     Otherwise ``build(tmp)`` writes ``tmp / "model.onnx"`` and returns the recipe's own
     ``meta.json`` entries; the model is checked with ``onnx.checker``, ``meta.json`` (sha256,
     key, key source, created) is written atomically and the folder moved into place in one
-    rename; when another run finished first, its folder is kept.
+    rename; when another run finished first, its folder is kept. ``logger``: the caller's
+    module logger (the messages name the recipe's module).
     """
     from quantkit.fsutil import atomic_write_json, sha256_file
 
@@ -197,10 +198,10 @@ def prepare_cached(cache_dir: str | os.PathLike, name: str, key_source: dict,
     final, meta_path = folder / "model.onnx", folder / "meta.json"
     if final.is_file() and meta_path.is_file():
         meta = json.loads(meta_path.read_text())
-        log.info("using cached prepared %s %s (key %s, prepared %s)", what, final, key,
+        logger.info("using cached prepared %s %s (key %s, prepared %s)", what, final, key,
                  meta.get("created"))
         return PreparedFiles(folder, key, meta, cached=True)
-    log.info("preparing %s %s (key %s): %s", what, name, key, steps)
+    logger.info("preparing %s %s (key %s): %s", what, name, key, steps)
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
     try:

@@ -325,7 +325,7 @@ def prepare_mobilenet_classifier(*, cache_dir: str | os.PathLike, train_images: 
 
     files = prepare_cached(cache, name, key_source, build,
                            steps=f"export MobileNetV2 backbone, embed {len(idx)} train images, "
-                                 "fit head")
+                                 "fit head", logger=log)
     if not files.cached:
         m = files.meta
         log.info("prepared model in %.1f s (export %.1f s, embed %.1f s, fit %.1f s; train "
