@@ -154,7 +154,7 @@ class SignoffTest:
                 f"{self.point:.4f} [{100 * self.level:g}% CI {self.low:.4f}, {self.high:.4f}]")
 
     def to_verdict_dict(self) -> dict[str, Any]:
-        """The shape of ``Verdict.to_dict()`` (status, reasons, deltas[metric] with point /
+        """The record's verdict dict (status, reasons, deltas[metric] with point /
         low / high / level / ref / cand, margin, n, required_n = ``plan_n``, metric, alpha
         two-sided), plus ``signoff``: :meth:`to_dict`. For the report and
         ``EvalResult.from_verdict``."""
