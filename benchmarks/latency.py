@@ -63,33 +63,25 @@ def parse_args(argv=None) -> argparse.Namespace:
     return a
 
 
-def feeds_for(settings, model, splits, *, seq_len: int):
-    """(make_batch(n) -> feed of the first n eval examples, calib feeds, describe str)."""
-    from quantkit.data.text import iter_feeds
-
-    kind = getattr(settings.data, "kind", "text")
-    if kind == "text":
-        from quantkit.run import text_encoder
-
-        enc = text_encoder(settings, model)
-        texts = splits.eval.texts
+def feeds_for(settings, feeds, splits, *, seq_len: int):
+    """(make_batch(n) -> feed of the first n eval examples, calib feeds, describe str) from the
+    run's feeds (``ctx.feeds``): text padded to ``seq_len`` tokens, images as preprocessed."""
+    if settings.data.kind == "text":
+        enc, texts = feeds.encoder, splits.eval.texts
 
         def make_batch(n):
             return enc.encode(list(texts[:n]), pad_to=seq_len)
 
-        calib = [f for _, f in iter_feeds(enc, splits.calib.texts, settings.calibrator.batch_size,
-                                          pad_to=seq_len)]
-        return enc, make_batch, calib, f"real eval snippets padded to {seq_len} tokens"
-    from quantkit.data.feeds import make_feeds
-
-    enc = make_feeds(settings, model)
+        calib = [f for _, f in feeds.batches(splits.calib, settings.calibrator.batch_size,
+                                             pad_to=seq_len)]
+        return make_batch, calib, f"real eval snippets padded to {seq_len} tokens"
 
     def make_batch(n):
-        return next(iter(enc.feeds(splits.eval.subset(range(n)), n)))
+        return next(iter(feeds.feeds(splits.eval.subset(range(n)), n)))
 
-    calib = list(enc.feeds(splits.calib, settings.calibrator.batch_size))
-    desc = getattr(enc, "describe", lambda: {})()
-    return enc, make_batch, calib, f"real eval images {desc}"
+    calib = list(feeds.feeds(splits.calib, settings.calibrator.batch_size))
+    desc = getattr(feeds, "describe", lambda: {})()
+    return make_batch, calib, f"real eval images {desc}"
 
 
 def ort_quantize_uint8(model_path, out_path, feeds: list[dict]) -> None:
@@ -110,33 +102,24 @@ def main(argv=None) -> None:
     s_trt = _common.settings_for(a.model, *overrides)
     s_ort = _common.settings_for(a.model, *overrides, "target=ort_cpu")
 
-    import onnx
-
-    from quantkit.assets import cache_root
-    from quantkit.data import load_splits
-    from quantkit.models import prepare_model
-
-    cache = cache_root(s_trt.cache_dir)
-    splits = load_splits(s_trt, cache_dir=cache)
-    model = prepare_model(s_trt, splits, cache_dir=cache)
-
     import dataclasses
+
+    import onnx
 
     import peers
     from quantkit.backends.ort import OrtRunner
-    from quantkit.graph.model_graph import ModelGraph
-    from quantkit.run import (RunContext, build_artifact, calibrate, plan_for_ranges,
+    from quantkit.run import (build_artifact, calibrate, plan_for_ranges, prepared_context,
                               quant_scope)
 
-    enc, make_batch, calib_feeds, feed_desc = feeds_for(s_trt, model, splits, seq_len=a.seq_len)
-    proto = onnx.load(model.path)
-    graph = ModelGraph.build(proto)  # names the nodes of proto
     ropts = dict(disabled_optimizers=s_trt.backend.disabled_optimizers,
                  intra_op_threads=a.threads, providers=s_trt.backend.providers)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        ctx = RunContext(settings=s_ort, run_dir=tmp, cache_dir=cache, model=model,
-                         splits=splits, feeds=enc, graph=graph)
+        # the run's own preparation (data, model, feeds, ModelGraph) and stage cache
+        ctx = prepared_context(s_ort, tmp)
+        model, splits, proto = ctx.model, ctx.splits, ctx.graph.model  # nodes named
+        make_batch, calib_feeds, feed_desc = feeds_for(s_trt, ctx.feeds, splits,
+                                                       seq_len=a.seq_len)
         cal = calibrate(ctx, quant_scope(ctx))  # ort_cpu's set: a superset
         if a.calibrator not in cal.ranges:
             raise SystemExit(f"--calibrator {a.calibrator}: not one of {list(cal.ranges)}")

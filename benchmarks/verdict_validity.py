@@ -12,7 +12,8 @@ every decision is made by the project's code:
   decided with ``decide_family`` (fixed sequence, one-sided alpha 0.025) and
   ``recommend_candidate`` picks among test PASSes.
 * OLD protocol (before issue 15): the same choices and the sign-off on one split, with the
-  old verdict (``decide_from_correct``: two-sided 95% percentile bootstrap) and the old
+  old verdict (:func:`old_verdict`: two-sided 95% percentile bootstrap of the accuracy
+  delta, the rule quantkit used before the sign-off; kept here as the baseline) and the old
   recommendation (the PASS with the most INT8 nodes among fp16, every INT8 calibrator and
   mixed).
 
@@ -47,8 +48,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from quantkit.precision.search import EvalResult, search_fp16_set  # noqa: E402
 from quantkit.precision.sensitivity import rank  # noqa: E402
 from quantkit.verdict import (  # noqa: E402
-    PASS, Margin, TestLedger, decide_family, decide_from_correct, declare_family, paired_signoff,
-    plan_family, recommend_candidate)
+    FAIL, INCONCLUSIVE, PASS, Margin, TestLedger, decide_family, declare_family, margin_abs,
+    paired_signoff, plan_family, recommend_candidate)
+from quantkit.verdict.stats import accuracy_deltas  # noqa: E402
 
 CALIBRATORS = ("int8.minmax", "int8.entropy", "int8.mse")
 
@@ -148,6 +150,27 @@ def new_protocol(world: World, n_dev: int, n_test: int, margin: Margin,
             "plan_adequate": plan_best["adequate"], "plan_n": plan_best["n_required"]}
 
 
+@dataclass(frozen=True)
+class OldVerdict:
+    status: str
+    point: float
+    low: float
+    high: float
+    cand_value: float
+
+
+def old_verdict(correct_ref: np.ndarray, correct_cand: np.ndarray, *, margin: Margin,
+                alpha: float = 0.05, n_boot: int = 2000, seed: int = 0) -> OldVerdict:
+    """The single-split verdict before issue 15: the two-sided (1 - alpha) percentile
+    interval of the paired-bootstrap accuracy delta; PASS if low > -m, FAIL if high < -m."""
+    point, deltas = accuracy_deltas(correct_ref, correct_cand, n_boot=n_boot,
+                                    rng=np.random.default_rng(seed))
+    low, high = (float(v) for v in np.quantile(deltas, [alpha / 2.0, 1.0 - alpha / 2.0]))
+    m = margin_abs(margin, float(np.mean(correct_ref)))
+    status = PASS if low > -m else FAIL if high < -m else INCONCLUSIVE
+    return OldVerdict(status, float(point), low, high, float(np.mean(correct_cand)))
+
+
 def old_protocol(world: World, n: int, margin: Margin, rng: np.random.Generator, *,
                  max_full_evals: int = 14) -> dict:
     """Every choice and the sign-off on one split, old verdict and old recommendation."""
@@ -155,8 +178,8 @@ def old_protocol(world: World, n: int, margin: Margin, rng: np.random.Generator,
     seeds = iter(rng.integers(0, 2**32, size=64))
 
     def verdict(correct: np.ndarray):
-        return decide_from_correct(split.ref, correct, margin=margin, alpha=0.05,
-                                   seed=int(next(seeds)))
+        return old_verdict(split.ref, correct, margin=margin, alpha=0.05,
+                           seed=int(next(seeds)))
 
     cal = {c: verdict(split.candidate(c, 0)) for c in CALIBRATORS}
     best = max(CALIBRATORS, key=lambda c: cal[c].cand_value)
@@ -164,7 +187,7 @@ def old_protocol(world: World, n: int, margin: Margin, rng: np.random.Generator,
 
     def full_eval(fp16: frozenset) -> EvalResult:
         d = cal[best] if not fp16 else verdict(split.candidate(best, len(fp16)))
-        return EvalResult(d.status, d.interval.point, (d.interval.low, d.interval.high))
+        return EvalResult(d.status, d.point, (d.low, d.high))
 
     result = search_fp16_set(ranking, full_eval, max_full_evals=max_full_evals)
     statuses = {c: (cal[c].status, world.layers) for c in CALIBRATORS}

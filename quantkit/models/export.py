@@ -15,6 +15,8 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +24,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from quantkit.errors import ModelError
-from quantkit.models.base import Model, inspect_onnx, write_json_atomic
+from quantkit.models.base import Model, inspect_onnx
 
 log = logging.getLogger(__name__)
 
@@ -148,34 +150,116 @@ def embed(onnx_path: Path, texts, encoder, batch_size: int, progress: bool) -> n
     return out
 
 
+@dataclass(frozen=True)
+class PreparedFiles:
+    """A prepared model's cache folder (``<cache_dir>/models/<name>-<key>/``): ``model.onnx``
+    and ``meta.json`` (``meta``); ``cached``: found there rather than built by this call."""
+
+    folder: Path
+    key: str
+    meta: dict
+    cached: bool
+
+    @property
+    def model_path(self) -> Path:
+        return self.folder / "model.onnx"
+
+    def model(self, **fields) -> Model:
+        """The :class:`Model` of ``model.onnx`` (io names and opset read from the file)."""
+        where = "cached model" if self.cached else "prepared model"
+        _, inputs, output, opset = inspect_onnx(self.model_path, where=where)
+        return Model(path=str(self.model_path), sha256=self.meta["sha256"], input_names=inputs,
+                     output_name=output, opset=opset, cached=self.cached, **fields)
+
+
+def prepared_key(key_source: dict) -> str:
+    """The cache key of a prepared model: 16 hex digits of the sha256 of ``key_source`` as
+    sorted JSON (the folder suffix; a change of any input is a new folder)."""
+    return hashlib.sha256(json.dumps(key_source, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def prepare_cached(cache_dir: str | os.PathLike, name: str, key_source: dict,
+                   build: Callable[[Path], dict], *, what: str = "model", steps: str = "",
+                   logger: logging.Logger = log) -> PreparedFiles:
+    """The one preparation flow of every exported model, cached by content.
+
+    ``key_source``: every input of the recipe (hashed by :func:`prepared_key`; recorded in
+    ``meta.json``). A complete folder is reused (logged "using cached prepared <what>").
+    Otherwise ``build(tmp)`` writes ``tmp / "model.onnx"`` and returns the recipe's own
+    ``meta.json`` entries; the model is checked with ``onnx.checker``, ``meta.json`` (sha256,
+    key, key source, created) is written atomically and the folder moved into place in one
+    rename; when another run finished first, its folder is kept. ``logger``: the caller's
+    module logger (the messages name the recipe's module).
+    """
+    from quantkit.fsutil import atomic_write_json, sha256_file
+
+    key = prepared_key(key_source)
+    folder = Path(cache_dir).expanduser() / "models" / f"{name}-{key}"
+    final, meta_path = folder / "model.onnx", folder / "meta.json"
+    if final.is_file() and meta_path.is_file():
+        meta = json.loads(meta_path.read_text())
+        logger.info("using cached prepared %s %s (key %s, prepared %s)", what, final, key,
+                 meta.get("created"))
+        return PreparedFiles(folder, key, meta, cached=True)
+    logger.info("preparing %s %s (key %s): %s", what, name, key, steps)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
+    try:
+        extra = build(tmp)
+        onnx.checker.check_model(str(tmp / "model.onnx"))
+        atomic_write_json(tmp / "meta.json", {
+            "sha256": sha256_file(tmp / "model.onnx"), "key": key,
+            "key_source": json.loads(json.dumps(key_source)), **extra,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S")})
+        try:
+            os.replace(tmp, folder)
+        except OSError:  # another run finished first (the folder exists, non-empty): keep theirs
+            if not (final.is_file() and meta_path.is_file()):
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return PreparedFiles(folder, key, json.loads(meta_path.read_text()), cached=False)
+
+
+def head_logits(head, n_labels: int) -> tuple[np.ndarray, np.ndarray]:
+    """A fitted LogisticRegression as ``(coef [n_labels, dim], intercept [n_labels])``: a
+    binary head becomes two logits (so argmax / softmax work like multiclass); classes absent
+    from the training labels get intercept -1e4 (they never win)."""
+    coef, intercept = head.coef_, head.intercept_
+    if coef.shape[0] == 1:
+        coef = np.vstack([-coef / 2, coef / 2])
+        intercept = np.array([-intercept[0] / 2, intercept[0] / 2])
+    if coef.shape[0] < n_labels:
+        full_c = np.zeros((n_labels, coef.shape[1]))
+        full_b = np.full(n_labels, -1e4)
+        full_c[head.classes_], full_b[head.classes_] = coef, intercept
+        coef, intercept = full_c, full_b
+    return coef, intercept
+
+
+def write_with_head(backbone: Path, head, n_labels: int, out: Path) -> None:
+    """``out`` = the embedding ONNX ``backbone`` + ``head`` as a Gemm (``logits``); the
+    backbone file is removed."""
+    coef, intercept = head_logits(head, n_labels)
+    onnx.save(add_linear_head(onnx.load(str(backbone)), coef, intercept), str(out))
+    backbone.unlink()
+
+
 def prepare_text_classifier(*, encoder: str, encoder_sha: str, tokenizer_path: str, train,
                             label_names: list[str], cfg, cache_dir: Path, max_length: int,
                             batch_size: int, progress: bool, source: str) -> Model:
     """Export + fit head, cached by a hash of every input. Says in the log when cached."""
-    from sklearn.linear_model import LogisticRegression
+    key_source = {"v": PREP_VERSION, "encoder": encoder_sha, "train": train.sha256,
+                  "C": cfg.head.C, "max_iter": cfg.head.max_iter, "opset": cfg.opset,
+                  "pooling": cfg.pooling, "max_length": max_length, "labels": label_names}
 
-    from quantkit.data.text import TextEncoder, load_tokenizer
+    def build(tmp: Path) -> dict:
+        from sklearn.linear_model import LogisticRegression
 
-    key_src = json.dumps({"v": PREP_VERSION, "encoder": encoder_sha, "train": train.sha256,
-                          "C": cfg.head.C, "max_iter": cfg.head.max_iter, "opset": cfg.opset,
-                          "pooling": cfg.pooling, "max_length": max_length,
-                          "labels": label_names}, sort_keys=True)
-    key = hashlib.sha256(key_src.encode()).hexdigest()[:16]
-    folder = cache_dir / "models" / f"{cfg.name}-{key}"
-    final = folder / "model.onnx"
-    meta_path = folder / "meta.json"
-    if final.is_file() and meta_path.is_file():
-        meta = json.loads(meta_path.read_text())
-        log.info("using cached prepared model %s (key %s, prepared %s)", final, key, meta.get("created"))
-        _, inputs, output, opset = inspect_onnx(final, where="cached model")
-        return Model(path=str(final), sha256=meta["sha256"], input_names=inputs, output_name=output,
-                     opset=opset, label_names=label_names, tokenizer=tokenizer_path, source=source,
-                     cached=True)
-    log.info("preparing model %s (key %s): export encoder, embed train split, fit head", cfg.name, key)
-    t0 = time.perf_counter()
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
-    try:
+        from quantkit.data.text import TextEncoder, load_tokenizer
+
+        t0 = time.perf_counter()
         backbone = tmp / "backbone.onnx"
         export_encoder(encoder, backbone, opset=cfg.opset, pooling=cfg.pooling,
                        trust_remote_code=cfg.trust_remote_code)
@@ -183,73 +267,31 @@ def prepare_text_classifier(*, encoder: str, encoder_sha: str, tokenizer_path: s
         x = embed(backbone, train.texts, enc, batch_size, progress)
         head = LogisticRegression(C=cfg.head.C, max_iter=cfg.head.max_iter)
         head.fit(x, train.labels)
-        coef, intercept = head.coef_, head.intercept_
-        if coef.shape[0] == 1:  # binary: two logits so argmax/softmax work like multiclass
-            coef = np.vstack([-coef / 2, coef / 2])
-            intercept = np.array([-intercept[0] / 2, intercept[0] / 2])
-        train_acc = float((head.predict(x) == train.labels).mean())
-        proto = add_linear_head(onnx.load(str(backbone)), coef, intercept)
-        onnx.checker.check_model(proto)
-        onnx.save(proto, str(tmp / "model.onnx"))
-        backbone.unlink()
-        from quantkit.assets import sha256_file
+        write_with_head(backbone, head, len(label_names), tmp / "model.onnx")
+        return {"train_accuracy": float((head.predict(x) == train.labels).mean()),
+                "seconds": round(time.perf_counter() - t0, 2)}
 
-        sha = sha256_file(tmp / "model.onnx")
-        write_json_atomic({"sha256": sha, "key": key, "key_source": json.loads(key_src),
-                           "train_accuracy": train_acc, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                           "seconds": round(time.perf_counter() - t0, 2)}, tmp / "meta.json")
-        if folder.exists():  # another run finished first: keep theirs
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            os.replace(tmp, folder)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    log.info("prepared model in %.1f s (train accuracy %.4f): %s", time.perf_counter() - t0, train_acc, final)
-    _, inputs, output, opset = inspect_onnx(final, where="prepared model")
-    meta = json.loads(meta_path.read_text())
-    return Model(path=str(final), sha256=meta["sha256"], input_names=inputs, output_name=output,
-                 opset=opset, label_names=label_names, tokenizer=tokenizer_path, source=source)
+    files = prepare_cached(cache_dir, cfg.name, key_source, build,
+                           steps="export encoder, embed train split, fit head")
+    if not files.cached:
+        log.info("prepared model in %.1f s (train accuracy %.4f): %s", files.meta["seconds"],
+                 files.meta["train_accuracy"], files.model_path)
+    return files.model(label_names=label_names, tokenizer=tokenizer_path, source=source)
 
 
 def prepare_text_encoder(*, encoder: str, encoder_sha: str, tokenizer_path: str, cfg,
                          cache_dir: Path, source: str) -> Model:
     """The encoder without a head (``export_encoder(token_states=True)``), cached by a hash of
     the encoder and the export settings: outputs ``token_embeddings`` and ``embedding``."""
-    key_src = json.dumps({"v": PREP_VERSION, "encoder": encoder_sha, "opset": cfg.opset,
-                          "pooling": cfg.pooling, "head": None, "token_states": True},
-                         sort_keys=True)
-    key = hashlib.sha256(key_src.encode()).hexdigest()[:16]
-    folder = cache_dir / "models" / f"{cfg.name}-{key}"
-    final = folder / "model.onnx"
-    cached = final.is_file() and (folder / "meta.json").is_file()
-    if cached:
-        log.info("using cached prepared encoder %s (key %s)", final, key)
-    else:
-        log.info("preparing encoder %s (key %s): export without a head", cfg.name, key)
-        t0 = time.perf_counter()
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
-        try:
-            export_encoder(encoder, tmp / "model.onnx", opset=cfg.opset, pooling=cfg.pooling,
-                           trust_remote_code=cfg.trust_remote_code, token_states=True)
-            onnx.checker.check_model(str(tmp / "model.onnx"))
-            from quantkit.assets import sha256_file
+    key_source = {"v": PREP_VERSION, "encoder": encoder_sha, "opset": cfg.opset,
+                  "pooling": cfg.pooling, "head": None, "token_states": True}
 
-            write_json_atomic({"sha256": sha256_file(tmp / "model.onnx"), "key": key,
-                               "key_source": json.loads(key_src),
-                               "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                               "seconds": round(time.perf_counter() - t0, 2)},
-                              tmp / "meta.json")
-            if folder.exists():  # another run finished first: keep theirs
-                shutil.rmtree(tmp, ignore_errors=True)
-            else:
-                os.replace(tmp, folder)
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
-    meta = json.loads((folder / "meta.json").read_text())
-    _, inputs, output, opset = inspect_onnx(final, where="prepared encoder")
-    return Model(path=str(final), sha256=meta["sha256"], input_names=inputs, output_name=output,
-                 opset=opset, label_names=[], tokenizer=tokenizer_path, source=source,
-                 cached=cached)
+    def build(tmp: Path) -> dict:
+        t0 = time.perf_counter()
+        export_encoder(encoder, tmp / "model.onnx", opset=cfg.opset, pooling=cfg.pooling,
+                       trust_remote_code=cfg.trust_remote_code, token_states=True)
+        return {"seconds": round(time.perf_counter() - t0, 2)}
+
+    files = prepare_cached(cache_dir, cfg.name, key_source, build, what="encoder",
+                           steps="export without a head")
+    return files.model(label_names=[], tokenizer=tokenizer_path, source=source)

@@ -15,12 +15,8 @@ is cached under ``cache_dir/models/<name>-<key>/`` by a hash of every input.
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 import logging
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from quantkit.errors import AssetError, ModelError
-from quantkit.models.base import Model, inspect_onnx
+from quantkit.models.base import Model
 
 log = logging.getLogger(__name__)
 
@@ -278,11 +274,8 @@ def prepare_mobilenet_classifier(*, cache_dir: str | os.PathLike, train_images: 
     hashes the weights, the images and labels actually used, the preprocessing, the head
     parameters, the opset and ``PREP_VERSION``; a hit logs "using cached prepared model".
     """
-    import onnx
-
     from quantkit.data.images import ImagePreprocess, images_sha256
-    from quantkit.fsutil import atomic_write_json, sha256_file
-    from quantkit.models.export import PREP_VERSION, add_linear_head
+    from quantkit.models.export import PREP_VERSION, prepare_cached, write_with_head
 
     if not isinstance(preprocess, ImagePreprocess):
         raise ModelError("preprocess must be an ImagePreprocess", where="preprocess",
@@ -304,28 +297,14 @@ def prepare_mobilenet_classifier(*, cache_dir: str | os.PathLike, train_images: 
                          where="train_labels", value=sorted(set(y.tolist()))[:12],
                          fix="pass label_names for every class id")
 
-    key_src = json.dumps({"v": PREP_VERSION, "recipe": "mobilenet_v2-gap-logreg",
-                          "weights": WEIGHTS_SHA256, "train": images_sha256(x_imgs, y),
-                          "n_train": len(idx), "preprocess": preprocess.to_dict(),
-                          "C": head_C, "max_iter": max_iter, "opset": opset,
-                          "labels": names}, sort_keys=True)
-    key = hashlib.sha256(key_src.encode()).hexdigest()[:16]
+    key_source = {"v": PREP_VERSION, "recipe": "mobilenet_v2-gap-logreg",
+                  "weights": WEIGHTS_SHA256, "train": images_sha256(x_imgs, y),
+                  "n_train": len(idx), "preprocess": preprocess.to_dict(),
+                  "C": head_C, "max_iter": max_iter, "opset": opset, "labels": names}
     cache = Path(cache_dir).expanduser()
-    folder = cache / "models" / f"{name}-{key}"
-    final, meta_path = folder / "model.onnx", folder / "meta.json"
-    if final.is_file() and meta_path.is_file():
-        meta = json.loads(meta_path.read_text())
-        log.info("using cached prepared model %s (key %s, prepared %s)", final, key, meta.get("created"))
-        _, inputs, output, opset_found = inspect_onnx(final, where="cached model")
-        return Model(path=str(final), sha256=meta["sha256"], input_names=inputs, output_name=output,
-                     opset=opset_found, label_names=names, source=WEIGHTS_SOURCE, cached=True)
 
-    log.info("preparing model %s (key %s): export MobileNetV2 backbone, embed %d train images, "
-             "fit head", name, key, len(idx))
-    t0 = time.perf_counter()
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
-    try:
+    def build(tmp: Path) -> dict:
+        t0 = time.perf_counter()
         backbone = tmp / "backbone.onnx"
         export_backbone(backbone, cache_dir=cache, weights=weights, size=preprocess.size,
                         opset=opset)
@@ -335,40 +314,22 @@ def prepare_mobilenet_classifier(*, cache_dir: str | os.PathLike, train_images: 
         t_embed = time.perf_counter()
         head = _fit_head(x, y, C=head_C, max_iter=max_iter)
         t_fit = time.perf_counter()
-        coef, intercept = head.coef_, head.intercept_
-        if coef.shape[0] == 1:  # binary: two logits so argmax/softmax work like multiclass
-            coef = np.vstack([-coef / 2, coef / 2])
-            intercept = np.array([-intercept[0] / 2, intercept[0] / 2])
-        if coef.shape[0] < len(names):  # classes absent from the subset never win
-            full_c = np.zeros((len(names), coef.shape[1]))
-            full_b = np.full(len(names), -1e4)
-            full_c[head.classes_], full_b[head.classes_] = coef, intercept
-            coef, intercept = full_c, full_b
-        train_acc = float((head.predict(x) == y).mean())
-        proto = add_linear_head(onnx.load(str(backbone)), coef, intercept)
-        onnx.checker.check_model(proto)
-        onnx.save(proto, str(tmp / "model.onnx"))
-        backbone.unlink()
-        seconds = {"export": round(t_export - t0, 2), "embed": round(t_embed - t_export, 2),
-                   "fit": round(t_fit - t_embed, 2)}
-        atomic_write_json(tmp / "meta.json", {
-            "sha256": sha256_file(tmp / "model.onnx"), "key": key,
-            "key_source": json.loads(key_src), "preprocess": preprocess.to_dict(),
-            "label_names": names, "train_accuracy": train_acc, "head_iterations": int(np.max(head.n_iter_)),
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "seconds": seconds,
-            "seconds_total": round(time.perf_counter() - t0, 2)})
-        try:
-            os.replace(tmp, folder)
-        except OSError:  # another run finished first (the folder exists, non-empty): keep theirs
-            if not (final.is_file() and meta_path.is_file()):
-                raise
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    log.info("prepared model in %.1f s (export %.1f s, embed %.1f s, fit %.1f s; train accuracy "
-             "%.4f): %s", time.perf_counter() - t0, seconds["export"], seconds["embed"],
-             seconds["fit"], train_acc, final)
-    _, inputs, output, opset_found = inspect_onnx(final, where="prepared model")
-    meta = json.loads(meta_path.read_text())
-    return Model(path=str(final), sha256=meta["sha256"], input_names=inputs, output_name=output,
-                 opset=opset_found, label_names=names, source=WEIGHTS_SOURCE)
+        write_with_head(backbone, head, len(names), tmp / "model.onnx")
+        return {"preprocess": preprocess.to_dict(), "label_names": names,
+                "train_accuracy": float((head.predict(x) == y).mean()),
+                "head_iterations": int(np.max(head.n_iter_)),
+                "seconds": {"export": round(t_export - t0, 2),
+                            "embed": round(t_embed - t_export, 2),
+                            "fit": round(t_fit - t_embed, 2)},
+                "seconds_total": round(time.perf_counter() - t0, 2)}
+
+    files = prepare_cached(cache, name, key_source, build,
+                           steps=f"export MobileNetV2 backbone, embed {len(idx)} train images, "
+                                 "fit head", logger=log)
+    if not files.cached:
+        m = files.meta
+        log.info("prepared model in %.1f s (export %.1f s, embed %.1f s, fit %.1f s; train "
+                 "accuracy %.4f): %s", m["seconds_total"], m["seconds"]["export"],
+                 m["seconds"]["embed"], m["seconds"]["fit"], m["train_accuracy"],
+                 files.model_path)
+    return files.model(label_names=names, source=WEIGHTS_SOURCE)

@@ -545,20 +545,12 @@ def _batch_key(b: str):
     return (0, float(b)) if str(b).replace(".", "", 1).isdigit() else (1, str(b))
 
 
-def _ms_ci(s: Mapping[str, Any], key: str) -> str:
-    """``1.234 [1.100, 1.400]`` from ``<key>`` and ``<key>_ci`` (3 decimals)."""
-    text = num(s.get(key), 3)
-    ci = s.get(f"{key}_ci")
+def _with_ci(value: Any, ci: Any, digits: int) -> str:
+    """``1.234 [1.100, 1.400]``: ``value`` and, when both ends are finite, its interval ``ci``
+    (``[lo, hi]``), ``digits`` decimals each."""
+    text = num(value, digits)
     if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(finite(v) for v in ci):
-        text += f" [{num(float(ci[0]), 3)}, {num(float(ci[1]), 3)}]"
-    return text
-
-
-def _thr_ci(s: Mapping[str, Any]) -> str:
-    text = num(s.get("throughput"), 1)
-    ci = s.get("throughput_ci")
-    if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(finite(v) for v in ci):
-        text += f" [{num(float(ci[0]), 1)}, {num(float(ci[1]), 1)}]"
+        text += f" [{num(float(ci[0]), digits)}, {num(float(ci[1]), digits)}]"
     return text
 
 
@@ -566,10 +558,7 @@ def _vs_fp16(s: Mapping[str, Any]) -> str:
     c = s.get("vs_fp16")
     if not isinstance(c, Mapping):
         return ""
-    ratio = num(c.get("median_ratio_vs_fp16"), 2)
-    ci = c.get("median_ratio_vs_fp16_ci")
-    if isinstance(ci, (list, tuple)) and len(ci) == 2:
-        ratio += f" [{num(ci[0], 2)}, {num(ci[1], 2)}]"
+    ratio = _with_ci(c.get("median_ratio_vs_fp16"), c.get("median_ratio_vs_fp16_ci"), 2)
     flag = "INT8 NOT FASTER than FP16" if c.get("int8_not_faster") else "faster than FP16"
     return f"{flag} (median ratio {ratio}, {_text(c.get('status'))})"
 
@@ -586,9 +575,11 @@ def _latency(cands) -> list[dict[str, str]]:
             if not isinstance(s, Mapping):
                 continue
             vs = _vs_fp16(s)
-            rows.append({"name": name, "batch": str(batch), "p50": _ms_ci(s, "p50_ms"),
-                         "p90": _ms_ci(s, "p90_ms"), "p99": _ms_ci(s, "p99_ms"),
-                         "throughput": _thr_ci(s), "n": num(s.get("n")), "vs_fp16": vs,
+            ms = {p: _with_ci(s.get(f"{p}_ms"), s.get(f"{p}_ms_ci"), 3)
+                  for p in ("p50", "p90", "p99")}
+            rows.append({"name": name, "batch": str(batch), **ms,
+                         "throughput": _with_ci(s.get("throughput"), s.get("throughput_ci"), 1),
+                         "n": num(s.get("n")), "vs_fp16": vs,
                          "flagged": bool(isinstance(s.get("vs_fp16"), Mapping)
                                          and s["vs_fp16"].get("int8_not_faster"))})
     return rows

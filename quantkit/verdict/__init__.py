@@ -1,26 +1,14 @@
 """quantkit.verdict: paired statistics and the PASS | FAIL | INCONCLUSIVE verdict.
 
 Pure numpy/scipy; randomness only from the ``seed`` passed in. Decision rules are
-documented in ``quantkit.verdict.decision`` (aggregate) and ``quantkit.verdict.ab``
-(slices, final status) for the single-split verdict; ``quantkit.verdict.signoff`` (one
-candidate: score + bootstrap intervals, groups, churn, agreement), ``quantkit.verdict.power``
-(planned test sizes) and ``quantkit.verdict.protocol`` (dev-declared family, test ledger,
-familywise decision, recommendation) for the dev / test sign-off.
+documented in ``quantkit.verdict.signoff`` (one candidate: score + bootstrap intervals,
+groups, churn, agreement), ``quantkit.verdict.power`` (planned test sizes) and
+``quantkit.verdict.protocol`` (dev-declared family, test ledger, familywise decision,
+recommendation) for the dev / test sign-off.
 """
 
 from __future__ import annotations
 
-from quantkit.verdict.ab import SKIPPED, Verdict, ab_verdict
-from quantkit.verdict.decision import (
-    FAIL,
-    INCONCLUSIVE,
-    PASS,
-    Decision,
-    decide,
-    decide_from_correct,
-    decide_from_predictions,
-    required_n,
-)
 from quantkit.verdict.margin import Margin, check_alpha, check_n_boot, margin_abs
 from quantkit.verdict.cluster import GroupStats, intra_group_correlation
 from quantkit.verdict.power import (PowerPlan, required_agreement_size, required_score_size,
@@ -40,6 +28,9 @@ from quantkit.verdict.protocol import (
 )
 from quantkit.verdict.score import newcombe_interval, tango_interval, wilson_interval
 from quantkit.verdict.signoff import (
+    FAIL,
+    INCONCLUSIVE,
+    PASS,
     Churn,
     SignoffTest,
     agreement_signoff,
@@ -50,13 +41,7 @@ from quantkit.verdict.signoff import (
     score_signoff,
     with_gate,
 )
-from quantkit.verdict.stats import (
-    Interval,
-    holm_adjust,
-    mcnemar_exact,
-    mcnemar_table,
-    paired_bootstrap_delta,
-)
+from quantkit.verdict.stats import holm_adjust
 
 __all__ = [
     "FamilyDecision",
@@ -91,21 +76,9 @@ __all__ = [
     "FAIL",
     "INCONCLUSIVE",
     "PASS",
-    "SKIPPED",
-    "Decision",
-    "Interval",
     "Margin",
-    "Verdict",
-    "ab_verdict",
     "check_alpha",
     "check_n_boot",
-    "decide",
-    "decide_from_correct",
-    "decide_from_predictions",
     "holm_adjust",
     "margin_abs",
-    "mcnemar_exact",
-    "mcnemar_table",
-    "paired_bootstrap_delta",
-    "required_n",
 ]

@@ -38,17 +38,16 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from quantkit.errors import ConfigError, DataError, QuantkitError
-from quantkit.verdict.decision import FAIL, INCONCLUSIVE, PASS
-from quantkit.verdict.signoff import MIN_N, SignoffTest, plan_power
+from quantkit.verdict.signoff import (FAIL, INCONCLUSIVE, MIN_N, PASS, SignoffTest,
+                                      check_alpha_one_sided, plan_power)
 from quantkit.verdict.stats import holm_adjust
-
-from quantkit.verdict.ab import _json_safe  # one JSON-safe converter for the verdict package
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +56,24 @@ __all__ = ["FamilyDecision", "FamilyPlan", "METHODS", "Recommendation", "Signoff
            "recommend_candidate", "signoff_record"]
 
 METHODS = ("fixed_sequence", "holm")
+
+
+def _json_safe(value: Any) -> Any:
+    """Plain JSON types (numpy scalars and arrays converted; non-finite floats become None)."""
+    if isinstance(value, Mapping):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        f = float(value)
+        return f if math.isfinite(f) else None
+    if isinstance(value, np.ndarray):
+        return _json_safe(value.tolist())
+    return value
 
 
 class TestSplitReuse(QuantkitError):
@@ -100,14 +117,6 @@ def _check_method(method: str) -> str:
     return method
 
 
-def _check_alpha(alpha: Any) -> float:
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) \
-            or not 0.0 < float(alpha) < 0.5:
-        raise ConfigError("the one-sided alpha must be in (0, 0.5)", where="verdict.alpha",
-                          value=alpha, fix="use 0.025 one-sided (verdict.alpha=0.05 two-sided)")
-    return float(alpha)
-
-
 def declare_family(dev: Mapping[str, SignoffTest], *, method: str = "fixed_sequence",
                    alpha: float = 0.025, order: Sequence[str] | None = None,
                    supersedes: str | None = None) -> SignoffFamily:
@@ -120,7 +129,7 @@ def declare_family(dev: Mapping[str, SignoffTest], *, method: str = "fixed_seque
     a fresh or grown test split is a new plan; the record links the two).
     """
     method = _check_method(method)
-    alpha = _check_alpha(alpha)
+    alpha = check_alpha_one_sided(alpha)
     names = list(dev)
     if not names:
         raise ConfigError("a sign-off family needs at least one candidate",

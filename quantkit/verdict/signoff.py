@@ -47,10 +47,8 @@ from typing import Any
 import numpy as np
 
 from quantkit.errors import ConfigError, DataError
-from quantkit.verdict.decision import correctness_pair
 from quantkit.verdict.cluster import (GroupStats, cluster_bootstrap_means, group_codes,
                                       intra_group_correlation)
-from quantkit.verdict.decision import FAIL, INCONCLUSIVE, PASS
 from quantkit.verdict.margin import Margin, check_n_boot, margin_abs as to_margin_abs
 from quantkit.verdict.power import (PowerPlan, required_agreement_size, required_score_size,
                                     required_test_size)
@@ -58,9 +56,14 @@ from quantkit.verdict.score import (tango_interval, tango_p_noninferiority, wils
                                     wilson_p_above)
 from quantkit.verdict.stats import Seed, accuracy_deltas, as_rng
 
-__all__ = ["MIN_GROUPS", "MIN_N", "SCORE_METRICS", "Churn", "SignoffTest", "agreement_signoff",
-           "churn", "churn_gate", "score_signoff",
-           "paired_signoff", "plan_power", "with_gate"]
+__all__ = ["FAIL", "INCONCLUSIVE", "MIN_GROUPS", "MIN_N", "PASS", "SCORE_METRICS", "Churn",
+           "SignoffTest", "agreement_signoff", "check_alpha_one_sided", "churn", "churn_gate",
+           "correctness_pair",
+           "score_signoff", "paired_signoff", "plan_power", "with_gate"]
+
+PASS = "PASS"
+FAIL = "FAIL"
+INCONCLUSIVE = "INCONCLUSIVE"
 
 #: Below this many examples a verdict is INCONCLUSIVE (verdict.min_n).
 MIN_N = 100
@@ -68,12 +71,29 @@ MIN_N = 100
 MIN_GROUPS = 10
 
 
-def _check_alpha_one_sided(alpha: Any) -> float:
+def check_alpha_one_sided(alpha: Any) -> float:
+    """A one-sided alpha in (0, 0.5) as float; ConfigError naming verdict.alpha otherwise."""
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) \
             or not 0.0 < float(alpha) < 0.5:
         raise ConfigError("the one-sided alpha must be in (0, 0.5)", where="verdict.alpha",
                           value=alpha, fix="use 0.025 one-sided (verdict.alpha=0.05 two-sided)")
     return float(alpha)
+
+
+def correctness_pair(correct_ref: Any, correct_cand: Any, margin: Any, *, where: str
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """Checked per-example correctness of the same examples (1-D bool, equal length) and a
+    :class:`Margin`: one clear error otherwise."""
+    if not isinstance(margin, Margin):
+        raise ConfigError("margin must be a quantkit.verdict.Margin", where="verdict.margin",
+                          value=margin, fix="pass Margin('relative', 0.01)")
+    r = np.asarray(correct_ref, dtype=bool)
+    c = np.asarray(correct_cand, dtype=bool)
+    if r.ndim != 1 or r.shape != c.shape or r.size == 0:
+        raise DataError("correctness vectors must be non-empty, 1-D and of equal length",
+                        where=where, value=(r.shape, c.shape),
+                        fix="pass per-example correctness of the same examples")
+    return r, c
 
 
 def _check_count(name: str, value: Any, minimum: int) -> int:
@@ -134,7 +154,7 @@ class SignoffTest:
                 f"{self.point:.4f} [{100 * self.level:g}% CI {self.low:.4f}, {self.high:.4f}]")
 
     def to_verdict_dict(self) -> dict[str, Any]:
-        """The shape of ``Verdict.to_dict()`` (status, reasons, deltas[metric] with point /
+        """The record's verdict dict (status, reasons, deltas[metric] with point /
         low / high / level / ref / cand, margin, n, required_n = ``plan_n``, metric, alpha
         two-sided), plus ``signoff``: :meth:`to_dict`. For the report and
         ``EvalResult.from_verdict``."""
@@ -212,7 +232,7 @@ def paired_signoff(correct_ref: Any, correct_cand: Any, *, margin: Margin, alpha
     ``correct_ref`` / ``correct_cand``: per-example correctness of the same examples;
     ``groups``: one group key per example (e.g. movie id) or None.
     """
-    alpha = _check_alpha_one_sided(alpha)
+    alpha = check_alpha_one_sided(alpha)
     n_boot = check_n_boot(n_boot)
     min_n = _check_count("min_n", min_n, 1)
     min_groups = _check_count("min_groups", min_groups, 2)
@@ -446,7 +466,7 @@ def score_signoff(scores: Any, *, metric: str, threshold: float, quantile: float
     must be shown above ``1 - q`` (the q-quantile, or for ceilings the (1 - q)-quantile,
     is within the bound) - a binary score, tested like agreement.
     """
-    alpha = _check_alpha_one_sided(alpha)
+    alpha = check_alpha_one_sided(alpha)
     if metric not in SCORE_METRICS:
         raise ConfigError("not a label-free score metric", where="verdict.metric", value=metric,
                           fix=f"use one of {sorted(SCORE_METRICS)}")
@@ -497,7 +517,7 @@ def agreement_signoff(pred_ref: Any, pred_cand: Any, *, min_agreement: float = 0
                       seed: Seed = 0, min_n: int = MIN_N, min_groups: int = MIN_GROUPS,
                       power: float = 0.8, candidate: str = "") -> SignoffTest:
     """Label-free non-inferiority: top-1 agreement with the reference above ``min_agreement``."""
-    alpha = _check_alpha_one_sided(alpha)
+    alpha = check_alpha_one_sided(alpha)
     if isinstance(min_agreement, bool) or not isinstance(min_agreement, (int, float)) \
             or not 0.0 < float(min_agreement) < 1.0:
         raise ConfigError("the minimum agreement must be in (0, 1)",
@@ -519,7 +539,7 @@ def churn_gate(pred_ref: Any, pred_cand: Any, *, max_flip_rate: float, alpha: fl
     ``flip_rate`` of the result is the observed ``1 - agreement``; its interval is
     ``[1 - high, 1 - low]``.
     """
-    alpha = _check_alpha_one_sided(alpha)
+    alpha = check_alpha_one_sided(alpha)
     if isinstance(max_flip_rate, bool) or not isinstance(max_flip_rate, (int, float)) \
             or not 0.0 < float(max_flip_rate) < 1.0:
         raise ConfigError("the maximum flip rate must be in (0, 1)",
@@ -559,7 +579,7 @@ def churn(pred_ref: Any, pred_cand: Any, *, alpha: float = 0.025, groups: Any = 
     """Every candidate's churn vs FP32, gate or not: the flip rate and its two-sided
     ``1 - 2 alpha`` interval (the wider of Wilson score, Rao-Scott with groups, and the
     iid / cluster bootstrap)."""
-    alpha = _check_alpha_one_sided(alpha)
+    alpha = check_alpha_one_sided(alpha)
     t = _agreement_test(_agreement_inputs(pred_ref, pred_cand, "churn"), metric="churn",
                         min_agreement=0.5, alpha=alpha, groups=groups,
                         n_boot=check_n_boot(n_boot), seed=seed, min_n=1, min_groups=2,
@@ -602,7 +622,7 @@ def plan_power(test: SignoffTest, *, n_available: int | None, power: float = 0.8
     ``alpha`` defaults to the test's own one-sided alpha; pass the level the family will
     test this candidate at (e.g. alpha / k under Holm).
     """
-    a = test.alpha if alpha is None else _check_alpha_one_sided(alpha)
+    a = test.alpha if alpha is None else check_alpha_one_sided(alpha)
     deff = test.design_effect
     if test.metric == "accuracy":
         m = -test.threshold

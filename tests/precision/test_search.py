@@ -3,7 +3,7 @@
 The real scenario: six MatMul layers; the Add in front of ``mm3`` puts a ~300 offset on one
 channel, so ``mm3``'s per-tensor INT8 activation scale wipes out every other channel (its
 weight row for that channel is tiny, so FP32 is fine). Keeping exactly ``mm3`` in FP16
-must PASS a real ``ab_verdict``; full INT8 must FAIL.
+must PASS a real ``paired_signoff``; full INT8 must FAIL.
 
 The synthetic oracles are pure-python ``full_eval`` functions (PASS iff the FP16 set is
 large enough in a monotone sense): they test the search's bookkeeping and its bound.
@@ -28,7 +28,7 @@ from quantkit.precision.sensitivity import (int8_node_tensors, measured_scores, 
                                             rank)
 from quantkit.qdq.casts import convert_fp16
 from quantkit.qdq.insert import insert_qdq
-from quantkit.verdict import Margin, ab_verdict
+from quantkit.verdict import Margin, paired_signoff
 
 F = TensorProto.FLOAT
 WIDTH, CLASSES, LAYERS, FRAGILE, OUTLIER = 64, 16, 6, 3, 7
@@ -102,8 +102,8 @@ class Chain:
     def full_eval(self, fp16_set: frozenset[str]) -> EvalResult:
         self.full_evals.append(fp16_set)
         pred = self.logits(fp16_set, self.x_eval).argmax(axis=1)
-        verdict = ab_verdict(self.y, self.ref_pred, pred, margin=self.margin, n_boot=1000,
-                             seed=0, extra_metrics=())
+        verdict = paired_signoff(self.ref_pred == self.y, pred == self.y, margin=self.margin,
+                                 n_boot=1000, seed=0)
         return EvalResult.from_verdict(verdict, fp16=sorted(fp16_set))
 
     def layer_stats(self) -> dict[str, dict]:
