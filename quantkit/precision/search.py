@@ -89,8 +89,8 @@ class EvalResult:
 
     @classmethod
     def from_verdict(cls, verdict: Any, *, seconds: float = 0.0, **extra: Any) -> "EvalResult":
-        """From a ``quantkit.verdict.Verdict`` (or its ``to_dict()``) or a ``SignoffTest`` (the
-        dev sign-off test): metric = the primary
+        """From a verdict dict (``to_dict()``) or a ``SignoffTest`` (the dev sign-off
+        test): metric = the primary
         metric's delta (candidate - FP32), interval = its CI; the verdict dict goes into
         ``extra``."""
         if hasattr(verdict, "to_verdict_dict"):  # a quantkit.verdict.SignoffTest

@@ -11,7 +11,9 @@ ptq steps then changed records on purpose, so the fixtures were remade with this
 the commit that added both. Session 4 remade them once more after the label-free metrics
 (metrics.kl / abs_logit, agreement_slices, model.output / model.inputs) and the new verdict
 keys (signoff_in_sweeps, supersedes, score floors): the comparator showed additions only, no
-changed value. tests/run/test_record_fixture.py reruns the same configs and
+changed value; again after the merges of that session (data.info, ptq.range_search_error,
+compare.max_outputs_per_run, search.proxy_remeasured_tensors: additions only).
+tests/run/test_record_fixture.py reruns the same configs and
 compares, so any later change to a record is a visible, deliberate fixture update.
 """
 
