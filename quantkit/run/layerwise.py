@@ -13,7 +13,7 @@ from quantkit.run.artifacts import Artifact
 from quantkit.run.context import RunContext
 from quantkit.run.scope import QuantScope
 
-__all__ = ["LayerReport", "compare_layers"]
+__all__ = ["LayerReport", "compare_candidate", "compare_layers"]
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,6 @@ def _on_engine(ctx: RunContext, artifacts: dict[str, Artifact], flagged: dict[st
 
 def _run(ctx: RunContext, artifacts: dict[str, Artifact], tensors, subset
          ) -> dict[str, dict[str, dict]]:
-    from quantkit.compare.layerwise import compare_layers as _compare
     from quantkit.compare.layerwise import shared_tensors
 
     ref_proto = ctx.graph.model
@@ -122,11 +121,19 @@ def _run(ctx: RunContext, artifacts: dict[str, Artifact], tensors, subset
     # once was the run's memory peak (4.5 GB for MiniLM's five candidates)
     with ctx.runner(ref_proto, name="debug-fp32", extra_outputs=union) as ref:
         for name, art in artifacts.items():
-            with ctx.runner(candidate(art), name=f"debug-{name}",
-                            extra_outputs=names[name]) as run:
-                out[name] = _compare(ref, {name: run},
-                                     ctx.batches(data, ctx.settings.compare.batch_size),
-                                     {name: names[name]},
-                                     amax={name: art.activation_amax},
-                                     max_outputs=ctx.settings.compare.max_outputs_per_run)[name]
+            out[name] = compare_candidate(ctx, ref, candidate(art), names[name], data,
+                                          art.activation_amax, name=f"debug-{name}")
     return out
+
+
+def compare_candidate(ctx: RunContext, ref, candidate, tensors, data, amax, *, name: str
+                      ) -> dict[str, dict]:
+    """Per-tensor stats of ``candidate`` (an ONNX proto) against the open reference runner
+    ``ref`` on ``data``, in ``compare.batch_size`` batches, at most
+    ``compare.max_outputs_per_run`` tensors fetched per inference."""
+    from quantkit.compare.layerwise import compare_layers as _compare
+
+    s = ctx.settings.compare
+    with ctx.runner(candidate, name=name, extra_outputs=tensors) as run:
+        return _compare(ref, {name: run}, ctx.batches(data, s.batch_size), {name: tensors},
+                        amax={name: amax}, max_outputs=s.max_outputs_per_run)[name]

@@ -105,11 +105,10 @@ def proxy_layer_stats(ctx: RunContext, art: Artifact, stats: dict[str, dict],
     bias correction); the candidate is ``art`` as evaluated (FP16 emulation when it has
     one), on the per-layer run's dev subset. Returns the merged stats and the tensors
     measured here (empty when nothing was missing: no extra run)."""
-    import contextlib
-
     import onnx
 
-    from quantkit.compare.layerwise import compare_layers, shared_tensors
+    from quantkit.compare.layerwise import shared_tensors
+    from quantkit.run.layerwise import compare_candidate
 
     missing = [t for t in dict.fromkeys(tensors) if t not in stats]
     if art.quant_graph is None or not missing:
@@ -129,14 +128,9 @@ def proxy_layer_stats(ctx: RunContext, art: Artifact, stats: dict[str, dict],
               **ctx.measured_key()}
 
     def compute():
-        with contextlib.ExitStack() as stack:
-            ref = stack.enter_context(ctx.runner(ref_proto, name="proxy-fp32",
-                                                 extra_outputs=missing))
-            run = stack.enter_context(ctx.runner(cand, name="proxy-candidate",
-                                                 extra_outputs=missing))
-            out = compare_layers(ref, {"c": run}, ctx.batches(data, s.compare.batch_size),
-                                 {"c": missing}, amax={"c": art.activation_amax})["c"]
-        return out, None
+        with ctx.runner(ref_proto, name="proxy-fp32", extra_outputs=missing) as ref:
+            return compare_candidate(ctx, ref, cand, missing, data, art.activation_amax,
+                                     name="proxy-candidate"), None
 
     extra, _, _ = ctx.cached("search_proxy_stats", inputs, compute)
     log.info("proxy: %d tensors of the ptq graph measured against its FP32 graph", len(extra))
