@@ -88,3 +88,61 @@ def copy_model(model: onnx.ModelProto) -> onnx.ModelProto:
     m = onnx.ModelProto()
     m.CopyFrom(model)
     return m
+
+
+#: weighted ops whose constants the INT8-only edits (weight rounding, bias correction) touch
+_WEIGHTED = ("Conv", "ConvTranspose", "Gemm", "MatMul")
+
+
+def restore_unquantized(model: onnx.ModelProto, base: onnx.ModelProto,
+                        int8_nodes) -> tuple[onnx.ModelProto, list[str]]:
+    """``model`` with the constants of every weighted node that is *not* in ``int8_nodes``
+    (and of the bias Add that is such a MatMul's only reader) put back as in ``base``.
+
+    Weight rounding and bias correction edit a node's constants for its INT8 execution;
+    a plan that keeps that node in FP16 / FP32 (the search's mixed plans) must run it with
+    the original constants. ``base``: the graph before those edits (same nodes). Returns
+    the (possibly same) model and the nodes restored."""
+    base_nodes = {n.name: n for n in base.graph.node}
+    base_inits = {t.name: t for t in base.graph.initializer}
+    only = set(int8_nodes)
+    readers = consumers(model.graph)
+    targets = []
+    for n in model.graph.node:
+        if n.op_type in _WEIGHTED and n.name not in only and n.name in base_nodes:
+            targets.append(n)
+            rd = readers.get(n.output[0], []) if n.op_type == "MatMul" else []
+            if len(rd) == 1 and rd[0].op_type == "Add" and rd[0].name in base_nodes:
+                targets.append(rd[0])
+    inits = {t.name: t for t in model.graph.initializer}
+    todo = []
+    for n in targets:
+        b = base_nodes[n.name]
+        for i, (t, tb) in enumerate(zip(n.input, b.input)):
+            if tb in base_inits and (t != tb or inits.get(t) is None
+                                     or inits[t].SerializeToString()
+                                     != base_inits[tb].SerializeToString()):
+                todo.append((n.name, i, t, tb))
+    if not todo:
+        return model, []
+    m = copy_model(model)
+    nodes = {n.name: n for n in m.graph.node}
+    inits = {t.name: t for t in m.graph.initializer}
+    restored = []
+    for name, i, t, tb in todo:
+        node = nodes[name]
+        if t == tb:  # edited in place (this node was its only reader)
+            inits[tb].CopyFrom(base_inits[tb])
+        elif tb in inits and inits[tb].SerializeToString() == base_inits[tb].SerializeToString():
+            node.input[i] = tb  # the edit made a private copy; the original is still there
+        else:
+            m.graph.initializer.append(base_inits[tb])
+            inits[tb] = m.graph.initializer[-1]
+            node.input[i] = tb
+        restored.append(name)
+    used = {x for n in m.graph.node for x in n.input}
+    keep = [t for t in m.graph.initializer if t.name in used]
+    if len(keep) != len(m.graph.initializer):
+        del m.graph.initializer[:]
+        m.graph.initializer.extend(keep)
+    return m, list(dict.fromkeys(restored))

@@ -28,6 +28,7 @@ from quantkit.ptq.equalization import equalize_pairs, pair_inputs
 from quantkit.ptq.range_search import candidates_from_ranges, int8_inputs, search_ranges
 from quantkit.ptq.record import StepRecord
 from quantkit.ptq.smoothquant import smooth_activations, smoothable_inputs
+from quantkit.ptq.weight_rounding import input_hessians, round_weights, rounding_layers
 
 Batches = Callable[[], Iterable[Mapping[str, np.ndarray]]]
 
@@ -50,6 +51,7 @@ class PtqOptions:
     range_search_combine: str = "widest"
     range_search_error: str = "tensor"  # tensor | row (ptq/range_search.py)
     bias_correction: bool = False
+    weight_rounding: str = "nearest"  # nearest | gptq | gptq_aware (ptq/weight_rounding.py)
     int8_weights: bool = True
 
 
@@ -97,8 +99,17 @@ def refine_ranges(model: onnx.ModelProto, plan: Plan, ranges: Mapping[str, objec
 
 def before_qdq(model: onnx.ModelProto, plan: Plan, calib_batches: Batches, opts: PtqOptions,
                records: list[StepRecord]) -> tuple[onnx.ModelProto, list[StepRecord]]:
-    """Bias correction of the plan's INT8 nodes (edits the graph that gets quantized)."""
-    if not opts.bias_correction or not plan.int8_nodes():
+    """Weight rounding then bias correction of the plan's INT8 nodes (edits the graph
+    that gets quantized)."""
+    if not plan.int8_nodes():
+        return model, records
+    if opts.weight_rounding in ("gptq", "gptq_aware"):
+        layers, skipped = rounding_layers(model, plan.int8_nodes())
+        amax = plan.activation_amax if opts.weight_rounding == "gptq_aware" else None
+        stats = input_hessians(model, calib_batches(), layers, input_amax=amax)
+        model, rec = round_weights(model, layers, stats, skipped=skipped)
+        records = records + [rec]
+    if not opts.bias_correction:
         return model, records
     axes = input_channel_axes(model, plan.int8_nodes())
     st = channel_stats(model, calib_batches(), axes)

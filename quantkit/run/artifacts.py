@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,8 @@ from quantkit.run.context import RunContext
 from quantkit.run.fp16_range import Fp16Range
 
 __all__ = ["Artifact", "plan_for_ranges", "build_artifact", "build_artifacts", "rebuild_args"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,7 @@ def build_artifact(ctx: RunContext, name: str, plan, *, out_dir: Path | None = N
     INT8 weights as int8 initializers; ``ptq_records``: the steps behind it, recorded."""
     from quantkit.errors import GraphEditError
     from quantkit.models.base import write_json_atomic, write_model_atomic
+    from quantkit.ptq.graphutil import restore_unquantized
     from quantkit.qdq.casts import convert_fp16, emulate_fp16
     from quantkit.qdq.insert import insert_qdq
     from quantkit.qdq.lint import lint_for_target
@@ -96,6 +100,12 @@ def build_artifact(ctx: RunContext, name: str, plan, *, out_dir: Path | None = N
     out_dir = Path(out_dir) if out_dir is not None else ctx.run_dir
     target = get_target(ctx.settings.target)
     source = graph.model if model is None else model
+    if model is not None and model is not graph.model:
+        # rounding / bias correction edited INT8 nodes' constants: a node this plan keeps in
+        # FP16 / FP32 gets the original ones back (the search's mixed plans)
+        source, restored = restore_unquantized(model, graph.model, plan.int8_nodes())
+        if restored:
+            log.info("%s: %d non-INT8 nodes keep their original constants", name, len(restored))
     if plan.int8_nodes():
         edited, qmap = insert_qdq(source, plan, target=target, infos=graph.infos,
                                   int8_weights=int8_weights)

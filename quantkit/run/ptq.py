@@ -70,7 +70,8 @@ def ptq_options(ctx: RunContext):
                       range_search_grid=q.range_search_grid,
                       range_search_combine=q.range_search_combine,
                       range_search_error=q.range_search_error,
-                      bias_correction=q.bias_correction, int8_weights=q.int8_weights)
+                      bias_correction=q.bias_correction, weight_rounding=q.weight_rounding,
+                      int8_weights=q.int8_weights)
 
 
 def calib_batches(ctx: RunContext):
@@ -129,7 +130,8 @@ def _changed_tensors(ctx: RunContext, graph, tensors) -> dict[str, str]:
 
 
 def refine_plan(ctx: RunContext, state: PtqState, plan, ranges: dict, memo: dict | None = None):
-    """Range search then bias correction for one INT8 plan on ``state.graph``.
+    """Range search, weight rounding, then bias correction for one INT8 plan on
+    ``state.graph``.
 
     Returns ``(plan, model, records)``: the refined plan, the FP32 graph its Q/DQ goes into
     (``state.graph.model`` unless bias correction edited a copy) and the StepRecords.
@@ -140,7 +142,9 @@ def refine_plan(ctx: RunContext, state: PtqState, plan, ranges: dict, memo: dict
     The searched ranges and the bias-correction means are stage-cached (``ptq_refine``)
     under everything that produced them: the graph, the plan, every calibrator's ranges,
     the calibration data and feeds, the ptq settings and the source of quantkit/ptq; a
-    warm rerun recomputes only the (cheap) bias edit from the cached means."""
+    warm rerun recomputes only the (cheap) bias edit from the cached means. Weight rounding
+    (GPTQ) does not depend on the ranges: its int8 weights are stage-cached per INT8 set
+    (``ptq_rounding``), shared by the calibrators' plans (:func:`_rounded`)."""
     from quantkit.ptq.bias_correction import correct_bias, input_channel_axes
     from quantkit.ptq.record import StepRecord
 
@@ -169,31 +173,69 @@ def refine_plan(ctx: RunContext, state: PtqState, plan, ranges: dict, memo: dict
     records = tuple(StepRecord(**r) for r in obj["records"])
     plan = _clip_ranges(plan, searched)
     edited = model
+    if opts.weight_rounding == "gptq" and plan.int8_nodes():
+        edited, rec = _rounded(ctx, state, plan)
+        records = records + (rec,)
     if axes:
         means = {t: arrays[f"mean{i}"] for i, t in enumerate(obj["means"])}
-        edited, rec = correct_bias(model, plan.int8_nodes(), means)
+        edited, rec = correct_bias(edited, plan.int8_nodes(), means)
         records = records + (rec,)
     for r in records:
         log.info("ptq %s (%s)%s", r.summary(), plan.calibrator, " [cached]" if hit else "")
     return plan, edited, records
 
 
+def _rounded(ctx: RunContext, state: PtqState, plan):
+    """``state.graph.model`` with GPTQ-rounded weights for ``plan``'s INT8 nodes and the
+    StepRecord. The int8 values are stage-cached (``ptq_rounding``) under the graph, the
+    INT8 node set, the calibration data and feeds, the ptq settings and the ptq source; the
+    weights are rebuilt from them on the original per-channel scales."""
+    from quantkit.ptq.record import StepRecord
+    from quantkit.ptq.weight_rounding import (apply_rounding, input_hessians, round_weights,
+                                              rounded_int8, rounding_layers)
+
+    model = state.graph.model
+    layers, skipped = rounding_layers(model, plan.int8_nodes())
+    inputs = {"graph": state.graph.sha256, "nodes": sorted(plan.int8_nodes()),
+              "calib": ctx.splits.calib.sha256,
+              "batch_size": ctx.settings.calibrator.batch_size,
+              "max_length": ctx.settings.data.max_length, "code": _ptq_source_sha(),
+              **ctx.feeds_key(), **ptq_key(ctx)}
+
+    def compute():
+        hs = input_hessians(model, calib_batches(ctx)(), layers, runner_factory=_runner(ctx, state))
+        rounded, rec = round_weights(model, layers, hs, skipped=skipped)
+        q = rounded_int8(model, rounded, list(rec.changes))
+        return ({"record": rec.to_dict(), "nodes": list(q)},
+                {f"q{i}": q[n] for i, n in enumerate(q)})
+
+    obj, arrays, _ = ctx.cached("ptq_rounding", inputs, compute)
+    q = {n: arrays[f"q{i}"] for i, n in enumerate(obj["nodes"])}
+    return apply_rounding(model, q), StepRecord(**obj["record"])
+
+
+def _runner(ctx: RunContext, state: PtqState):
+    """The capture runner of the ptq passes: typed from the graph's one shape inference,
+    the run's ORT settings."""
+    from quantkit.backends.runners import ort_runner
+
+    def runner(m, outs):
+        return ort_runner(ctx.settings.backend, m, name="ptq-capture", extra_outputs=outs,
+                          graph=state.graph)
+    return runner
+
+
 def _search(ctx: RunContext, state: PtqState, plan, ranges: dict):
     """The range search of one plan (quantkit.ptq.pipeline.refine_ranges) with the run's
     runner and the graph's one shape inference."""
-    from quantkit.backends.runners import ort_runner
     from quantkit.ptq.pipeline import refine_ranges
 
     n = ctx.settings.ptq.range_search_samples
     subset = lambda: ctx.batches(ctx.head(ctx.splits.calib, n),  # noqa: E731
                                  ctx.settings.calibrator.batch_size)
-
-    def runner(m, outs):  # typed from the graph's one shape inference, the run's ORT settings
-        return ort_runner(ctx.settings.backend, m, name="ptq-capture", extra_outputs=outs,
-                          graph=state.graph)
-
     searched, records = refine_ranges(state.graph.model, plan, ranges, subset, state.options,
-                                      [], infos=state.graph.infos, runner_factory=runner)
+                                      [], infos=state.graph.infos,
+                                      runner_factory=_runner(ctx, state))
     return searched, list(records)
 
 

@@ -240,3 +240,47 @@ def test_range_search_and_bias_means_are_stage_cached(ctx, tmp_path):
     other = dataclasses.replace(ON, range_search_grid=8)
     _run(dataclasses.replace(_with(ctx, tmp_path / "c", other), cache=cache))
     assert len(entries()) == 2 * n_int8
+
+
+def test_weight_rounding_is_cached_per_int8_set_and_rebuilt_plans_restore_weights(ctx, tmp_path):
+    """ptq.weight_rounding=gptq: every INT8 artifact carries the pipeline's rounded weights
+    (one ``ptq_rounding`` entry shared by the calibrators, read back on a warm rerun with
+    byte-identical artifacts); a plan rebuilt from it that keeps fc1 out of INT8 runs fc1
+    with its original weight."""
+    from onnx import numpy_helper
+
+    from quantkit.cache import StageCache
+    from quantkit.ptq.pipeline import before_qdq
+    from quantkit.run.artifacts import build_artifact, rebuild_args
+    from quantkit.run.ptq import calib_batches
+
+    cache = StageCache(tmp_path / "stages", enabled=True)
+    cfg = dataclasses.replace(OFF, weight_rounding="gptq", int8_weights=True)
+    c = dataclasses.replace(_with(ctx, tmp_path / "a", cfg), cache=cache)
+    scope, cal, arts = _run(c)
+    art = arts["int8.minmax"]
+    rec = art.to_record()["ptq"]
+    int8 = sorted(art.plan.int8_nodes())
+    assert "fc1" in int8
+    assert [r["name"] for r in rec] == ["weight_rounding"] and sorted(rec[0]["changes"]) == int8
+    expected, _ = before_qdq(c.graph.model, art.plan, calib_batches(c), scope.ptq.options, [])
+
+    def w(model, node):
+        n = next(x for x in model.graph.node if x.name == node)
+        return numpy_helper.to_array(next(i for i in model.graph.initializer
+                                          if i.name == n.input[1]))
+    for node in int8:
+        np.testing.assert_array_equal(w(art.source_model, node), w(expected, node))
+        assert not np.array_equal(w(expected, node), w(c.graph.model, node))
+    entries = [p for p in (tmp_path / "stages").rglob("*") if p.is_dir()
+               and p.parent.name == "ptq_rounding"]
+    assert len(entries) == 1  # four calibrators, one INT8 set
+    warm = dataclasses.replace(_with(ctx, tmp_path / "b", cfg), cache=cache)
+    again = _run(warm)[2]
+    assert {k: a.sha256 for k, a in again.items()} == {k: a.sha256 for k, a in arts.items()}
+
+    rc, kw = rebuild_args(c, art)
+    assert kw["model"] is not None  # the rounded graph is what a rebuild starts from
+    mixed = build_artifact(rc, "mixed", art.plan.with_precision(["fc1"], "fp32", "test"),
+                           out_dir=tmp_path / "mixed", **kw)
+    np.testing.assert_array_equal(w(onnx.load(mixed.path), "fc1"), w(c.graph.model, "fc1"))

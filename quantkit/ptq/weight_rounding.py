@@ -1,0 +1,342 @@
+"""Hessian-aware weight rounding (GPTQ / Optimal Brain Quantization) on the TensorRT grid.
+
+Round-to-nearest rounds each weight on its own. The layer's output error for inputs ``X``
+is ``||(W - Wq) X||^2 = tr(dW H dW^T)`` with ``H = X X^T``, so rounding one input column
+down can be compensated by nudging the columns not yet rounded (Frantar et al. 2022,
+"GPTQ", after Frantar & Alistarh 2022, "Optimal Brain Compression"): for each column ``i``
+in turn, ``q_i = round(w_i / s)``, ``err = (w_i - s q_i) / U_ii`` and
+``w_j -= err U_ij`` for ``j > i``, ``U`` the upper Cholesky factor of ``H^-1``.
+
+TensorRT rules hold: the per-output-channel scale stays ``amax / 127`` of the original
+weight (rule 3), the int8 values stay in [-127, 127] and each channel keeps one element at
++-127, the element that defines its amax, so ``qdq/insert.py`` recomputes the same scale
+from the rewritten weights and stores the same int8 values. The step rewrites each INT8
+node's float weight to ``s * q`` (already on the grid); the FP32 function of the graph
+changes by the rounding, by design, as bias correction's does.
+
+``H`` is accumulated in one streaming FP32 pass over the calibration data: memory
+O(sum of K^2 per node) (Conv: ``K = C_in / group * kh * kw``; depthwise: ``group`` blocks
+of ``kh * kw``), never the activations. numpy only; the pass itself is
+:func:`input_hessians`, which runs ONNX Runtime through the ptq capture runner.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+
+from quantkit.errors import CalibrationError
+from quantkit.ptq.graphutil import InitializerEditor, copy_model
+from quantkit.ptq.record import StepRecord
+from quantkit.qdq.graph import attr, ensure_node_names
+from quantkit.qdq.scales import INT8_MAX, int8_scale, per_channel_amax, weight_axis
+
+log = logging.getLogger(__name__)
+
+__all__ = ["RoundingLayer", "InputStats", "rounding_layers", "accumulate", "accumulate_hessian",
+           "input_hessians",
+           "gptq_round", "round_weights"]
+
+
+@dataclass(frozen=True)
+class RoundingLayer:
+    """One weighted node: its data input, weight, and how ``W`` maps to ``(G, R, K)``.
+
+    ``kind``: conv / gemm; conv carries ``group``, kernel, pads, strides, dilations."""
+
+    node: str
+    data: str
+    weight: str
+    kind: str
+    group: int = 1
+    kernel: tuple[int, ...] = ()
+    pads: tuple[int, ...] = ()
+    strides: tuple[int, ...] = ()
+    dilations: tuple[int, ...] = ()
+    trans_b: bool = False
+
+
+def rounding_layers(model: onnx.ModelProto, nodes: Iterable[str]) -> tuple[
+        list[RoundingLayer], dict[str, str]]:
+    """The ``nodes`` whose weight can be rounded (2-D Conv with explicit pads, Gemm /
+    MatMul with a constant 2-D weight), and node -> why not for the others."""
+    ed = InitializerEditor(model)
+    only = set(nodes)
+    out, skipped = [], {}
+    for n in model.graph.node:
+        if n.name not in only or n.op_type not in ("Conv", "Gemm", "MatMul"):
+            continue
+        if len(n.input) < 2 or not ed.is_initializer(n.input[1]) or ed.is_initializer(n.input[0]):
+            skipped[n.name] = "weight is not an initializer"
+            continue
+        w = ed.array(n.input[1])
+        if n.op_type == "Conv":
+            if w.ndim != 4:
+                skipped[n.name] = f"{w.ndim - 2}-D convolution (only 2-D is supported)"
+                continue
+            auto = attr(n, "auto_pad", b"NOTSET")
+            auto = auto.decode() if isinstance(auto, bytes) else str(auto)
+            if auto not in ("NOTSET", "VALID"):
+                skipped[n.name] = f"auto_pad={auto} (explicit pads only)"
+                continue
+            pads = tuple(attr(n, "pads", [0, 0, 0, 0])) if auto == "NOTSET" else (0, 0, 0, 0)
+            out.append(RoundingLayer(n.name, n.input[0], n.input[1], "conv",
+                                     group=int(attr(n, "group", 1)),
+                                     kernel=tuple(w.shape[2:]), pads=pads,
+                                     strides=tuple(attr(n, "strides", [1, 1])),
+                                     dilations=tuple(attr(n, "dilations", [1, 1]))))
+        else:
+            if w.ndim != 2 or (n.op_type == "Gemm" and int(attr(n, "transA", 0))):
+                skipped[n.name] = "weight is not a 2-D [K, N] / [N, K] operand"
+                continue
+            out.append(RoundingLayer(n.name, n.input[0], n.input[1], "gemm",
+                                     trans_b=n.op_type == "Gemm" and bool(attr(n, "transB", 0))))
+    return out, skipped
+
+
+def _patches(layer: RoundingLayer, x: np.ndarray) -> np.ndarray:
+    """Input rows of one sample as the layer's weight sees them: ``(G, P, K)``."""
+    if layer.kind == "gemm":
+        return x.reshape(1, -1, x.shape[-1])
+    c = x.shape[0]
+    kh, kw = layer.kernel
+    pt, pl, pb, pr = layer.pads
+    sh, sw = layer.strides
+    dh, dw = layer.dilations
+    xp = np.pad(x, ((0, 0), (pt, pb), (pl, pr)))
+    eh, ew = dh * (kh - 1) + 1, dw * (kw - 1) + 1
+    win = np.lib.stride_tricks.sliding_window_view(xp, (eh, ew), axis=(1, 2))
+    win = win[:, ::sh, ::sw, ::dh, ::dw]  # (C, Ho, Wo, kh, kw)
+    g = layer.group
+    cg = c // g
+    ho, wo = win.shape[1], win.shape[2]
+    win = win.reshape(g, cg, ho, wo, kh, kw).transpose(0, 2, 3, 1, 4, 5)
+    return win.reshape(g, ho * wo, cg * kh * kw)
+
+
+@dataclass
+class InputStats:
+    """Streaming second moments of one node's input rows: ``h = sum Xq^T Xq`` (``Xq``: the
+    rows as the INT8 node sees them, input Q/DQ applied when ``step`` is set, else FP32) and
+    ``cross = sum (X - Xq)^T Xq`` (zero without input quantization), each ``(G, K, K)``."""
+
+    h: np.ndarray | None = None
+    cross: np.ndarray | None = None
+    rows: int = 0
+
+
+def accumulate_hessian(layer: RoundingLayer, h: np.ndarray | None, x: np.ndarray) -> np.ndarray:
+    """``h + sum X^T X`` over the rows of batch ``x`` (float64, shape ``(G, K, K)``)."""
+    st = InputStats(h=h)
+    accumulate(layer, st, x)
+    return st.h
+
+
+def accumulate(layer: RoundingLayer, st: InputStats, x: np.ndarray,
+               step: float | None = None) -> None:
+    """Add batch ``x`` to ``st``; ``step``: the input's INT8 scale (its Q/DQ is applied)."""
+    x = np.asarray(x, dtype=np.float32)
+    samples = [x.reshape(-1, x.shape[-1])] if layer.kind == "gemm" else list(x)
+    for s in samples:
+        p = _patches(layer, s)
+        if step is None:
+            pq, dp = p, None
+        else:
+            pq = _patches(layer, np.clip(np.rint(s / np.float32(step)), -128, INT8_MAX)
+                          * np.float32(step))
+            dp = p - pq
+        part = np.matmul(pq.transpose(0, 2, 1), pq).astype(np.float64)
+        st.h = part if st.h is None else st.h + part
+        if dp is not None:
+            c = np.matmul(dp.transpose(0, 2, 1), pq).astype(np.float64)
+            st.cross = c if st.cross is None else st.cross + c
+        st.rows += p.shape[1]
+
+
+def input_hessians(model: onnx.ModelProto, batches: Iterable[Mapping[str, np.ndarray]],
+                   layers: Sequence[RoundingLayer], *, runner_factory=None,
+                   input_amax: Mapping[str, float] | None = None) -> dict[str, InputStats]:
+    """One FP32 pass: node -> :class:`InputStats` of its data input (streaming; O(K^2) per
+    node). ``input_amax``: tensor -> amax of its INT8 input Q/DQ (activation-aware rounding:
+    the node's statistics see its input as quantized); None: FP32 inputs."""
+    from quantkit.ptq.capture import _runner
+
+    graph_inputs = {i.name for i in model.graph.input}
+    tensors = list(dict.fromkeys(l.data for l in layers))
+    stats = {l.node: InputStats() for l in layers}
+    amax = dict(input_amax or {})
+    n = 0
+    with (runner_factory or _runner)(model, [t for t in tensors if t not in graph_inputs]) as r:
+        for feed in batches:
+            res = r.infer(dict(feed))
+            for l in layers:
+                x = feed[l.data] if l.data in graph_inputs else res[l.data]
+                a = amax.get(l.data)
+                accumulate(l, stats[l.node], x, None if a is None else
+                           float(int8_scale(a, where=f"amax[{l.data!r}]")))
+            n += 1
+    if n == 0:
+        raise CalibrationError("no calibration batches for the weight-rounding statistics",
+                               where="ptq.weight_rounding", value=0,
+                               fix="pass a non-empty calibration split")
+    return stats
+
+
+def _grouped(layer: RoundingLayer, w: np.ndarray) -> np.ndarray:
+    """``W`` as ``(G, R, K)``: G groups, R output channels per group, K inputs per row."""
+    if layer.kind == "gemm":
+        w2 = w if layer.trans_b else w.T  # [N, K]
+        return w2[None].astype(np.float64)
+    o = w.shape[0]
+    return w.reshape(layer.group, o // layer.group, -1).astype(np.float64)
+
+
+def _ungrouped(layer: RoundingLayer, wg: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    if layer.kind == "gemm":
+        return wg[0] if layer.trans_b else wg[0].T
+    return wg.reshape(shape)
+
+
+def gptq_round(w: np.ndarray, h: np.ndarray, scale: np.ndarray, *, damp: float = 0.01
+               ) -> np.ndarray:
+    """int8 values (as float64) for ``w`` ``(G, R, K)`` under ``h`` ``(G, K, K)`` and per-row
+    ``scale`` ``(G, R)``. Columns go in decreasing ``diag(h)`` order (GPTQ's act-order);
+    each row's largest-magnitude element is forced to +-127 (it defines the scale)."""
+    g, r, k = w.shape
+    w = w.copy()
+    h = np.array(h, dtype=np.float64)
+    diag = np.einsum("gkk->gk", h)
+    dead = diag <= 0
+    idx = np.arange(k)
+    h[:, idx, idx] += damp * np.maximum(diag.mean(axis=1, keepdims=True), 1e-12) + dead
+    order = np.argsort(-diag, axis=1, kind="stable")  # (G, K)
+    hp = np.take_along_axis(np.take_along_axis(h, order[:, :, None], 1), order[:, None, :], 2)
+    wp = np.take_along_axis(w, np.broadcast_to(order[:, None, :], w.shape), 2)
+    hinv = np.linalg.inv(hp)
+    hinv = (hinv + hinv.transpose(0, 2, 1)) / 2
+    u = np.linalg.cholesky(hinv).transpose(0, 2, 1)  # upper: hinv = u^T u
+    s = scale.astype(np.float64)[:, :, None]
+    anchor = np.argmax(np.abs(wp), axis=2)  # (G, R): the element defining each row's amax
+    sign = np.sign(np.take_along_axis(wp, anchor[:, :, None], 2))[:, :, 0]
+    q = np.zeros_like(wp)
+    for i in range(k):
+        col = wp[:, :, i]
+        qi = np.clip(np.rint(col / s[:, :, 0]), -INT8_MAX, INT8_MAX)
+        forced = anchor == i
+        qi = np.where(forced, sign * INT8_MAX, qi)
+        q[:, :, i] = qi
+        err = (col - qi * s[:, :, 0]) / u[:, i, i][:, None]
+        if i + 1 < k:
+            wp[:, :, i + 1:] -= err[:, :, None] * u[:, None, i, i + 1:]
+    inv = np.argsort(order, axis=1)
+    return np.take_along_axis(q, np.broadcast_to(inv[:, None, :], q.shape), 2)
+
+
+def _damped_inverse(h: np.ndarray, damp: float) -> np.ndarray:
+    """``(h + damp * mean(diag h) I)^-1`` per group (dead inputs get a unit diagonal)."""
+    h = np.array(h, dtype=np.float64)
+    diag = np.einsum("gkk->gk", h)
+    idx = np.arange(h.shape[1])
+    h[:, idx, idx] += damp * np.maximum(diag.mean(axis=1, keepdims=True), 1e-12) + (diag <= 0)
+    return np.linalg.inv(h)
+
+
+def _output_error(dw: np.ndarray, h: np.ndarray) -> float:
+    """``tr(dW H dW^T)`` summed over groups: the layer's squared output error."""
+    return float(np.einsum("grk,gkl,grl->", dw, h, dw))
+
+
+@dataclass
+class _Totals:
+    nearest: float = 0.0
+    rounded: float = 0.0
+    changes: dict[str, str] = field(default_factory=dict)
+
+
+def round_weights(model: onnx.ModelProto, layers: Sequence[RoundingLayer],
+                  hessians: Mapping[str, "InputStats"], *, damp: float = 0.01,
+                  skipped: Mapping[str, str] | None = None
+                  ) -> tuple[onnx.ModelProto, StepRecord]:
+    """A copy of ``model`` whose ``layers`` have GPTQ-rounded weights (``s * q``, on the
+    INT8 grid of the original per-channel scale); the record lists each node's output error
+    ``tr(dW H dW^T)`` relative to round-to-nearest."""
+    m = copy_model(model)
+    ensure_node_names(m)
+    ed = InitializerEditor(m)
+    by_name = {n.name: n for n in m.graph.node}
+    tot = _Totals()
+    skip = dict(skipped or {})
+    for layer in layers:
+        if layer.node not in hessians:
+            skip[layer.node] = "no input statistics"
+            continue
+        node = by_name[layer.node]
+        w = ed.array(layer.weight)
+        axis = weight_axis(node.op_type, w.ndim, {"transB": int(layer.trans_b)})
+        scale = int8_scale(per_channel_amax(w, axis), where=f"weight {layer.weight}")
+        wg = _grouped(layer, w)
+        sg = scale.astype(np.float64).reshape(wg.shape[0], wg.shape[1])
+        st = hessians[layer.node]
+        h = st.h
+        if st.cross is not None:  # the FP32 output from quantized inputs: least-squares target
+            wg = wg + np.einsum("grk,gkl->grl", wg, st.cross) @ _damped_inverse(h, damp)
+        q = gptq_round(wg, h, sg, damp=damp)
+        nearest = np.clip(np.rint(_grouped(layer, w) / sg[:, :, None]), -INT8_MAX, INT8_MAX)
+        e_near = _output_error(wg - nearest * sg[:, :, None], h)
+        e_gptq = _output_error(wg - q * sg[:, :, None], h)
+        if not e_gptq < e_near:
+            skip[layer.node] = (f"no gain over round-to-nearest (output error {e_gptq:.3g} "
+                                f"vs {e_near:.3g})")
+            continue
+        new = _ungrouped(layer, q * sg[:, :, None], w.shape).astype(w.dtype)
+        ed.replace(node, 1, new)
+        tot.nearest += e_near
+        tot.rounded += e_gptq
+        tot.changes[layer.node] = (f"output error {e_gptq / max(e_near, 1e-30):.3f} x "
+                                   f"round-to-nearest")
+    log.info("weight rounding: %d nodes rewritten (output error %.3f x nearest), %d skipped",
+             len(tot.changes), tot.rounded / max(tot.nearest, 1e-30), len(skip))
+    aware = any(st.cross is not None for st in hessians.values())
+    return m, StepRecord("weight_rounding", {"method": "gptq", "damp": float(damp),
+                                             "activation_aware": aware},
+                         tot.changes, skip)
+
+
+def rounded_int8(model: onnx.ModelProto, rounded: onnx.ModelProto, nodes: Sequence[str]
+                 ) -> dict[str, np.ndarray]:
+    """node -> the int8 values of its rounded weight (``rounded``) on the per-channel scale
+    of its original weight (``model``): what a cache stores (4x smaller than floats)."""
+    ed0, ed1 = InitializerEditor(model), InitializerEditor(rounded)
+    n0 = {n.name: n for n in model.graph.node}
+    n1 = {n.name: n for n in rounded.graph.node}
+    out = {}
+    for name in nodes:
+        w0, w1 = ed0.array(n0[name].input[1]), ed1.array(n1[name].input[1])
+        s = _scale(n0[name], w0)
+        out[name] = np.clip(np.rint(w1 / s), -INT8_MAX, INT8_MAX).astype(np.int8)
+    return out
+
+
+def apply_rounding(model: onnx.ModelProto, int8: Mapping[str, np.ndarray]) -> onnx.ModelProto:
+    """A copy of ``model`` whose nodes in ``int8`` get weight ``scale * int8`` (the scale of
+    their original weight): :func:`rounded_int8` undone."""
+    m = copy_model(model)
+    ed = InitializerEditor(m)
+    for n in m.graph.node:
+        if n.name in int8:
+            w = ed.array(n.input[1])
+            ed.replace(n, 1, (int8[n.name].astype(np.float32) * _scale(n, w)).astype(w.dtype))
+    return m
+
+
+def _scale(node: onnx.NodeProto, w: np.ndarray) -> np.ndarray:
+    """The per-channel INT8 scale of ``w`` broadcastable against ``w``."""
+    axis = weight_axis(node.op_type, w.ndim, {"transB": attr(node, "transB", 0)})
+    s = int8_scale(per_channel_amax(w, axis), where=f"weight {node.input[1]}")
+    shape = [1] * w.ndim
+    shape[axis] = -1
+    return s.reshape(shape)
