@@ -200,7 +200,12 @@ class SearchConfig:
     max_full_evals: int = 14
     max_minutes: float = 90.0  # wall-clock stop (an error, never a smaller answer)
     subset: int = 256  # eval examples used to measure per-layer sensitivity
-    measure_top: int = 12  # re-rank the proxy's top N layers by measured damage (0 = proxy only)
+    # re-rank the proxy's top N layers by measured damage (0 = proxy only); the default
+    # covers every layer of both shipped models (one subset evaluation per layer)
+    measure_top: int = 64
+    # only: damage with only that layer INT8 (the rest FP16) - low noise, each layer's own
+    # contribution; restore: damage of full INT8 minus damage with only that layer FP16
+    measure_mode: str = "only"
     prune: bool = True
     # Hydra multirun jobs skip the search: a sweep compares calibrators / margins on full
     # INT8, and the search is run once, for the chosen setting (the sweep report names it).
@@ -571,6 +576,7 @@ def validate(s: Settings) -> Settings:
     _positive("precision.search.max_full_evals", s.precision.search.max_full_evals, allow_zero=True)
     _positive("precision.search.subset", s.precision.search.subset)
     _positive("precision.search.measure_top", s.precision.search.measure_top, allow_zero=True)
+    _choice("precision.search.measure_mode", s.precision.search.measure_mode, ("only", "restore"))
     _positive("precision.search.max_minutes", s.precision.search.max_minutes, allow_zero=True)
     _choice("backend.name", s.backend.name, ("ort", "trt"))
     _choice("precision.qdq_scale_dtype", s.precision.qdq_scale_dtype, ("fp32", "fp16"))

@@ -34,7 +34,7 @@ from quantkit.qdq.scales import fake_quantize, int8_scale, per_channel_amax, wei
 
 log = logging.getLogger(__name__)
 
-__all__ = ["input_channel_axes", "weight_shift", "correct_bias"]
+__all__ = ["input_channel_axes", "weight_shift", "correct_bias", "bias_slot"]
 
 
 def input_channel_axes(model: onnx.ModelProto, nodes: Iterable[str]) -> dict[str, int]:
@@ -105,7 +105,7 @@ def correct_bias(model: onnx.ModelProto, nodes: Iterable[str],
         if shift is None:
             skipped[n.name] = "weight / input shapes not supported"
             continue
-        where = _bias_slot(n, ed, shift.size)
+        where = bias_slot(n, ed, shift.size)
         if where is None:
             skipped[n.name] = "no constant bias to correct (MatMul without a single Add reader)"
             continue
@@ -130,7 +130,7 @@ def correct_bias(model: onnx.ModelProto, nodes: Iterable[str],
                          changes, skipped)
 
 
-def _bias_slot(node: onnx.NodeProto, ed: InitializerEditor, n_out: int):
+def bias_slot(node: onnx.NodeProto, ed: InitializerEditor, n_out: int):
     """(node owning the bias, input slot) or (node, None) when a bias input can be added."""
     if node.op_type in ("Conv", "Gemm"):
         if len(node.input) > 2 and node.input[2]:

@@ -105,8 +105,9 @@ def before_qdq(model: onnx.ModelProto, plan: Plan, calib_batches: Batches, opts:
         return model, records
     if opts.weight_rounding in ("gptq", "gptq_aware"):
         layers, skipped = rounding_layers(model, plan.int8_nodes())
-        amax = plan.activation_amax if opts.weight_rounding == "gptq_aware" else None
-        stats = input_hessians(model, calib_batches(), layers, input_amax=amax)
+        aware = opts.weight_rounding == "gptq_aware"
+        stats = input_hessians(model, calib_batches(), layers,
+                               input_amax=plan.activation_amax if aware else None)
         model, rec = round_weights(model, layers, stats, skipped=skipped)
         records = records + [rec]
     if not opts.bias_correction:

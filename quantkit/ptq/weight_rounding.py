@@ -127,6 +127,9 @@ class InputStats:
     h: np.ndarray | None = None
     cross: np.ndarray | None = None
     rows: int = 0
+    #: sums of the FP32 rows and of the rows as quantized (G, K): the bias correction
+    total: np.ndarray | None = None
+    total_q: np.ndarray | None = None
 
 
 def accumulate_hessian(layer: RoundingLayer, h: np.ndarray | None, x: np.ndarray) -> np.ndarray:
@@ -137,53 +140,79 @@ def accumulate_hessian(layer: RoundingLayer, h: np.ndarray | None, x: np.ndarray
 
 
 def accumulate(layer: RoundingLayer, st: InputStats, x: np.ndarray,
-               step: float | None = None) -> None:
-    """Add batch ``x`` to ``st``; ``step``: the input's INT8 scale (its Q/DQ is applied)."""
+               step: float | None = None, xq: np.ndarray | None = None) -> None:
+    """Add batch ``x`` (FP32 values) to ``st``. ``step``: the input's INT8 scale (its Q/DQ
+    is applied); ``xq``: the same input as the INT8 network computes it (upstream
+    quantization included), quantized with ``step`` in place of ``x``."""
     x = np.asarray(x, dtype=np.float32)
-    samples = [x.reshape(-1, x.shape[-1])] if layer.kind == "gemm" else list(x)
-    for s in samples:
+    aware = step is not None
+    xs = np.asarray(x if xq is None else xq, dtype=np.float32)
+    if layer.kind == "gemm":
+        pairs = [(x.reshape(-1, x.shape[-1]), xs.reshape(-1, xs.shape[-1]))]
+    else:
+        pairs = list(zip(x, xs))
+    for s, sq in pairs:
         p = _patches(layer, s)
-        if step is None:
-            pq, dp = p, None
+        if not aware:
+            pq = p
         else:
-            pq = _patches(layer, np.clip(np.rint(s / np.float32(step)), -128, INT8_MAX)
+            pq = _patches(layer, np.clip(np.rint(sq / np.float32(step)), -128, INT8_MAX)
                           * np.float32(step))
-            dp = p - pq
         part = np.matmul(pq.transpose(0, 2, 1), pq).astype(np.float64)
         st.h = part if st.h is None else st.h + part
-        if dp is not None:
-            c = np.matmul(dp.transpose(0, 2, 1), pq).astype(np.float64)
+        if aware:
+            c = np.matmul((p - pq).transpose(0, 2, 1), pq).astype(np.float64)
             st.cross = c if st.cross is None else st.cross + c
+            t, tq = p.sum(axis=1, dtype=np.float64), pq.sum(axis=1, dtype=np.float64)
+            st.total = t if st.total is None else st.total + t
+            st.total_q = tq if st.total_q is None else st.total_q + tq
         st.rows += p.shape[1]
 
 
 def input_hessians(model: onnx.ModelProto, batches: Iterable[Mapping[str, np.ndarray]],
                    layers: Sequence[RoundingLayer], *, runner_factory=None,
-                   input_amax: Mapping[str, float] | None = None) -> dict[str, InputStats]:
-    """One FP32 pass: node -> :class:`InputStats` of its data input (streaming; O(K^2) per
-    node). ``input_amax``: tensor -> amax of its INT8 input Q/DQ (activation-aware rounding:
-    the node's statistics see its input as quantized); None: FP32 inputs."""
+                   input_amax: Mapping[str, float] | None = None,
+                   quantized: onnx.ModelProto | None = None) -> dict[str, InputStats]:
+    """One streaming pass: node -> :class:`InputStats` of its data input (O(K^2) per node).
+
+    Plain (``input_amax`` None): FP32 inputs, the weights-only objective. Activation-aware:
+    ``input_amax`` (tensor -> amax of the node's input Q/DQ) and ``quantized`` (the INT8
+    Q/DQ graph of the same plan, round-to-nearest weights): each node's statistics see its
+    input as the INT8 network computes it, upstream quantization included, against the FP32
+    values of the same tensor, so the rounding aims at the FP32 output."""
     from quantkit.ptq.capture import _runner
 
     graph_inputs = {i.name for i in model.graph.input}
-    tensors = list(dict.fromkeys(l.data for l in layers))
+    tensors = [t for t in dict.fromkeys(l.data for l in layers) if t not in graph_inputs]
     stats = {l.node: InputStats() for l in layers}
     amax = dict(input_amax or {})
+    factory = runner_factory or _runner
     n = 0
-    with (runner_factory or _runner)(model, [t for t in tensors if t not in graph_inputs]) as r:
+    with factory(model, tensors) as r, (factory(quantized, tensors) if quantized is not None
+                                        else _Null()) as rq:
         for feed in batches:
             res = r.infer(dict(feed))
+            resq = rq.infer(dict(feed)) if quantized is not None else {}
             for l in layers:
                 x = feed[l.data] if l.data in graph_inputs else res[l.data]
+                xq = feed[l.data] if l.data in graph_inputs else resq.get(l.data)
                 a = amax.get(l.data)
                 accumulate(l, stats[l.node], x, None if a is None else
-                           float(int8_scale(a, where=f"amax[{l.data!r}]")))
+                           float(int8_scale(a, where=f"amax[{l.data!r}]")), xq)
             n += 1
     if n == 0:
         raise CalibrationError("no calibration batches for the weight-rounding statistics",
                                where="ptq.weight_rounding", value=0,
                                fix="pass a non-empty calibration split")
     return stats
+
+
+class _Null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
 
 
 def _grouped(layer: RoundingLayer, w: np.ndarray) -> np.ndarray:
@@ -245,6 +274,25 @@ def _damped_inverse(h: np.ndarray, damp: float) -> np.ndarray:
     return np.linalg.inv(h)
 
 
+def _add_to_bias(node: onnx.NodeProto, ed: InitializerEditor, shift: np.ndarray,
+                 skip: dict) -> None:
+    from quantkit.ptq.bias_correction import bias_slot
+
+    where = bias_slot(node, ed, shift.size)
+    if where is None:
+        skip[f"{node.name}:bias"] = "no constant bias to correct"
+        return
+    owner, slot = where
+    if slot is None:  # Conv / Gemm without bias: add one
+        name = ed.add(f"{node.name}__bias", np.zeros(shift.size, np.float32))
+        while len(node.input) < 3:
+            node.input.append("")
+        node.input[2] = name
+        owner, slot = node, 2
+    b = ed.array(owner.input[slot])
+    ed.replace(owner, slot, (b.astype(np.float64) + shift.reshape(b.shape)).astype(b.dtype))
+
+
 def _output_error(dw: np.ndarray, h: np.ndarray) -> float:
     """``tr(dW H dW^T)`` summed over groups: the layer's squared output error."""
     return float(np.einsum("grk,gkl,grl->", dw, h, dw))
@@ -294,6 +342,12 @@ def round_weights(model: onnx.ModelProto, layers: Sequence[RoundingLayer],
             continue
         new = _ungrouped(layer, q * sg[:, :, None], w.shape).astype(w.dtype)
         ed.replace(node, 1, new)
+        if st.total is not None:  # the mean output the rounded node misses, into its bias
+            w0 = _grouped(layer, w)
+            mu, muq = st.total / max(st.rows, 1), st.total_q / max(st.rows, 1)
+            shift = (np.einsum("grk,gk->gr", w0, mu)
+                     - np.einsum("grk,gk->gr", q * sg[:, :, None], muq)).reshape(-1)
+            _add_to_bias(node, ed, shift, skip)
         tot.nearest += e_near
         tot.rounded += e_gptq
         tot.changes[layer.node] = (f"output error {e_gptq / max(e_near, 1e-30):.3f} x "

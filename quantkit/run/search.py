@@ -62,13 +62,18 @@ def search_skip_reason(settings) -> str | None:
 
 
 def measure_sensitivity(ctx: RunContext, plan_for, top: list[str], ranking: list[str],
-                        reference: Evaluation) -> tuple[dict, list[str]]:
-    """Measured damage (mean KL vs FP32 on a small subset) when each top layer alone is kept
-    out of INT8. Returns the scores and the new ranking: the measured top layers first (most
-    sensitive first), then the rest in proxy order."""
+                        reference: Evaluation, *, model=None, mode: str = "only"
+                        ) -> tuple[dict, list[str]]:
+    """Measured damage (mean KL vs FP32 on a small dev subset) of each top layer: ``only``
+    that layer INT8 (the rest in the remainder precision), or ``restore``: full INT8 minus
+    that layer kept out. ``model``: the FP32 graph the INT8 candidate was built from (ptq
+    weight rounding / bias correction; non-INT8 nodes get their original constants back).
+    Returns the scores and the new ranking: the measured top layers first (most sensitive
+    first), then the rest in proxy order."""
     from quantkit.backends.batched import run_split
     from quantkit.compare.task import mean_kl
     from quantkit.precision.sensitivity import measured_scores, rank
+    from quantkit.ptq.graphutil import restore_unquantized
     from quantkit.qdq.casts import emulate_fp16
     from quantkit.qdq.insert import insert_qdq
 
@@ -79,7 +84,9 @@ def measure_sensitivity(ctx: RunContext, plan_for, top: list[str], ranking: list
 
     def damage(fp16: frozenset[str]) -> float:
         plan = plan_for(fp16)
-        edited, _ = insert_qdq(graph.model, plan, target=s.target, infos=graph.infos)
+        source = graph.model if model is None else \
+            restore_unquantized(model, graph.model, plan.int8_nodes())[0]
+        edited, _ = insert_qdq(source, plan, target=s.target, infos=graph.infos)
         if s.precision.remainder == "fp16":
             edited = emulate_fp16(edited, plan)
         with ctx.runner(edited, name="sensitivity") as r:
@@ -87,7 +94,11 @@ def measure_sensitivity(ctx: RunContext, plan_for, top: list[str], ranking: list
                                batch_size=s.backend.batch_size, progress=False)
         return float(mean_kl(ref_logits, logits))
 
-    scores = measured_scores(damage, top, mode="restore")
+    if mode == "only":  # layers outside ``top`` stay out of INT8 too: one layer INT8 at a time
+        rest = frozenset(ranking) - frozenset(top)
+        scores = measured_scores(lambda fp16: damage(fp16 | rest), top, mode="only")
+    else:
+        scores = measured_scores(damage, top, mode="restore")
     head = rank(dict(scores), order=top)
     return scores, head + [n for n in ranking if n not in set(head)]
 
@@ -174,10 +185,14 @@ def search_mixed(ctx: RunContext, artifacts: dict[str, Artifact],
 
     measured, measure_note = {}, "not needed: full INT8 passes"
     if best_eval.verdict["status"] != "PASS" and cfg.measure_top > 0:
-        measured, ranking = measure_sensitivity(ctx, plan_for, ranking[:cfg.measure_top],
-                                                ranking, reference)
-        measure_note = f"top {cfg.measure_top} proxy layers re-ranked by measured damage " \
-                       f"(mean KL vs FP32 on {cfg.subset} eval examples)"
+        top = ranking[:cfg.measure_top]
+        measured, ranking = measure_sensitivity(ctx, plan_for, top, ranking, reference,
+                                                model=rebuild["model"], mode=cfg.measure_mode)
+        what = ("each layer alone INT8" if cfg.measure_mode == "only"
+                else "each layer alone kept out of INT8")
+        measure_note = (f"{'all' if len(top) == len(ranking) else 'top'} {len(top)} proxy "
+                        f"layers re-ranked by measured damage ({what}; mean KL vs FP32 on "
+                        f"{cfg.subset} dev examples)")
     reasons = {n: f"sensitivity rank {i + 1} of {len(ranking)}, output SQNR "
                   f"{proxy[n].get('sqnr_out_db') or float('nan'):.1f} dB in full INT8 ({best})"
                   + (f", measured damage {measured[n]:.3g}" if n in measured else "")

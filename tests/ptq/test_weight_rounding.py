@@ -148,3 +148,45 @@ def test_unsupported_layers_are_skipped_with_a_reason():
     del m.graph.node[0].attribute[[a.name for a in m.graph.node[0].attribute].index("pads")]
     layers, skipped = rounding_layers(m, ["conv"])
     assert not layers and "auto_pad=SAME_UPPER" in skipped["conv"]
+
+
+def two_convs(rng, c=3, o=8):
+    """x -> Conv 3x3 -> Relu -> Conv 1x1: the second conv reads a quantized activation."""
+    w1 = (rng.standard_normal((o, c, 3, 3)) * 0.4).astype(np.float32)
+    w2 = (rng.standard_normal((o, o, 1, 1)) * 0.3).astype(np.float32)
+    w2[:, 0] = 4.0  # coarse grid
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["h"], name="c1", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["h"], ["r"], name="relu"),
+             helper.make_node("Conv", ["r", "w2"], ["y"], name="c2")]
+    return make_model(nodes, [helper.make_tensor_value_info("x", F, ["B", c, 9, 9])],
+                      [helper.make_tensor_value_info("y", F, ["B", o, 9, 9])],
+                      [init("w1", w1), init("b1", np.zeros(o, np.float32)), init("w2", w2)])
+
+
+def test_activation_aware_rounding_targets_the_fp32_output_of_the_int8_network():
+    """Inputs whose channels are one gray image under three affine maps (an RGB-normalized
+    grayscale photo): FP32-input GPTQ trades rounding error along directions the input
+    never takes, which input quantization then excites. The activation-aware rounding
+    (statistics of each node's input as the INT8 network computes it, bias included) beats
+    round-to-nearest and plain GPTQ on held-out inputs, on the real Q/DQ graph."""
+    rng = np.random.default_rng(5)
+    model = two_convs(rng)
+    mean, std = np.array([0.485, 0.456, 0.406]), np.array([0.229, 0.224, 0.225])
+
+    def batch():
+        g = np.repeat(np.repeat(rng.random((16, 1, 3, 3)), 3, 2), 3, 3)
+        return {"x": ((g - mean[None, :, None, None]) / std[None, :, None, None]
+                      ).astype(np.float32)}
+    data = [batch() for _ in range(6)]
+    calib, held_out = data[:4], data[4:]
+    plan, _ = calibrated_plan(model, data)
+    ref, nearest, _ = int8_outputs(model, held_out, plan=plan, int8_weights=True)
+    err = {"nearest": nmse(ref, nearest)}
+    for method in ("gptq", "gptq_aware"):
+        rounded, rec = before_qdq(model, plan, lambda: calib,
+                                  PtqOptions(weight_rounding=method), [])
+        assert rec[0].params["activation_aware"] == (method == "gptq_aware")
+        err[method] = nmse(ref, int8_outputs(rounded, held_out, plan=plan,
+                                             int8_weights=True)[1])
+    assert err["gptq_aware"] < 0.8 * err["nearest"], err
+    assert err["gptq_aware"] < err["gptq"], err

@@ -54,3 +54,25 @@ def test_proxy_scores_the_inputs_ptq_renamed(ctx, tmp_path):
         assert not [t for t in row["inputs_missing"] if t not in graph_inputs], (node, row)
         assert row["noise_in"] > 0.0, (node, row)  # INT8 upstream noise reaches the input
     assert any(t.endswith("__smoothed") for t in out.search["proxy_remeasured_tensors"])
+
+
+def test_measured_sensitivity_only_mode_scores_each_layer_alone_int8(ctx, artifacts, evaluations,
+                                                                    reference):
+    """mode=only: the baseline keeps every ranked layer out of INT8 (layers outside the
+    measured top too), each step puts exactly one layer back; INT8 damage is positive."""
+    from quantkit.run.search import measure_sensitivity
+
+    art = artifacts["int8.minmax"]
+    nodes = sorted(art.plan.int8_nodes())
+
+    def plan_for(fp16):
+        plan = art.plan
+        for n in sorted(fp16):
+            plan = plan.with_precision([n], ctx.settings.precision.remainder, "test")
+        return plan
+    scores, ranking = measure_sensitivity(ctx, plan_for, nodes[:1], nodes, reference,
+                                          mode="only")
+    assert scores.mode == "only" and sorted(ranking) == nodes
+    base, *steps = scores.steps
+    assert base["fp16_set"] == [nodes[0]] and [s["fp16_set"] for s in steps] == [[]]
+    assert scores[nodes[0]] > 0
