@@ -143,8 +143,9 @@ def refine_plan(ctx: RunContext, state: PtqState, plan, ranges: dict, memo: dict
     under everything that produced them: the graph, the plan, every calibrator's ranges,
     the calibration data and feeds, the ptq settings and the source of quantkit/ptq; a
     warm rerun recomputes only the (cheap) bias edit from the cached means. Weight rounding
-    (GPTQ) does not depend on the ranges: its int8 weights are stage-cached per INT8 set
-    (``ptq_rounding``), shared by the calibrators' plans (:func:`_rounded`)."""
+    (``gptq``) does not depend on the ranges: its int8 weights are stage-cached per INT8 set
+    (``ptq_rounding``), shared by the calibrators' plans (:func:`_rounded`); ``gptq_aware``
+    sees each input's Q/DQ, so its entry is per plan (the searched ranges)."""
     from quantkit.ptq.bias_correction import correct_bias, input_channel_axes
     from quantkit.ptq.record import StepRecord
 
@@ -173,7 +174,7 @@ def refine_plan(ctx: RunContext, state: PtqState, plan, ranges: dict, memo: dict
     records = tuple(StepRecord(**r) for r in obj["records"])
     plan = _clip_ranges(plan, searched)
     edited = model
-    if opts.weight_rounding == "gptq" and plan.int8_nodes():
+    if opts.weight_rounding in ("gptq", "gptq_aware") and plan.int8_nodes():
         edited, rec = _rounded(ctx, state, plan)
         records = records + (rec,)
     if axes:
@@ -196,14 +197,17 @@ def _rounded(ctx: RunContext, state: PtqState, plan):
 
     model = state.graph.model
     layers, skipped = rounding_layers(model, plan.int8_nodes())
-    inputs = {"graph": state.graph.sha256, "nodes": sorted(plan.int8_nodes()),
+    aware = state.options.weight_rounding == "gptq_aware"  # statistics see the input Q/DQ
+    amax = dict(plan.activation_amax) if aware else None
+    inputs = {"graph": state.graph.sha256, "nodes": sorted(plan.int8_nodes()), "amax": amax,
               "calib": ctx.splits.calib.sha256,
               "batch_size": ctx.settings.calibrator.batch_size,
               "max_length": ctx.settings.data.max_length, "code": _ptq_source_sha(),
               **ctx.feeds_key(), **ptq_key(ctx)}
 
     def compute():
-        hs = input_hessians(model, calib_batches(ctx)(), layers, runner_factory=_runner(ctx, state))
+        hs = input_hessians(model, calib_batches(ctx)(), layers, input_amax=amax,
+                            runner_factory=_runner(ctx, state))
         rounded, rec = round_weights(model, layers, hs, skipped=skipped)
         q = rounded_int8(model, rounded, list(rec.changes))
         return ({"record": rec.to_dict(), "nodes": list(q)},

@@ -242,11 +242,13 @@ def test_range_search_and_bias_means_are_stage_cached(ctx, tmp_path):
     assert len(entries()) == 2 * n_int8
 
 
-def test_weight_rounding_is_cached_per_int8_set_and_rebuilt_plans_restore_weights(ctx, tmp_path):
+@pytest.mark.parametrize("method", ["gptq", "gptq_aware"])
+def test_weight_rounding_is_cached_per_int8_set_and_rebuilt_plans_restore_weights(ctx, tmp_path,
+                                                                                 method):
     """ptq.weight_rounding=gptq: every INT8 artifact carries the pipeline's rounded weights
     (one ``ptq_rounding`` entry shared by the calibrators, read back on a warm rerun with
-    byte-identical artifacts); a plan rebuilt from it that keeps fc1 out of INT8 runs fc1
-    with its original weight."""
+    byte-identical artifacts; gptq_aware sees the input ranges: one entry per plan); a plan
+    rebuilt from it that keeps fc1 out of INT8 runs fc1 with its original weight."""
     from onnx import numpy_helper
 
     from quantkit.cache import StageCache
@@ -255,7 +257,7 @@ def test_weight_rounding_is_cached_per_int8_set_and_rebuilt_plans_restore_weight
     from quantkit.run.ptq import calib_batches
 
     cache = StageCache(tmp_path / "stages", enabled=True)
-    cfg = dataclasses.replace(OFF, weight_rounding="gptq", int8_weights=True)
+    cfg = dataclasses.replace(OFF, weight_rounding=method, int8_weights=True)
     c = dataclasses.replace(_with(ctx, tmp_path / "a", cfg), cache=cache)
     scope, cal, arts = _run(c)
     art = arts["int8.minmax"]
@@ -274,7 +276,9 @@ def test_weight_rounding_is_cached_per_int8_set_and_rebuilt_plans_restore_weight
         assert not np.array_equal(w(expected, node), w(c.graph.model, node))
     entries = [p for p in (tmp_path / "stages").rglob("*") if p.is_dir()
                and p.parent.name == "ptq_rounding"]
-    assert len(entries) == 1  # four calibrators, one INT8 set
+    plans = {tuple(sorted(a.plan.activation_amax.items())) for n, a in arts.items()
+             if n.startswith("int8.")}
+    assert len(entries) == (1 if method == "gptq" else len(plans))  # gptq: one INT8 set
     warm = dataclasses.replace(_with(ctx, tmp_path / "b", cfg), cache=cache)
     again = _run(warm)[2]
     assert {k: a.sha256 for k, a in again.items()} == {k: a.sha256 for k, a in arts.items()}
