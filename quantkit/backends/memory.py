@@ -17,10 +17,12 @@ log = logging.getLogger(__name__)
 
 
 def release_free_heap() -> bool:
-    """``malloc_trim(0)`` where the C library has it (glibc); False elsewhere (musl, macOS)."""
+    """``malloc_trim(0)`` where the C library has it (glibc): True when it ran, False where
+    there is none (musl, macOS)."""
     try:
         trim = ctypes.CDLL(None).malloc_trim  # the process's own C library
     except (OSError, AttributeError, TypeError):
         return False
     trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-    return bool(trim(0))
+    trim(0)  # 1 when pages went back, 0 when there were none to give
+    return True
