@@ -150,6 +150,11 @@ class OrtRunner:
     per-layer comparison); they come back in ``infer``'s result under their own names.
     ``qdq_mode``: ``"fused"`` (ORT's integer kernels) or ``"exact"`` (Q/DQ as written, float
     ops; :data:`QDQ_MODES`). ``session_config``: further ORT session config entries.
+    ``memory_arena=False``: no CPU memory arena (ORT allocates each tensor from the heap
+    and frees it after the run instead of keeping the largest run's buffers pooled until
+    the session closes); for debug runs that return many tensors. Numerics are unchanged.
+    Leaving the ``with`` block drops the session and gives the freed heap back to the OS
+    (backends/memory.py).
     """
 
     def __init__(self, model: str | os.PathLike | onnx.ModelProto, *, name: str = "ort",
@@ -161,7 +166,8 @@ class OrtRunner:
                  extra_outputs: Sequence[str] = (),
                  save_optimized_to: str | os.PathLike | None = None,
                  qdq_mode: str = "fused",
-                 session_config: Mapping[str, str] | None = None) -> None:
+                 session_config: Mapping[str, str] | None = None,
+                 memory_arena: bool = True) -> None:
         self.model = model
         self.name = name
         self.providers = providers
@@ -174,6 +180,7 @@ class OrtRunner:
         self.qdq_mode = qdq_mode
         self.session_config = {**qdq_session_config(qdq_mode),
                                **{str(k): str(v) for k, v in (session_config or {}).items()}}
+        self.memory_arena = memory_arena
         self.session_ = None
 
     def _model_bytes(self) -> bytes | str:
@@ -194,6 +201,7 @@ class OrtRunner:
             ort.GraphOptimizationLevel, _LEVELS[self.graph_optimization_level])
         opts.intra_op_num_threads = self.intra_op_threads
         opts.log_severity_level = 3
+        opts.enable_cpu_mem_arena = self.memory_arena
         if self.save_optimized_to:
             opts.optimized_model_filepath = str(self.save_optimized_to)
         for key, value in self.session_config.items():
@@ -216,7 +224,10 @@ class OrtRunner:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        from quantkit.backends.memory import release_free_heap
+
         self.session_ = None
+        release_free_heap()  # the session's weights and buffers: back to the OS, not kept
 
     @property
     def input_names(self) -> list[str]:

@@ -21,7 +21,7 @@ __all__ = ["ort_runner"]
 def ort_runner(backend: Any, model: str | os.PathLike | onnx.ModelProto, *, name: str,
                extra_outputs: Sequence[str] = (), optimized_to: str | os.PathLike | None = None,
                disable_unsafe: bool = True, graph: Any = None,
-               qdq_mode: str = "fused") -> OrtRunner:
+               qdq_mode: str = "fused", memory_arena: bool = True) -> OrtRunner:
     """An :class:`OrtRunner` for ``model`` configured by ``backend`` (a BackendConfig; None:
     ONNX Runtime CPU defaults).
 
@@ -31,15 +31,17 @@ def ort_runner(backend: Any, model: str | os.PathLike | onnx.ModelProto, *, name
     optimizer (``backend.disabled_optimizers`` off). ``optimized_to``: write ORT's
     optimized graph there (kernel census). ``qdq_mode``: how Q/DQ runs (backends/ort.py:
     ``fused`` ORT's integer kernels, ``exact`` the Q/DQ semantics, ``integer``).
+    ``memory_arena=False``: no ORT CPU memory arena (debug runs with many outputs).
     """
     if graph is not None and extra_outputs and model is graph.model:
         model, extra_outputs = graph.with_outputs(extra_outputs), ()
     if backend is None:
         return OrtRunner(model, name=name, extra_outputs=extra_outputs,
-                         save_optimized_to=optimized_to, qdq_mode=qdq_mode)
+                         save_optimized_to=optimized_to, qdq_mode=qdq_mode,
+                         memory_arena=memory_arena)
     return OrtRunner(model, name=name, providers=backend.providers,
                      provider_options=getattr(backend, "provider_options", None) or None,
                      disabled_optimizers=backend.disabled_optimizers if disable_unsafe else (),
                      intra_op_threads=backend.intra_op_threads,
                      extra_outputs=extra_outputs, save_optimized_to=optimized_to,
-                     qdq_mode=qdq_mode)
+                     qdq_mode=qdq_mode, memory_arena=memory_arena)

@@ -35,6 +35,23 @@ def shared_tensors(reference: onnx.ModelProto, candidate: onnx.ModelProto,
     return [t for t in tensors if t in both]
 
 
+def output_chunks(names: Sequence[str], max_outputs: int | None) -> list[list[str]]:
+    """``names`` in order, cut into the fewest chunks of at most ``max_outputs`` names, all
+    of (nearly) equal size: 98 tensors at 64 per run are two runs of 49, not 64 + 34, so
+    the largest fetch (the debug run's memory peak) is as small as that many runs allow."""
+    names = list(names)
+    if not names:
+        return [[]]
+    runs = -(-len(names) // (max_outputs or len(names)))
+    size, extra = divmod(len(names), runs)  # the first ``extra`` chunks get one more
+    out, start = [], 0
+    for i in range(runs):
+        end = start + size + (i < extra)
+        out.append(names[start:end])
+        start = end
+    return out
+
+
 def compare_layers(reference_runner, candidate_runners: Mapping[str, object],
                    batches: Iterable[Mapping[str, np.ndarray]],
                    tensors: Mapping[str, Sequence[str]], *,
@@ -46,12 +63,12 @@ def compare_layers(reference_runner, candidate_runners: Mapping[str, object],
     must output their union); ``amax[name]`` gives calibrated ranges for clipping rates.
     ``max_outputs``: fetch at most this many tensors per inference; more are fetched in
     several passes over the same batch (identical statistics, each tensor's batches still
-    accumulate in order; memory bounded by the chunk instead of every tensor at once).
+    accumulate in order; memory bounded by the chunk instead of every tensor at once), in
+    chunks of equal size (:func:`output_chunks`).
     """
     amax = amax or {}
     union = list(dict.fromkeys(t for ts in tensors.values() for t in ts))
-    step = max_outputs or max(len(union), 1)
-    chunks = [union[i:i + step] for i in range(0, len(union), step)] or [[]]
+    chunks = output_chunks(union, max_outputs)
     stats = {name: {t: LayerStats() for t in tensors[name]} for name in candidate_runners}
     for feed in batches:
         for chunk in chunks:

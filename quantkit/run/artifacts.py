@@ -6,7 +6,6 @@ Every candidate artifact (fp16, int8.<calibrator>, the search's mixed plan) is b
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -27,8 +26,11 @@ class Artifact:
     """One written candidate: ``path`` (model.<name>.onnx), its sha256 and Plan.
 
     ``emulated``: a zero-argument callable that builds the FP16 emulation of the same plan
-    on first use (None when the plan has no FP16 node); ``is_fp32_graph``: the file is the
-    FP32 graph unchanged (an FP32 remainder without INT8 nodes)."""
+    on first use and reads it back from a private temporary file afterwards (None when the
+    plan has no FP16 node); ``is_fp32_graph``: the file is the FP32 graph unchanged (an FP32
+    remainder without INT8 nodes). No graph beyond the run's own is held in memory between
+    stages: the emulation and a bias-corrected source are parked on disk
+    (backends/spill.py), read back when a stage needs them."""
 
     name: str
     path: str
@@ -38,15 +40,23 @@ class Artifact:
     lint: dict
     emulated: Callable | None = None
     is_fp32_graph: bool = False
-    #: the FP32 graph the plan's Q/DQ went into when ptq rewrote it (None: ctx.graph.model);
-    #: a stage that re-inserts Q/DQ for this plan (the search) must start from it
-    source_model: Any = None
+    #: the FP32 graph the plan's Q/DQ went into when ptq rewrote it (None: ctx.graph.model):
+    #: a bias-corrected copy parked on disk (SpilledModel) or the ptq graph (KeptModel);
+    #: read it as ``source_model``
+    source_file: Any = None
     #: the ModelGraph the plan was built on when ptq rewrote the graph (None: ctx.graph);
     #: its ``infos`` type ``source_model`` (same tensors)
     quant_graph: Any = None
     int8_weights: bool = False
     #: StepRecords of the ptq steps behind this artifact (quantkit/run/ptq.py)
     ptq: tuple = ()
+
+    @property
+    def source_model(self):
+        """The FP32 graph the plan's Q/DQ went into when ptq rewrote it (None:
+        ctx.graph.model), read back from disk; a stage that re-inserts Q/DQ for this plan
+        (the search) must start from it."""
+        return None if self.source_file is None else self.source_file.load()
 
     @property
     def activation_amax(self) -> dict[str, float]:
@@ -88,6 +98,7 @@ def build_artifact(ctx: RunContext, name: str, plan, *, out_dir: Path | None = N
     must find unquantized (TRT rule 9). ``model``: the FP32 graph to quantize when ptq
     edited a copy of ``ctx.graph.model`` (same tensors; bias correction); ``int8_weights``:
     INT8 weights as int8 initializers; ``ptq_records``: the steps behind it, recorded."""
+    from quantkit.backends.spill import LazySpilledModel, SpilledModel
     from quantkit.errors import GraphEditError
     from quantkit.models.base import write_json_atomic, write_model_atomic
     from quantkit.ptq.graphutil import restore_unquantized
@@ -124,14 +135,23 @@ def build_artifact(ctx: RunContext, name: str, plan, *, out_dir: Path | None = N
     write_json_atomic(plan.to_dict(), out_dir / "plans" / f"{name}.json")
     if qmap is not None:
         write_json_atomic(qmap.to_dict(), out_dir / "plans" / f"{name}.qdqmap.json")
-    emulated = (functools.cache(lambda: emulate_fp16(edited, plan, infos=infos,
-                                                     qdq_scale_dtype=scales))
-                if p.remainder == "fp16" and plan.nodes_with("fp16") else None)
+    is_fp32_graph = final is graph.model
+    del final
+    emulated = None
+    if p.remainder == "fp16" and plan.nodes_with("fp16"):
+        # the Q/DQ graph waits on disk for the emulation's first use (the run's own graph
+        # needs no copy); the emulation itself is parked on disk once built
+        parked = None if edited is graph.model else SpilledModel(edited, name=f"{name}.qdq")
+        emulated = LazySpilledModel(
+            lambda: emulate_fp16(graph.model if parked is None else parked.load(), plan,
+                                 infos=infos, qdq_scale_dtype=scales),
+            name=f"{name}.emulated")
     return Artifact(name=name, path=str(path), sha256=sha, plan=plan, target=target.name,
                     lint={"violations": 0, "rules": target.lint}, emulated=emulated,
-                    is_fp32_graph=final is graph.model,
-                    source_model=None if model is None else source, ptq=tuple(ptq_records),
-                    int8_weights=int8_weights)
+                    is_fp32_graph=is_fp32_graph,
+                    source_file=(None if model is None  # as given: rebuilds restore again
+                                 else SpilledModel(model, name=f"{name}.source")),
+                    ptq=tuple(ptq_records), int8_weights=int8_weights)
 
 
 def build_artifacts(ctx: RunContext, calibration: Calibration, overflow: Fp16Range
@@ -142,6 +162,7 @@ def build_artifacts(ctx: RunContext, calibration: Calibration, overflow: Fp16Ran
     (no INT8 node, nothing for ptq to do); each INT8 plan is built on the ptq graph, refined
     by range search / bias correction (:func:`quantkit.run.ptq.refine_plan`) and written
     with ``ptq.int8_weights``."""
+    from quantkit.backends.spill import KeptModel
     from quantkit.run.fp16_range import check_fp16_range
     from quantkit.run.ptq import refine_plan
 
@@ -166,9 +187,9 @@ def build_artifacts(ctx: RunContext, calibration: Calibration, overflow: Fp16Ran
                              int8_weights=state.options.int8_weights,
                              ptq_records=state.records + records)
         rewritten = state.graph is not ctx.graph
-        out[name] = dataclasses.replace(art, source_model=None if model is ctx.graph.model
-                                        else model, is_fp32_graph=art.is_fp32_graph and
-                                        not rewritten,
+        if art.source_file is None and model is not ctx.graph.model:  # the ptq graph itself
+            art = dataclasses.replace(art, source_file=KeptModel(model))
+        out[name] = dataclasses.replace(art, is_fp32_graph=art.is_fp32_graph and not rewritten,
                                         quant_graph=state.graph if rewritten else None)
     return out
 
@@ -181,5 +202,5 @@ def rebuild_args(ctx: RunContext, art: Artifact) -> tuple[RunContext, dict]:
         ctx, kw = rebuild_args(ctx, int8[best]); build_artifact(ctx, "mixed", plan, **kw)
     """
     c = ctx if art.quant_graph is None else dataclasses.replace(ctx, graph=art.quant_graph)
-    return c, {"model": art.source_model, "int8_weights": art.int8_weights,
+    return c, {"model": art.source_model, "int8_weights": art.int8_weights,  # read from disk
                "ptq_records": art.ptq}

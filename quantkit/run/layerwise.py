@@ -118,8 +118,11 @@ def _run(ctx: RunContext, artifacts: dict[str, Artifact], tensors, subset
     out = {}
     # one candidate session at a time beside the reference (the reference reruns per
     # candidate): with every compared tensor an output, a session per candidate held at
-    # once was the run's memory peak (4.5 GB for MiniLM's five candidates)
-    with ctx.runner(ref_proto, name="debug-fp32", extra_outputs=union) as ref:
+    # once was the run's memory peak (4.5 GB for MiniLM's five candidates). Debug runners
+    # have no ORT memory arena: an arena keeps the largest fetch's buffers pooled in both
+    # sessions beside the numpy copies of the outputs (measured: see compare_candidate)
+    with ctx.runner(ref_proto, name="debug-fp32", extra_outputs=union,
+                    memory_arena=False) as ref:
         for name, art in artifacts.items():
             out[name] = compare_candidate(ctx, ref, candidate(art), names[name], data,
                                           art.activation_amax, name=f"debug-{name}")
@@ -130,10 +133,12 @@ def compare_candidate(ctx: RunContext, ref, candidate, tensors, data, amax, *, n
                       ) -> dict[str, dict]:
     """Per-tensor stats of ``candidate`` (an ONNX proto) against the open reference runner
     ``ref`` on ``data``, in ``compare.batch_size`` batches, at most
-    ``compare.max_outputs_per_run`` tensors fetched per inference."""
+    ``compare.max_outputs_per_run`` tensors fetched per inference. The candidate runner
+    has no ORT memory arena (``ref`` should not either: ``memory_arena=False``); numbers
+    are the same with or without one."""
     from quantkit.compare.layerwise import compare_layers as _compare
 
     s = ctx.settings.compare
-    with ctx.runner(candidate, name=name, extra_outputs=tensors) as run:
+    with ctx.runner(candidate, name=name, extra_outputs=tensors, memory_arena=False) as run:
         return _compare(ref, {name: run}, ctx.batches(data, s.batch_size), {name: tensors},
                         amax={name: amax}, max_outputs=s.max_outputs_per_run)[name]
