@@ -122,6 +122,8 @@ def main() -> None:
                     help="comma list of experiments (bert_int8, mobilenet_int8) or 'all'")
     ap.add_argument("--modelopt-venv", default="/work/venv-modelopt",
                     help="virtual environment with nvidia-modelopt[onnx] (torch CPU first)")
+    ap.add_argument("--all-calibrators", action="store_true",
+                    help="also evaluate quantkit's non-chosen calibrators on test (context)")
     a = ap.parse_args([f"--model={x.split('=', 1)[1]}" if x.startswith("model=") else x
                        for x in sys.argv[1:]])
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -131,7 +133,8 @@ def main() -> None:
     lines = []
     for m in models:
         t = time.perf_counter()
-        comparison = compare_model(m, a.limit, venv_python, venv_note)
+        comparison = compare_model(m, a.limit, venv_python, venv_note,
+                                   all_calibrators=a.all_calibrators)
         print_table(comparison)
         print(f"({m}: {time.perf_counter() - t:.0f} s)", flush=True)
         lines.append(comparison.line())
@@ -141,7 +144,7 @@ def main() -> None:
 
 
 def compare_model(experiment: str, limit: int | None, venv_python: Path | None,
-                  venv_note: str | None) -> ModelComparison:
+                  venv_note: str | None, *, all_calibrators: bool = False) -> ModelComparison:
     """Measure quantkit's default, ORT and ModelOpt on ``experiment``'s model and data."""
     import numpy as np
 
@@ -172,11 +175,14 @@ def compare_model(experiment: str, limit: int | None, venv_python: Path | None,
                 if n.startswith("int8.")}
         dev = {n: evaluate_artifact(ctx, art, ref_dev) for n, art in arts.items()}
         chosen = next(n for n in family_members(ctx, dev, None) if n.startswith("int8."))
-        # a run tests only its chosen INT8 on test; the others are shown for context
+        # a run tests only its chosen INT8 on test (--all-calibrators: the others too)
         for n, art in arts.items():
-            rows.append(Row("quantkit", f"{n} {'(chosen on dev)' if n == chosen else ''}"
-                            f" dev acc {dev[n].metric('accuracy'):.4f}, FP16 rest emulated",
-                            *measured(evaluate_artifact(ctx, art, ref))))
+            conf = (f"{n} {'(chosen on dev)' if n == chosen else ''} dev acc "
+                    f"{dev[n].metric('accuracy'):.4f}, FP16 rest emulated")
+            if n == chosen or all_calibrators:
+                rows.append(Row("quantkit", conf, *measured(evaluate_artifact(ctx, art, ref))))
+            else:
+                rows.append(Row("quantkit", conf, None, None, "not chosen: not run on test"))
 
         def evaluate_peer(path: Path, name: str) -> tuple[float, float]:
             return measured(evaluate(ctx, name, path, split="test", reference=ref))
