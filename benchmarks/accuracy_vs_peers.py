@@ -76,6 +76,7 @@ class Row:
     accuracy: float | None
     agreement: float | None
     note: str = ""
+    chosen: bool = False  #: quantkit's default: the candidate a run picks on dev
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,7 +86,6 @@ class ModelComparison:
     model: str
     header: str
     rows: list[Row]
-    chosen: str
 
     def best(self, tool: str) -> tuple[float | None, float | None]:
         """(best accuracy, best agreement) over ``tool``'s measured configurations."""
@@ -99,8 +99,8 @@ class ModelComparison:
             return "na" if v is None else f"{v:.4f}"
 
         fp32 = self.best("fp32")[0]
-        (aq, gq) = next((r.accuracy, r.agreement) for r in self.rows
-                        if r.tool == "quantkit" and r.configuration.startswith(self.chosen + " "))
+        aq, gq = next(((r.accuracy, r.agreement) for r in self.rows
+                       if r.tool == "quantkit" and r.chosen), (None, None))
         ao, go = self.best("ort")
         am, gm = self.best("modelopt")
         return (f"model={self.model} acc_fp32={f(fp32)} acc_quantkit={f(aq)} "
@@ -183,7 +183,8 @@ def compare_model(experiment: str, limit: int | None, venv_python: Path | None,
             conf = (f"{n} {'(chosen on dev)' if n == chosen else ''} dev acc "
                     f"{dev[n].metric('accuracy'):.4f}, FP16 rest emulated")
             if n == chosen or all_calibrators:
-                rows.append(Row("quantkit", conf, *measured(evaluate_artifact(ctx, art, ref))))
+                rows.append(Row("quantkit", conf, *measured(evaluate_artifact(ctx, art, ref)),
+                                chosen=n == chosen))
             else:
                 rows.append(Row("quantkit", conf, None, None, "not chosen: not run on test"))
 
@@ -223,7 +224,7 @@ def compare_model(experiment: str, limit: int | None, venv_python: Path | None,
               f"calibration samples {len(splits.calib)}; exact Q/DQ numerics "
               f"({ctx.qdq_mode()}); disabled ORT optimizers: "
               f"{','.join(s.backend.disabled_optimizers) or 'none'}")
-    return ModelComparison(experiment, header, rows, chosen)
+    return ModelComparison(experiment, header, rows)
 
 
 def print_table(c: ModelComparison) -> None:

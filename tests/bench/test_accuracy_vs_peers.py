@@ -49,13 +49,14 @@ def _logits(path: Path, x: np.ndarray) -> np.ndarray:
         return r.infer({"x": x}, ["logits"])["logits"]
 
 
-def test_line_takes_each_peers_best_and_says_na_for_an_unmeasured_peer():
+def test_line_takes_quantkits_choice_each_peers_best_and_na_for_an_unmeasured_peer():
     rows = [avp.Row("fp32", "-", 0.80, 1.0),
-            avp.Row("quantkit", "int8.mse (chosen on dev) dev acc 0.8", 0.79, 0.97),
-            avp.Row("quantkit", "int8.minmax  dev acc 0.7", None, None, "not chosen"),
+            avp.Row("quantkit", "int8.minmax", 0.81, 0.99),
+            avp.Row("quantkit", "int8.mse (chosen on dev)", 0.79, 0.97, chosen=True),
+            avp.Row("quantkit", "int8.entropy", None, None, "not chosen"),
             avp.Row("ort", "minmax", 0.70, 0.91), avp.Row("ort", "entropy", 0.75, 0.88),
             avp.Row("modelopt", "max", None, None, "failed")]
-    line = avp.ModelComparison("m", "", rows, "int8.mse").line()
+    line = avp.ModelComparison("m", "", rows).line()
     assert line == ("model=m acc_fp32=0.8000 acc_quantkit=0.7900 agree_quantkit=0.9700 "
                     "acc_ort=0.7500 agree_ort=0.9100 acc_modelopt=na agree_modelopt=na")
 
