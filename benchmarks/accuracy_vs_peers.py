@@ -1,151 +1,242 @@
-"""Full-INT8 accuracy: quantkit's best calibrator vs ONNX Runtime quantize_static (TensorRT style).
+"""Full-INT8 accuracy and agreement with FP32: quantkit's default vs its peers, per model.
 
-Same model, same test split, same calibration samples, one run. quantkit's default INT8 is
-what a run of the experiment builds (its ptq steps included) for the calibrator the run
-picks on dev; every number is on the test split. The ORT peer uses QDQ,
-signed symmetric INT8 activations and weights, per-channel weights, the weighted-op scope of
-the model (MatMul/Gemm for MiniLM, Conv/Gemm for MobileNetV2) and the best of MinMax /
-Percentile 99.99 / Entropy (2048 bins). NVIDIA ModelOpt ONNX PTQ (max and entropy, fp16 and
-fp32 high precision) runs in its own virtual environment (``--modelopt-venv``, default
-/work/venv-modelopt: it pulls onnxruntime-gpu and pins onnx, so it cannot share quantkit's)
-on a copy of the model (it rewrites its input), through its public ``quantize`` API with
-CPU calibration. Peers' artifacts are evaluated on ONNX Runtime CPU with quantkit's session
-settings (``WeightBiasQuantization`` disabled) and exact Q/DQ numerics
-(``session.disable_quant_qdq``, quantkit's ``backend.qdq_mode=exact``). quantkit's
-candidates are evaluated exactly
-as a run does (same stage-cache keys: after a run of the experiment they are read back, not
-recomputed). Agreement = top-1 agreement with FP32 on the same examples.
-Usage:
+For each model (``--model bert_int8,mobilenet_int8`` or ``--model all``), on the same model,
+the same calibration samples and the same test split, in one process:
 
-    python benchmarks/accuracy_vs_peers.py [--limit N]     # N first dev and test examples
-    python benchmarks/accuracy_vs_peers.py --model mobilenet_int8   # or: model=mobilenet_int8
+- **quantkit**: what a run of the experiment builds (its ``ptq`` steps included) for every
+  calibrator, the one a run picks on dev (``run.signoff.family_members``: best decision
+  metric on dev) reported on test: INT8 Q/DQ + FP16 remainder, FP16 emulated, exact Q/DQ.
+  Stage-cache keys are the run's, so after a run of the experiment its stages are read back.
+- **ORT**: ``onnxruntime.quantization.quantize_static`` in TensorRT style: QDQ, signed
+  symmetric INT8 activations and weights, per-channel weights, the model's weighted-op scope
+  (MatMul/Gemm for MiniLM, Conv/Gemm for MobileNetV2), FP32 remainder; MinMax,
+  Percentile 99.99 (2048 bins) and Entropy (128 bins: ``quantize_static`` passes no bin
+  count to its entropy calibrator).
+- **ModelOpt**: NVIDIA ModelOpt ONNX PTQ (``modelopt.onnx.quantization.quantize``, the API
+  behind ``python -m modelopt.onnx.quantization``), max and entropy calibration, fp16 and
+  fp32 high precision, same op scope, calibration on the CPU execution provider. It runs in
+  its own virtual environment (``--modelopt-venv``, default /work/venv-modelopt, created on
+  first use with torch 2.13.0 CPU first: it pulls onnxruntime-gpu and pins onnx 1.21) on a
+  copy of the model (it rewrites its input). A configuration that fails prints ``na`` with
+  ModelOpt's error, never a number.
 
-Last line: model=<m> acc_fp32=.. acc_quantkit=.. agree_quantkit=.. acc_ort=.. agree_ort=..
-acc_modelopt=<..|na> agree_modelopt=<..|na> (each peer's best configuration by accuracy)
+The peers calibrate on the run's calibration split (text padded to ``data.max_length``: both
+stack their batches). Every artifact is evaluated by quantkit's own evaluation stage
+(``run.evaluation.evaluate``): the same ONNX Runtime CPU session settings (``backend.*``,
+``WeightBiasQuantization`` disabled) and exact Q/DQ numerics (``session.disable_quant_qdq``).
+Peer artifacts run as they are (ModelOpt's fp16 graphs on ORT CPU's FP16 handling).
+Agreement = top-1 agreement with FP32 on the same test examples.
+
+Each model prints a table, then the run ends with one line per model, the last model's last:
+
+    model=<m> acc_fp32=.. acc_quantkit=.. agree_quantkit=.. acc_ort=.. agree_ort=..
+    acc_modelopt=<..|na> agree_modelopt=<..|na>
+
+``acc_<peer>`` / ``agree_<peer>`` are each the best over that peer's configurations on test
+(possibly from different configurations: in the peers' favour); quantkit's are its one
+default chosen on dev.
+
+Usage (run under ``flock /tmp/qk-heavy.lock``):
+
+    python benchmarks/accuracy_vs_peers.py --model all [--limit N]   # N first dev/test examples
+
+Time and memory (AMD EPYC, AVX2, 2 cores shared with other jobs, quantkit stages warm in
+the stage cache): ``--model all --limit 200`` 12 min (bert_int8 7.4 min, mobilenet_int8
+4.7 min); ``--model bert_int8`` in full (6,389 test, 3,079 dev examples) 21 min with a
+quantkit run beside it; most of it is the peers' calibration (256 samples each: ORT three times, ModelOpt
+four times in a fresh process). Peak RSS 10.6-10.9 GB: ORT's histogram calibrators (percentile,
+entropy) keep every calibration batch's activations of every calibrated tensor.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import logging
+import shutil
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common  # noqa: E402
+import _common  # noqa: E402,F401  (puts the repository root on sys.path)
+
+MODELS = ("bert_int8", "mobilenet_int8")
+#: the weighted-op scope of each data kind (quantkit's scope for the experiment)
+SCOPES = {"text": ("MatMul", "Gemm"), "image": ("Conv", "Gemm")}
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One measured configuration: accuracy and agreement with FP32 on test (None: not run)."""
+
+    tool: str
+    configuration: str
+    accuracy: float | None
+    agreement: float | None
+    note: str = ""
+    chosen: bool = False  #: quantkit's default: the candidate a run picks on dev
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelComparison:
+    """Every configuration of one model, and its summary line."""
+
+    model: str
+    header: str
+    rows: list[Row]
+
+    def best(self, tool: str) -> tuple[float | None, float | None]:
+        """(best accuracy, best agreement) over ``tool``'s measured configurations."""
+        rows = [r for r in self.rows if r.tool == tool and r.accuracy is not None]
+        if not rows:
+            return None, None
+        return max(r.accuracy for r in rows), max(r.agreement for r in rows)
+
+    def line(self) -> str:
+        def f(v):
+            return "na" if v is None else f"{v:.4f}"
+
+        fp32 = self.best("fp32")[0]
+        aq, gq = next(((r.accuracy, r.agreement) for r in self.rows
+                       if r.tool == "quantkit" and r.chosen), (None, None))
+        ao, go = self.best("ort")
+        am, gm = self.best("modelopt")
+        return (f"model={self.model} acc_fp32={f(fp32)} acc_quantkit={f(aq)} "
+                f"agree_quantkit={f(gq)} acc_ort={f(ao)} agree_ort={f(go)} "
+                f"acc_modelopt={f(am)} agree_modelopt={f(gm)}")
+
+
+def parse_models(value: str) -> list[str]:
+    """``all`` or a comma list of experiment names -> the experiments, in order."""
+    names = list(MODELS) if value == "all" else [m.strip() for m in value.split(",") if m.strip()]
+    bad = [m for m in names if m not in MODELS]
+    if bad or not names:
+        raise SystemExit(f"--model: {bad or value!r} not among {', '.join(MODELS)} (or 'all')")
+    return names
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--limit", "--eval-limit", dest="limit", type=int, default=None,
                     help="first N examples of dev and of test (documented partial run)")
-    ap.add_argument("--model", default="bert_int8", choices=["bert_int8", "mobilenet_int8"],
-                    help="the experiment whose model and data are measured")
+    ap.add_argument("--model", default="bert_int8",
+                    help="comma list of experiments (bert_int8, mobilenet_int8) or 'all'")
     ap.add_argument("--modelopt-venv", default="/work/venv-modelopt",
                     help="virtual environment with nvidia-modelopt[onnx] (torch CPU first)")
+    ap.add_argument("--all-calibrators", action="store_true",
+                    help="also evaluate quantkit's non-chosen calibrators on test (context)")
     a = ap.parse_args([f"--model={x.split('=', 1)[1]}" if x.startswith("model=") else x
                        for x in sys.argv[1:]])
-    overrides = ([f"data.test.limit={a.limit}", f"data.dev.limit={a.limit}"]
-                 if a.limit else [])
-    s, model, splits, enc = _common.setup(a.model, *overrides)
-    text = s.data.kind == "text"
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    models = parse_models(a.model)
+    t0 = time.perf_counter()
+    venv_python, venv_note = ensure_modelopt_venv(Path(a.modelopt_venv))
+    lines = []
+    for m in models:
+        t = time.perf_counter()
+        comparison = compare_model(m, a.limit, venv_python, venv_note,
+                                   all_calibrators=a.all_calibrators)
+        print_table(comparison)
+        print(f"({m}: {time.perf_counter() - t:.0f} s)", flush=True)
+        lines.append(comparison.line())
+    print(f"total {time.perf_counter() - t0:.0f} s")
+    for line in lines:
+        print(line, flush=True)
 
+
+def compare_model(experiment: str, limit: int | None, venv_python: Path | None,
+                  venv_note: str | None, *, all_calibrators: bool = False) -> ModelComparison:
+    """Measure quantkit's default, ORT and ModelOpt on ``experiment``'s model and data."""
     import numpy as np
 
     import peers
-    from quantkit.backends.batched import run_split
-    from quantkit.backends.ort import UNSAFE_QDQ_OPTIMIZERS, OrtRunner
-    from quantkit.data.feeds import as_feeds
     from quantkit.run import (apply_ptq, build_artifacts, calibrate, check_fp16_range,
-                              evaluate_artifact, evaluate_reference, prepared_context,
-                              quant_scope)
+                              evaluate, evaluate_artifact, evaluate_reference, family_members,
+                              prepared_context, quant_scope)
 
-    enc = as_feeds(enc)
-    test = splits.test
-    lengths = enc.lengths(test) if hasattr(enc, "lengths") else None
-    y = test.labels
-    rows = []
-
-    def evaluate_exact(path, name):
-        """(accuracy, agreement with FP32) of a peer artifact on the test split, on the
-        session settings quantkit evaluates with (exact Q/DQ, WeightBiasQuantization off)."""
-        with OrtRunner(path, name=name, disabled_optimizers=UNSAFE_QDQ_OPTIMIZERS,
-                       qdq_mode="exact") as r:
-            logits = run_split(r, enc, test, output=model.output_name,
-                               batch_size=s.backend.batch_size, progress=False, lengths=lengths)
-        pred = logits.argmax(1)
-        return float((pred == y).mean()), float((pred == ref_pred).mean())
-
-    with tempfile.TemporaryDirectory() as tmp:
+    overrides = [f"data.test.limit={limit}", f"data.dev.limit={limit}"] if limit else []
+    s = _common.settings_for(experiment, *overrides)
+    text = s.data.kind == "text"
+    scope_ops = SCOPES[s.data.kind]
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix=f"peers-{experiment}-") as tmp:
         tmp = Path(tmp)
-        # the run's own stages (ptq included) and stage cache: quantkit's default INT8 is
-        # the calibrator a run picks on dev, reported on test
-        ctx = prepared_context(s, tmp)
+        # the run's own stages (ptq included) and stage cache
+        ctx = prepared_context(s, tmp / "run")
+        splits = ctx.splits
         ref_dev, ref = evaluate_reference(ctx, "dev"), evaluate_reference(ctx, "test")
-        acc_fp32 = ref.metric("accuracy")
         ref_pred = ref.logits.argmax(1)
-        rows.append(("fp32", "-", acc_fp32, 1.0))
+        rows.append(Row("fp32", "-", ref.metric("accuracy"), 1.0))
+
+        def measured(ev) -> tuple[float, float]:
+            return ev.metric("accuracy"), float((ev.logits.argmax(1) == ref_pred).mean())
+
         cal = calibrate(ctx, apply_ptq(ctx, quant_scope(ctx)))
         arts = {n: art for n, art in build_artifacts(ctx, cal, check_fp16_range(ctx)).items()
                 if n.startswith("int8.")}
-        dev = {n: evaluate_artifact(ctx, art, ref_dev).metric("accuracy")
-               for n, art in arts.items()}
-        chosen = max(dev, key=dev.get)
-        qk = {}
+        dev = {n: evaluate_artifact(ctx, art, ref_dev) for n, art in arts.items()}
+        chosen = next(n for n in family_members(ctx, dev, None) if n.startswith("int8."))
+        # a run tests only its chosen INT8 on test (--all-calibrators: the others too)
         for n, art in arts.items():
-            res = evaluate_artifact(ctx, art, ref)
-            qk[n] = (res.metric("accuracy"), float((res.logits.argmax(1) == ref_pred).mean()))
-            rows.append(("quantkit", f"{n}{' (chosen on dev)' if n == chosen else ''}, "
-                                     "INT8 + FP16 remainder (emulated)", *qk[n]))
-        # ORT stacks its calibration batches: text batches padded to max_length (images
-        # have one shape already)
+            conf = (f"{n} {'(chosen on dev)' if n == chosen else ''} dev acc "
+                    f"{dev[n].metric('accuracy'):.4f}, FP16 rest emulated")
+            if n == chosen or all_calibrators:
+                rows.append(Row("quantkit", conf, *measured(evaluate_artifact(ctx, art, ref)),
+                                chosen=n == chosen))
+            else:
+                rows.append(Row("quantkit", conf, None, None, "not chosen: not run on test"))
+
+        def evaluate_peer(path: Path, name: str) -> tuple[float, float]:
+            return measured(evaluate(ctx, name, path, split="test", reference=ref))
+
         kw = {"pad_to": s.data.max_length} if text else {}
-        feeds = [f for _, f in enc.batches(splits.calib, s.calibrator.batch_size, **kw)]
-        scope = ("MatMul", "Gemm") if text else ("Conv", "Gemm")
-        ort = {}
+        feeds = [f for _, f in ctx.feeds.batches(splits.calib, s.calibrator.batch_size, **kw)]
         for method in ("minmax", "percentile", "entropy"):
             out = tmp / f"ort.{method}.onnx"
-            peers.ort_quantize(model.path, out, feeds, method=method, percentile=99.99,
-                               op_types=scope)
-            ort[method] = evaluate_exact(out, f"ort-{method}")
-            rows.append(("ort", f"{method} (quantize_static QDQ, {'/'.join(scope)}, FP32 rest)",
-                         *ort[method]))
-        mo, mo_note = {}, None
-        venv_python, mo_note = ensure_modelopt_venv(Path(a.modelopt_venv))
-        if venv_python is not None:
-            calib = tmp / "calib.npz"
-            np.savez(calib, **{k: np.concatenate([f[k] for f in feeds]) for k in feeds[0]})
-            for method in ("max", "entropy"):
-                for hp in ("fp16", "fp32"):
-                    out = tmp / f"modelopt.{method}.{hp}.onnx"
-                    err = modelopt_quantize(venv_python, model.path, out, calib, tmp,
-                                            method=method, high_precision=hp, op_types=scope)
-                    if err:
-                        mo_note = err
-                        continue
-                    mo[f"{method}/{hp}"] = evaluate_exact(out, f"modelopt-{method}-{hp}")
-                    rows.append(("modelopt", f"{method}, high precision {hp}", *mo[f"{method}/{hp}"]))
-    print(f"test examples: {len(y)}{f' (--limit {a.limit})' if a.limit else ''}; dev examples: "
-          f"{len(splits.dev)}; calibration samples: {len(splits.calib)}; exact Q/DQ numerics")
-    print(f"{'tool':<10} {'configuration':<56} {'accuracy':>8} {'agree':>7}")
-    for tool, conf, acc, agree in rows:
-        print(f"{tool:<10} {conf:<56} {acc:>8.4f} {agree:>7.4f}")
-    if mo_note:
-        print(f"modelopt   not (fully) measured: {mo_note}")
+            peers.ort_quantize(ctx.model.path, out, feeds, method=method, percentile=99.99,
+                               op_types=scope_ops)
+            bins = " 128 bins" if method == "entropy" else ""
+            rows.append(Row("ort", f"{method}{bins} (quantize_static QDQ S8S8, "
+                                   f"{'/'.join(scope_ops)}, FP32 rest)",
+                            *evaluate_peer(out, f"ort.{method}")))
+            out.unlink()
+        calib = tmp / "calib.npz"
+        np.savez(calib, **{k: np.concatenate([f[k] for f in feeds]) for k in feeds[0]})
+        del feeds
+        for method in ("max", "entropy"):
+            for hp in ("fp16", "fp32"):
+                conf = f"{method}, high precision {hp} ({'/'.join(scope_ops)})"
+                if venv_python is None:
+                    rows.append(Row("modelopt", conf, None, None, venv_note or ""))
+                    continue
+                out = tmp / f"modelopt.{method}.{hp}.onnx"
+                err = modelopt_quantize(venv_python, ctx.model.path, out, calib, tmp,
+                                        method=method, high_precision=hp, op_types=scope_ops)
+                if err:
+                    rows.append(Row("modelopt", conf, None, None, err))
+                    continue
+                rows.append(Row("modelopt", conf, *evaluate_peer(out, f"modelopt.{method}.{hp}")))
+                out.unlink()
+    header = (f"{experiment}: test examples {len(splits.test)}"
+              f"{f' (--limit {limit})' if limit else ''}; dev examples {len(splits.dev)}; "
+              f"calibration samples {len(splits.calib)}; exact Q/DQ numerics "
+              f"({ctx.qdq_mode()}); disabled ORT optimizers: "
+              f"{','.join(s.backend.disabled_optimizers) or 'none'}")
+    return ModelComparison(experiment, header, rows)
 
-    def best(d):  # peers: their best configuration on test (in the peers' favour)
-        k = max(d, key=lambda m: d[m]) if d else None
-        return (k, *d[k]) if k else (None, None, None)
 
-    (ko, ao, go), (km, am, gm) = best(ort), best(mo)
-    aq, gq = qk[chosen]
-    print(f"quantkit: {chosen} (chosen on dev); best ORT: {ko}; best ModelOpt: {km or 'na'}")
-
-    def f(v):
-        return "na" if v is None else f"{v:.4f}"
-
-    print(f"model={a.model} acc_fp32={acc_fp32:.4f} acc_quantkit={f(aq)} agree_quantkit={f(gq)} "
-          f"acc_ort={f(ao)} agree_ort={f(go)} acc_modelopt={f(am)} agree_modelopt={f(gm)}")
+def print_table(c: ModelComparison) -> None:
+    print(c.header)
+    print(f"{'tool':<10} {'configuration':<66} {'accuracy':>8} {'agree':>7}")
+    for r in c.rows:
+        acc = "na" if r.accuracy is None else f"{r.accuracy:.4f}"
+        agr = "na" if r.agreement is None else f"{r.agreement:.4f}"
+        print(f"{r.tool:<10} {r.configuration:<66} {acc:>8} {agr:>7}"
+              + (f"  ({r.note})" if r.note else ""))
+    print(flush=True)
 
 
 #: run inside the ModelOpt venv: its public ONNX PTQ API, CPU calibration
@@ -156,7 +247,7 @@ src, out, calib, method, hp, ops = sys.argv[1:7]
 data = dict(np.load(calib))
 quantize(src, quantize_mode="int8", calibration_data=data, calibration_method=method,
          calibration_eps=["cpu"], high_precision_dtype=hp, op_types_to_quantize=ops.split(","),
-         output_path=out)
+         output_path=out, log_level="WARNING")
 """
 
 
@@ -167,8 +258,6 @@ def ensure_modelopt_venv(venv: Path) -> tuple[Path | None, str | None]:
     then ``nvidia-modelopt[onnx]`` (which brings onnxruntime-gpu and onnx 1.21: hence its own
     venv). Failing installs are reported, not raised: the other peers are still measured.
     """
-    import subprocess
-
     python = venv / "bin" / "python"
     check = [str(python), "-c", "import modelopt.onnx.quantization"]
     if python.exists() and subprocess.run(check, capture_output=True).returncode == 0:
@@ -189,17 +278,24 @@ def ensure_modelopt_venv(venv: Path) -> tuple[Path | None, str | None]:
 def modelopt_quantize(python, model_path, out, calib, tmp, *, method, high_precision,
                       op_types) -> str | None:
     """Quantize a copy of the model with ModelOpt in its venv; None, or why it failed."""
-    import shutil
-    import subprocess
-
     src = Path(tmp) / f"modelopt_input.{method}.{high_precision}.onnx"
     shutil.copyfile(model_path, src)  # ModelOpt rewrites its input in place
-    r = subprocess.run([str(python), "-c", _MODELOPT_SCRIPT, str(src), str(out), str(calib),
-                        method, high_precision, ",".join(op_types)],
-                       capture_output=True, text=True)
+    try:
+        r = subprocess.run([str(python), "-c", _MODELOPT_SCRIPT, str(src), str(out), str(calib),
+                            method, high_precision, ",".join(op_types)],
+                           capture_output=True, text=True)
+    finally:
+        src.unlink(missing_ok=True)
     if r.returncode != 0 or not Path(out).exists():
-        last = (r.stderr or r.stdout).strip().splitlines()
-        return f"modelopt {method}/{high_precision} failed: {last[-1] if last else r.returncode}"
+        lines = [ln for ln in (r.stderr or r.stdout).strip().splitlines() if ln.strip()]
+        i = next((k for k in range(len(lines) - 1, -1, -1) if "Error" in lines[k]),
+                 len(lines) - 1)
+        err = lines[i].strip() if lines else ""
+        if ":" not in err:  # a bare `AssertionError`: add the source line that raised it
+            src_line = next((ln.strip() for ln in reversed(lines[:i])
+                             if ln.strip().strip("^~ ")), "")
+            err = f"{err} at `{src_line}`" if src_line else err
+        return f"modelopt {method}/{high_precision} failed (rc {r.returncode}): {err}"
     return None
 
 

@@ -1,15 +1,15 @@
 """The peers quantkit is measured against, driven through their own public APIs.
 
 ONNX Runtime's ``quantize_static`` in TensorRT style: QDQ format, signed symmetric INT8
-activations and weights, per-channel weights, MatMul/Gemm scope. NVIDIA ModelOpt is tried
-where it imports (it is not installed here: it pulls onnxruntime-gpu, which breaks fp16 Q/DQ).
+activations and weights, per-channel weights, a weighted-op scope. NVIDIA ModelOpt runs in
+its own virtual environment (it pulls onnxruntime-gpu and pins onnx): see
+``accuracy_vs_peers.py``.
 """
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
-
 
 
 def feed_reader(feeds):
@@ -25,6 +25,7 @@ def feed_reader(feeds):
 
     return Reader()
 
+
 def ort_quantize(model_path: str | Path, out_path: str | Path, feeds: list[dict], *,
                  method: str = "percentile", percentile: float = 99.99,
                  op_types=("MatMul", "Gemm"), nodes_to_quantize=None) -> float:
@@ -38,10 +39,10 @@ def ort_quantize(model_path: str | Path, out_path: str | Path, feeds: list[dict]
     methods = {"minmax": CalibrationMethod.MinMax, "percentile": CalibrationMethod.Percentile,
                "entropy": CalibrationMethod.Entropy}
     extra = {"ActivationSymmetric": True, "WeightSymmetric": True}
-    if method == "percentile":
+    if method == "percentile":  # 2048 bins (ORT's default for percentile)
         extra["CalibPercentile"] = percentile
-    if method == "entropy":
-        extra["CalibNumBins"] = 2048
+    # entropy: quantize_static passes no bin count to its calibrator, so ORT's Entropy always
+    # uses 128 bins / 128 quantized bins (onnxruntime.quantization.calibrate.create_calibrator)
     t0 = time.perf_counter()
     quantize_static(str(model_path), str(out_path), feed_reader(feeds), quant_format=QuantFormat.QDQ,
                     op_types_to_quantize=list(op_types), per_channel=True,
@@ -49,11 +50,3 @@ def ort_quantize(model_path: str | Path, out_path: str | Path, feeds: list[dict]
                     calibrate_method=methods[method], extra_options=extra,
                     nodes_to_quantize=list(nodes_to_quantize) if nodes_to_quantize else None)
     return time.perf_counter() - t0
-
-
-def modelopt_available() -> bool:
-    try:
-        import modelopt.onnx.quantization  # noqa: F401
-    except Exception:
-        return False
-    return True
