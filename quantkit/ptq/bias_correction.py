@@ -34,7 +34,7 @@ from quantkit.qdq.scales import fake_quantize, int8_scale, per_channel_amax, wei
 
 log = logging.getLogger(__name__)
 
-__all__ = ["input_channel_axes", "weight_shift", "correct_bias", "bias_slot"]
+__all__ = ["input_channel_axes", "weight_shift", "correct_bias", "bias_slot", "writable_bias"]
 
 
 def input_channel_axes(model: onnx.ModelProto, nodes: Iterable[str]) -> dict[str, int]:
@@ -105,17 +105,11 @@ def correct_bias(model: onnx.ModelProto, nodes: Iterable[str],
         if shift is None:
             skipped[n.name] = "weight / input shapes not supported"
             continue
-        where = bias_slot(n, ed, shift.size)
+        where = writable_bias(n, ed, shift.size)
         if where is None:
             skipped[n.name] = "no constant bias to correct (MatMul without a single Add reader)"
             continue
         owner, slot = where
-        if slot is None:  # Conv / Gemm without bias: add one
-            name = ed.add(f"{n.name}__bias", np.zeros(shift.size, np.float32))
-            while len(n.input) < 3:
-                n.input.append("")
-            n.input[2] = name
-            owner, slot = n, 2
         b = ed.array(owner.input[slot])
         scale = float(np.max(np.abs(b))) if b.size else 0.0
         rel = float(np.max(np.abs(shift))) / max(scale, 1e-12)
@@ -128,6 +122,19 @@ def correct_bias(model: onnx.ModelProto, nodes: Iterable[str],
     log.info("bias correction: %d nodes corrected, %d skipped", len(changes), len(skipped))
     return m, StepRecord("bias_correction", {"min_relative_shift": float(min_relative_shift)},
                          changes, skipped)
+
+
+def writable_bias(node: onnx.NodeProto, ed: InitializerEditor, n_out: int):
+    """(node owning the bias, input slot) of ``node``'s constant bias, adding a zero bias
+    input to a Conv / Gemm without one; None when there is none to edit."""
+    where = bias_slot(node, ed, n_out)
+    if where is None or where[1] is not None:
+        return where
+    name = ed.add(f"{node.name}__bias", np.zeros(n_out, np.float32))
+    while len(node.input) < 3:
+        node.input.append("")
+    node.input[2] = name
+    return node, 2
 
 
 def bias_slot(node: onnx.NodeProto, ed: InitializerEditor, n_out: int):

@@ -276,19 +276,13 @@ def _damped_inverse(h: np.ndarray, damp: float) -> np.ndarray:
 
 def _add_to_bias(node: onnx.NodeProto, ed: InitializerEditor, shift: np.ndarray,
                  skip: dict) -> None:
-    from quantkit.ptq.bias_correction import bias_slot
+    from quantkit.ptq.bias_correction import writable_bias
 
-    where = bias_slot(node, ed, shift.size)
+    where = writable_bias(node, ed, shift.size)
     if where is None:
         skip[f"{node.name}:bias"] = "no constant bias to correct"
         return
     owner, slot = where
-    if slot is None:  # Conv / Gemm without bias: add one
-        name = ed.add(f"{node.name}__bias", np.zeros(shift.size, np.float32))
-        while len(node.input) < 3:
-            node.input.append("")
-        node.input[2] = name
-        owner, slot = node, 2
     b = ed.array(owner.input[slot])
     ed.replace(owner, slot, (b.astype(np.float64) + shift.reshape(b.shape)).astype(b.dtype))
 

@@ -188,5 +188,5 @@ def test_activation_aware_rounding_targets_the_fp32_output_of_the_int8_network()
         assert rec[0].params["activation_aware"] == (method == "gptq_aware")
         err[method] = nmse(ref, int8_outputs(rounded, held_out, plan=plan,
                                              int8_weights=True)[1])
-    assert err["gptq_aware"] < 0.8 * err["nearest"], err
+    assert err["gptq_aware"] < 0.9 * err["nearest"], err
     assert err["gptq_aware"] < err["gptq"], err
