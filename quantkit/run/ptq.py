@@ -134,7 +134,8 @@ def refine_plan(ctx: RunContext, state: PtqState, plan, ranges: dict, memo: dict
     ``state.graph``.
 
     Returns ``(plan, model, records)``: the refined plan, the FP32 graph its Q/DQ goes into
-    (``state.graph.model`` unless bias correction edited a copy) and the StepRecords.
+    (``state.graph.model`` unless weight rounding or bias correction edited a copy) and the
+    StepRecords.
     ``memo``: shared by the calibrators' plans of one run, so the bias-correction statistics
     (FP32 input means, one pass over the calibration split) are computed once per INT8 set
     (what :func:`quantkit.ptq.pipeline.before_qdq` does, with that pass shared).
