@@ -140,27 +140,18 @@ def accumulate_hessian(layer: RoundingLayer, h: np.ndarray | None, x: np.ndarray
 
 
 def accumulate(layer: RoundingLayer, st: InputStats, x: np.ndarray,
-               step: float | None = None, xq: np.ndarray | None = None) -> None:
-    """Add batch ``x`` (FP32 values) to ``st``. ``step``: the input's INT8 scale (its Q/DQ
-    is applied); ``xq``: the same input as the INT8 network computes it (upstream
-    quantization included), quantized with ``step`` in place of ``x``."""
+               step: float | None = None) -> None:
+    """Add batch ``x`` (FP32 values) to ``st``; ``step``: the input's INT8 scale (its Q/DQ
+    is applied to the rows ``h`` sees)."""
     x = np.asarray(x, dtype=np.float32)
-    aware = step is not None
-    xs = np.asarray(x if xq is None else xq, dtype=np.float32)
-    if layer.kind == "gemm":
-        pairs = [(x.reshape(-1, x.shape[-1]), xs.reshape(-1, xs.shape[-1]))]
-    else:
-        pairs = list(zip(x, xs))
-    for s, sq in pairs:
+    samples = [x.reshape(-1, x.shape[-1])] if layer.kind == "gemm" else list(x)
+    for s in samples:
         p = _patches(layer, s)
-        if not aware:
-            pq = p
-        else:
-            pq = _patches(layer, np.clip(np.rint(sq / np.float32(step)), -128, INT8_MAX)
-                          * np.float32(step))
+        pq = p if step is None else _patches(
+            layer, np.clip(np.rint(s / np.float32(step)), -128, INT8_MAX) * np.float32(step))
         part = np.matmul(pq.transpose(0, 2, 1), pq).astype(np.float64)
         st.h = part if st.h is None else st.h + part
-        if aware:
+        if step is not None:
             c = np.matmul((p - pq).transpose(0, 2, 1), pq).astype(np.float64)
             st.cross = c if st.cross is None else st.cross + c
             t, tq = p.sum(axis=1, dtype=np.float64), pq.sum(axis=1, dtype=np.float64)
@@ -171,48 +162,33 @@ def accumulate(layer: RoundingLayer, st: InputStats, x: np.ndarray,
 
 def input_hessians(model: onnx.ModelProto, batches: Iterable[Mapping[str, np.ndarray]],
                    layers: Sequence[RoundingLayer], *, runner_factory=None,
-                   input_amax: Mapping[str, float] | None = None,
-                   quantized: onnx.ModelProto | None = None) -> dict[str, InputStats]:
-    """One streaming pass: node -> :class:`InputStats` of its data input (O(K^2) per node).
-
-    Plain (``input_amax`` None): FP32 inputs, the weights-only objective. Activation-aware:
-    ``input_amax`` (tensor -> amax of the node's input Q/DQ) and ``quantized`` (the INT8
-    Q/DQ graph of the same plan, round-to-nearest weights): each node's statistics see its
-    input as the INT8 network computes it, upstream quantization included, against the FP32
-    values of the same tensor, so the rounding aims at the FP32 output."""
+                   input_amax: Mapping[str, float] | None = None) -> dict[str, InputStats]:
+    """One FP32 pass: node -> :class:`InputStats` of its data input (streaming; O(K^2) per
+    node). ``input_amax``: tensor -> amax of the node's input Q/DQ (activation-aware
+    rounding: the statistics see each node's own input quantized); None: FP32 inputs, the
+    weights-only objective. (Inputs as the whole INT8 network computes them were measured
+    and dropped: without a sequential pass every layer corrects the same upstream error.)"""
     from quantkit.ptq.capture import _runner
 
     graph_inputs = {i.name for i in model.graph.input}
     tensors = [t for t in dict.fromkeys(l.data for l in layers) if t not in graph_inputs]
     stats = {l.node: InputStats() for l in layers}
     amax = dict(input_amax or {})
-    factory = runner_factory or _runner
     n = 0
-    with factory(model, tensors) as r, (factory(quantized, tensors) if quantized is not None
-                                        else _Null()) as rq:
+    with (runner_factory or _runner)(model, tensors) as r:
         for feed in batches:
             res = r.infer(dict(feed))
-            resq = rq.infer(dict(feed)) if quantized is not None else {}
             for l in layers:
                 x = feed[l.data] if l.data in graph_inputs else res[l.data]
-                xq = feed[l.data] if l.data in graph_inputs else resq.get(l.data)
                 a = amax.get(l.data)
                 accumulate(l, stats[l.node], x, None if a is None else
-                           float(int8_scale(a, where=f"amax[{l.data!r}]")), xq)
+                           float(int8_scale(a, where=f"amax[{l.data!r}]")))
             n += 1
     if n == 0:
         raise CalibrationError("no calibration batches for the weight-rounding statistics",
                                where="ptq.weight_rounding", value=0,
                                fix="pass a non-empty calibration split")
     return stats
-
-
-class _Null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def _grouped(layer: RoundingLayer, w: np.ndarray) -> np.ndarray:
