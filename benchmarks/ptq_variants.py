@@ -12,7 +12,7 @@ Variant keys: cal (calibrator), sq (SmoothQuant alpha, 0 = off), rs (range searc
 bc (bias correction 0/1), comb (widest|sum), err (tensor|row range-search error), rsn (range-search samples), grid,
 only (regex: only matching INT8 nodes stay INT8), drop (regex: matching nodes leave INT8),
 eq (equalization alpha, 'w' = weight-only, 0 = off), rem (fp16|fp32 remainder),
-wr (weight rounding: nearest|gptq),
+wr (weight rounding: nearest|gptq|gptq_aware|gptq_sequential),
 ptq.* overrides are not needed: every key maps to one PtqOptions field.
 """
 
@@ -147,7 +147,7 @@ def main() -> None:
         sub = [f for _, f in feeds.batches(splits.calib.subset(
             range(min(n, len(splits.calib))), "calib"), c.batch_size)]
         plan, recs = refine_ranges(m, plan, ranges, lambda: sub, opts, list(records))
-        mq, recs = before_qdq(m, plan, lambda: cal_all, opts, recs)
+        mq, recs = before_qdq(m, plan, lambda: cal_all, opts, recs, target=s.target)
         q, _ = insert_qdq(mq, plan, target=s.target, int8_weights=True)
         if v["rem"] == "fp16":
             q = emulate_fp16(q, plan)

@@ -464,8 +464,10 @@ class PtqConfig:
     range_search_error: str = "tensor"  # tensor | row: how a reader's output error is scored
     range_search_samples: int = 32  # calibration examples the search captures (memory)
     bias_correction: bool = False  # per-channel output-mean correction of INT8 nodes
-    # nearest | gptq | gptq_aware: Hessian-aware rounding of INT8 weights on the same grid
-    # (ptq/weight_rounding.py); gptq_aware: the statistics see each input's Q/DQ
+    # nearest | gptq | gptq_aware | gptq_sequential: Hessian-aware rounding of INT8 weights
+    # on the same grid (ptq/weight_rounding.py); gptq_aware: the statistics see each input's Q/DQ;
+    # gptq_sequential: each node's input as the partially INT8 network computes it, node by
+    # node in graph order (ptq/sequential.py)
     weight_rounding: str = "nearest"
     int8_weights: bool = True  # INT8 weights as int8 initializers (one DQ) instead of FP32 + Q/DQ
 
@@ -654,7 +656,8 @@ def validate_ptq(q: PtqConfig) -> None:
     _choice("ptq.equalization", q.equalization, ("off", "per_channel_clip", "skip"))
     _choice("ptq.range_search_combine", q.range_search_combine, ("widest", "sum"))
     _choice("ptq.range_search_error", q.range_search_error, ("tensor", "row"))
-    _choice("ptq.weight_rounding", q.weight_rounding, ("nearest", "gptq", "gptq_aware"))
+    _choice("ptq.weight_rounding", q.weight_rounding,
+            ("nearest", "gptq", "gptq_aware", "gptq_sequential"))
     _positive("ptq.smoothquant_min_outlier_ratio", q.smoothquant_min_outlier_ratio,
               allow_zero=True)
     for key, value in (("ptq.equalization_iterations", q.equalization_iterations),

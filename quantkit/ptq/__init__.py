@@ -9,9 +9,11 @@ changed, so the run can record it next to the Plan. Run order (see each module):
 2. ``equalization.equalize_pairs``      FP32 graph, before calibration (FP32 unchanged)
 3. calibration (one streaming pass), build_plan
 4. ``range_search.search_ranges``       after calibration, before Q/DQ: new amax per tensor
-5. ``bias_correction.correct_bias``     after the Plan, before Q/DQ (edits biases of INT8
+5. ``weight_rounding.round_weights``    after the Plan, before Q/DQ: GPTQ on the INT8 grid
+   (``sequential.sequential_round``: layer by layer on the partially INT8 network)
+6. ``bias_correction.correct_bias``     after the Plan, before Q/DQ (edits biases of INT8
    nodes of the graph that is quantized; the FP32 reference stays the original model)
-6. ``qdq.insert.insert_qdq(..., int8_weights=True)``
+7. ``qdq.insert.insert_qdq(..., int8_weights=True)``
 """
 
 from quantkit.ptq.record import StepRecord

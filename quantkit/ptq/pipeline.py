@@ -27,6 +27,7 @@ from quantkit.ptq.capture import capture_tensors, channel_stats
 from quantkit.ptq.equalization import equalize_pairs, pair_inputs
 from quantkit.ptq.range_search import candidates_from_ranges, int8_inputs, search_ranges
 from quantkit.ptq.record import StepRecord
+from quantkit.ptq.sequential import sequential_round
 from quantkit.ptq.smoothquant import smooth_activations, smoothable_inputs
 from quantkit.ptq.weight_rounding import input_hessians, round_weights, rounding_layers
 
@@ -51,7 +52,7 @@ class PtqOptions:
     range_search_combine: str = "widest"
     range_search_error: str = "tensor"  # tensor | row (ptq/range_search.py)
     bias_correction: bool = False
-    weight_rounding: str = "nearest"  # nearest | gptq | gptq_aware (ptq/weight_rounding.py)
+    weight_rounding: str = "nearest"  # nearest | gptq | gptq_aware | gptq_sequential
     int8_weights: bool = True
 
 
@@ -98,12 +99,18 @@ def refine_ranges(model: onnx.ModelProto, plan: Plan, ranges: Mapping[str, objec
 
 
 def before_qdq(model: onnx.ModelProto, plan: Plan, calib_batches: Batches, opts: PtqOptions,
-               records: list[StepRecord]) -> tuple[onnx.ModelProto, list[StepRecord]]:
+               records: list[StepRecord], *, target: str = "tensorrt"
+               ) -> tuple[onnx.ModelProto, list[StepRecord]]:
     """Weight rounding then bias correction of the plan's INT8 nodes (edits the graph
-    that gets quantized)."""
+    that gets quantized). ``target``: the Q/DQ realization the sequential rounding sees."""
     if not plan.int8_nodes():
         return model, records
-    if opts.weight_rounding in ("gptq", "gptq_aware"):
+    if opts.weight_rounding == "gptq_sequential":
+        layers, skipped = rounding_layers(model, plan.int8_nodes())
+        model, rec = sequential_round(model, plan, layers, calib_batches, target=target,
+                                      skipped=skipped)
+        records = records + [rec]
+    elif opts.weight_rounding in ("gptq", "gptq_aware"):
         layers, skipped = rounding_layers(model, plan.int8_nodes())
         aware = opts.weight_rounding == "gptq_aware"
         stats = input_hessians(model, calib_batches(), layers,

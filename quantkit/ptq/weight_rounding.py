@@ -38,8 +38,8 @@ from quantkit.qdq.scales import INT8_MAX, int8_scale, per_channel_amax, weight_a
 log = logging.getLogger(__name__)
 
 __all__ = ["RoundingLayer", "InputStats", "rounding_layers", "accumulate", "accumulate_hessian",
-           "input_hessians",
-           "gptq_round", "round_weights"]
+           "input_hessians", "gptq_round", "round_weights", "rounded_int8", "rounded_biases",
+           "apply_rounding"]
 
 
 @dataclass(frozen=True)
@@ -140,18 +140,24 @@ def accumulate_hessian(layer: RoundingLayer, h: np.ndarray | None, x: np.ndarray
 
 
 def accumulate(layer: RoundingLayer, st: InputStats, x: np.ndarray,
-               step: float | None = None) -> None:
+               step: float | None = None, *, quantized_input: np.ndarray | None = None
+               ) -> None:
     """Add batch ``x`` (FP32 values) to ``st``; ``step``: the input's INT8 scale (its Q/DQ
-    is applied to the rows ``h`` sees)."""
+    is applied to the rows ``h`` sees); ``quantized_input``: the same rows as a quantized
+    network computes them (default ``x``), before that Q/DQ."""
     x = np.asarray(x, dtype=np.float32)
-    samples = [x.reshape(-1, x.shape[-1])] if layer.kind == "gemm" else list(x)
-    for s in samples:
+    xq = x if quantized_input is None else np.asarray(quantized_input, dtype=np.float32)
+    if xq.shape != x.shape:
+        raise ValueError(f"quantized input shape {xq.shape} != FP32 input shape {x.shape}")
+    rows = lambda a: [a.reshape(-1, a.shape[-1])] if layer.kind == "gemm" else list(a)  # noqa: E731
+    for s, sq in zip(rows(x), rows(xq)):
         p = _patches(layer, s)
-        pq = p if step is None else _patches(
-            layer, np.clip(np.rint(s / np.float32(step)), -128, INT8_MAX) * np.float32(step))
+        if step is not None:
+            sq = np.clip(np.rint(sq / np.float32(step)), -128, INT8_MAX) * np.float32(step)
+        pq = p if step is None and quantized_input is None else _patches(layer, sq)
         part = np.matmul(pq.transpose(0, 2, 1), pq).astype(np.float64)
         st.h = part if st.h is None else st.h + part
-        if step is not None:
+        if pq is not p:
             c = np.matmul((p - pq).transpose(0, 2, 1), pq).astype(np.float64)
             st.cross = c if st.cross is None else st.cross + c
             t, tq = p.sum(axis=1, dtype=np.float64), pq.sum(axis=1, dtype=np.float64)
@@ -345,15 +351,48 @@ def rounded_int8(model: onnx.ModelProto, rounded: onnx.ModelProto, nodes: Sequen
     return out
 
 
-def apply_rounding(model: onnx.ModelProto, int8: Mapping[str, np.ndarray]) -> onnx.ModelProto:
+def rounded_biases(model: onnx.ModelProto, rounded: onnx.ModelProto, nodes: Sequence[str]
+                   ) -> dict[str, np.ndarray]:
+    """node -> its bias in ``rounded`` where the rounding changed it (activation-aware
+    rounding moves the mean output it misses into the bias)."""
+    from quantkit.ptq.bias_correction import bias_slot
+
+    ed0, ed1 = InitializerEditor(model), InitializerEditor(rounded)
+    n0 = {n.name: n for n in model.graph.node}
+    n1 = {n.name: n for n in rounded.graph.node}
+    out = {}
+    for name in nodes:
+        w = ed1.array(n1[name].input[1])
+        size = int(w.shape[weight_axis(n1[name].op_type, w.ndim,
+                                       {"transB": attr(n1[name], "transB", 0)})])
+        where1 = bias_slot(n1[name], ed1, size)
+        if where1 is None or where1[1] is None:
+            continue
+        b1 = ed1.array(where1[0].input[where1[1]])
+        where0 = bias_slot(n0[name], ed0, size)
+        b0 = (ed0.array(where0[0].input[where0[1]]) if where0 and where0[1] is not None
+              else np.zeros_like(b1))
+        if not np.array_equal(b0, b1):
+            out[name] = b1
+    return out
+
+
+def apply_rounding(model: onnx.ModelProto, int8: Mapping[str, np.ndarray],
+                   biases: Mapping[str, np.ndarray] | None = None) -> onnx.ModelProto:
     """A copy of ``model`` whose nodes in ``int8`` get weight ``scale * int8`` (the scale of
-    their original weight): :func:`rounded_int8` undone."""
+    their original weight) and the nodes in ``biases`` that bias: :func:`rounded_int8` and
+    :func:`rounded_biases` undone."""
+    from quantkit.ptq.bias_correction import writable_bias
+
     m = copy_model(model)
     ed = InitializerEditor(m)
-    for n in m.graph.node:
+    for n in list(m.graph.node):
         if n.name in int8:
             w = ed.array(n.input[1])
             ed.replace(n, 1, (int8[n.name].astype(np.float32) * _scale(n, w)).astype(w.dtype))
+        if biases and n.name in biases:
+            owner, slot = writable_bias(n, ed, int(biases[n.name].size))
+            ed.replace(owner, slot, biases[n.name])
     return m
 
 

@@ -175,7 +175,7 @@ def refine_plan(ctx: RunContext, state: PtqState, plan, ranges: dict, memo: dict
     records = tuple(StepRecord(**r) for r in obj["records"])
     plan = _clip_ranges(plan, searched)
     edited = model
-    if opts.weight_rounding in ("gptq", "gptq_aware") and plan.int8_nodes():
+    if opts.weight_rounding in ("gptq", "gptq_aware", "gptq_sequential") and plan.int8_nodes():
         edited, rec = _rounded(ctx, state, plan)
         records = records + (rec,)
     if axes:
@@ -193,12 +193,14 @@ def _rounded(ctx: RunContext, state: PtqState, plan):
     INT8 node set, the calibration data and feeds, the ptq settings and the ptq source; the
     weights are rebuilt from them on the original per-channel scales."""
     from quantkit.ptq.record import StepRecord
+    from quantkit.ptq.sequential import sequential_round
     from quantkit.ptq.weight_rounding import (apply_rounding, input_hessians, round_weights,
-                                              rounded_int8, rounding_layers)
+                                              rounded_biases, rounded_int8, rounding_layers)
 
     model = state.graph.model
     layers, skipped = rounding_layers(model, plan.int8_nodes())
-    aware = state.options.weight_rounding == "gptq_aware"  # statistics see the input Q/DQ
+    method = state.options.weight_rounding
+    aware = method != "gptq"  # statistics see the input Q/DQ: one entry per plan
     amax = dict(plan.activation_amax) if aware else None
     inputs = {"graph": state.graph.sha256, "nodes": sorted(plan.int8_nodes()), "amax": amax,
               "calib": ctx.splits.calib.sha256,
@@ -206,17 +208,40 @@ def _rounded(ctx: RunContext, state: PtqState, plan):
               "max_length": ctx.settings.data.max_length, "code": _ptq_source_sha(),
               **ctx.feeds_key(), **ptq_key(ctx)}
 
+    if method == "gptq_sequential":  # the INT8 network the statistics see (calibrators
+        d = plan.to_dict()             # that end on the same ranges share one entry)
+        inputs.update(precision={n: v["precision"] for n, v in d["decisions"].items()},
+                      activation_range=d["activation_range"], target=ctx.settings.target)
+
     def compute():
-        hs = input_hessians(model, calib_batches(ctx)(), layers, input_amax=amax,
-                            runner_factory=_runner(ctx, state))
-        rounded, rec = round_weights(model, layers, hs, skipped=skipped)
+        if method == "gptq_sequential":
+            rounded, rec = sequential_round(model, plan, layers, calib_batches(ctx),
+                                            target=ctx.settings.target, skipped=skipped,
+                                            runner_factory=_exact_runner(ctx),
+                                            progress=ctx.settings.progress)
+        else:
+            hs = input_hessians(model, calib_batches(ctx)(), layers, input_amax=amax,
+                                runner_factory=_runner(ctx, state))
+            rounded, rec = round_weights(model, layers, hs, skipped=skipped)
         q = rounded_int8(model, rounded, list(rec.changes))
-        return ({"record": rec.to_dict(), "nodes": list(q)},
-                {f"q{i}": q[n] for i, n in enumerate(q)})
+        b = rounded_biases(model, rounded, list(rec.changes))
+        return ({"record": rec.to_dict(), "nodes": list(q), "biases": list(b)},
+                {**{f"q{i}": q[n] for i, n in enumerate(q)},
+                 **{f"b{i}": b[n] for i, n in enumerate(b)}})
 
     obj, arrays, _ = ctx.cached("ptq_rounding", inputs, compute)
     q = {n: arrays[f"q{i}"] for i, n in enumerate(obj["nodes"])}
-    return apply_rounding(model, q), StepRecord(**obj["record"])
+    b = {n: arrays[f"b{i}"] for i, n in enumerate(obj.get("biases", []))}
+    return apply_rounding(model, q, b), StepRecord(**obj["record"])
+
+
+def _exact_runner(ctx: RunContext):
+    """The runner of the sequential rounding's pruned graphs: the run's ORT settings, exact
+    Q/DQ numerics (the statistics must not depend on the host's fused kernels)."""
+    from quantkit.backends.runners import ort_runner
+
+    return lambda m: ort_runner(ctx.settings.backend, m, name="ptq-sequential",
+                                qdq_mode="exact", memory_arena=False)
 
 
 def _runner(ctx: RunContext, state: PtqState):

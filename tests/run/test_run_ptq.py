@@ -242,13 +242,14 @@ def test_range_search_and_bias_means_are_stage_cached(ctx, tmp_path):
     assert len(entries()) == 2 * n_int8
 
 
-@pytest.mark.parametrize("method", ["gptq", "gptq_aware"])
+@pytest.mark.parametrize("method", ["gptq", "gptq_aware", "gptq_sequential"])
 def test_weight_rounding_is_cached_per_int8_set_and_rebuilt_plans_restore_weights(ctx, tmp_path,
                                                                                  method):
     """ptq.weight_rounding=gptq: every INT8 artifact carries the pipeline's rounded weights
     (one ``ptq_rounding`` entry shared by the calibrators, read back on a warm rerun with
-    byte-identical artifacts; gptq_aware sees the input ranges: one entry per plan); a plan
-    rebuilt from it that keeps fc1 out of INT8 runs fc1 with its original weight."""
+    byte-identical artifacts; gptq_aware and gptq_sequential see the input ranges: one
+    entry per plan; their bias edits come back from the cache too, tests/ptq/test_sequential.py);
+    a plan rebuilt from it that keeps fc1 out of INT8 runs fc1 with its original weight."""
     from onnx import numpy_helper
 
     from quantkit.cache import StageCache
@@ -271,9 +272,21 @@ def test_weight_rounding_is_cached_per_int8_set_and_rebuilt_plans_restore_weight
         n = next(x for x in model.graph.node if x.name == node)
         return numpy_helper.to_array(next(i for i in model.graph.initializer
                                           if i.name == n.input[1]))
+    def bias(model, node):
+        from quantkit.ptq.bias_correction import bias_slot
+        from quantkit.ptq.graphutil import InitializerEditor
+
+        ed = InitializerEditor(model)
+        n = next(x for x in model.graph.node if x.name == node)
+        where = bias_slot(n, ed, w(model, node).shape[-1 if n.op_type == "MatMul" else 0])
+        return None if where is None or where[1] is None else ed.array(
+            where[0].input[where[1]])
     for node in int8:
         np.testing.assert_array_equal(w(art.source_model, node), w(expected, node))
         assert not np.array_equal(w(expected, node), w(c.graph.model, node))
+        np.testing.assert_array_equal(bias(art.source_model, node), bias(expected, node))
+    if method != "gptq":  # fc1 (the one INT8 node here) has no bias: the step says so
+        assert rec[0]["skipped"] == {"fc1:bias": "no constant bias to correct"}
     entries = [p for p in (tmp_path / "stages").rglob("*") if p.is_dir()
                and p.parent.name == "ptq_rounding"]
     plans = {tuple(sorted(a.plan.activation_amax.items())) for n, a in arts.items()
