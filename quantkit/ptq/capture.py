@@ -18,7 +18,7 @@ from quantkit.errors import CalibrationError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ChannelStats", "channel_stats", "capture_tensors"]
+__all__ = ["ChannelStats", "channel_stats", "capture_tensors", "require_batches"]
 
 
 @dataclass
@@ -66,11 +66,15 @@ def channel_stats(model: onnx.ModelProto, batches: Iterable[Mapping[str, np.ndar
             for t in names:
                 stats.observe(t, feed[t] if t in graph_inputs else out[t])
             n += 1
-    if n == 0:
-        raise CalibrationError("no calibration batches for the per-channel statistics",
-                               where="ptq.capture.channel_stats", value=0,
-                               fix="pass a non-empty calibration split")
+    require_batches(n, "the per-channel statistics", "ptq.capture.channel_stats")
     return stats
+
+
+def require_batches(n: int, what: str, where: str) -> None:
+    """One clear error when a statistics pass saw no calibration batch (``n == 0``)."""
+    if n == 0:
+        raise CalibrationError(f"no calibration batches for {what}", where=where, value=0,
+                               fix="pass a non-empty calibration split")
 
 
 def capture_tensors(model: onnx.ModelProto, batches: Iterable[Mapping[str, np.ndarray]],

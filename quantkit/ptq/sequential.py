@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import numpy as np
 import onnx
 
-from quantkit.errors import CalibrationError
 from quantkit.precision.plan import Plan
+from quantkit.ptq.capture import require_batches
 from quantkit.ptq.record import StepRecord
 from quantkit.ptq.weight_rounding import InputStats, RoundingLayer, accumulate, round_weights
 from quantkit.qdq.scales import int8_scale
@@ -87,10 +87,7 @@ def _paired_stats(fp32: onnx.ModelProto, quant: onnx.ModelProto, layer: Rounding
                 xq = rq.infer(dict(feed))[layer.data]
                 accumulate(layer, st, x, step, quantized_input=xq)
                 n += 1
-    if n == 0:
-        raise CalibrationError("no calibration batches for the sequential rounding",
-                               where="ptq.sequential", value=0,
-                               fix="pass a non-empty calibration split")
+    require_batches(n, "the sequential rounding", "ptq.sequential")
     return st
 
 

@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
-from quantkit.errors import CalibrationError
 from quantkit.ptq.graphutil import InitializerEditor, copy_model
 from quantkit.ptq.record import StepRecord
 from quantkit.qdq.graph import attr, ensure_node_names
@@ -174,7 +173,7 @@ def input_hessians(model: onnx.ModelProto, batches: Iterable[Mapping[str, np.nda
     rounding: the statistics see each node's own input quantized); None: FP32 inputs, the
     weights-only objective. (Inputs as the whole INT8 network computes them were measured
     and dropped: without a sequential pass every layer corrects the same upstream error.)"""
-    from quantkit.ptq.capture import _runner
+    from quantkit.ptq.capture import _runner, require_batches
 
     graph_inputs = {i.name for i in model.graph.input}
     tensors = [t for t in dict.fromkeys(l.data for l in layers) if t not in graph_inputs]
@@ -190,10 +189,7 @@ def input_hessians(model: onnx.ModelProto, batches: Iterable[Mapping[str, np.nda
                 accumulate(l, stats[l.node], x, None if a is None else
                            float(int8_scale(a, where=f"amax[{l.data!r}]")))
             n += 1
-    if n == 0:
-        raise CalibrationError("no calibration batches for the weight-rounding statistics",
-                               where="ptq.weight_rounding", value=0,
-                               fix="pass a non-empty calibration split")
+    require_batches(n, "the weight-rounding statistics", "ptq.weight_rounding")
     return stats
 
 
