@@ -115,7 +115,7 @@ def sequential_round(model: onnx.ModelProto, plan: Plan, layers: Sequence[Roundi
         quant, _ = insert_qdq(cur, plan, target=target)
         st = _paired_stats(model, quant, layer, calib_batches(), step,
                            runner_factory or _runner)
-        cur, rec = round_weights(cur, [layer], {layer.node: st})
+        cur, rec = round_weights(cur, [layer], {layer.node: st}, summary=False)
         changes.update(rec.changes)
         skip.update(rec.skipped)
         log.debug("sequential rounding %d/%d %s: %s", k + 1, len(todo), layer.node,

@@ -279,11 +279,12 @@ class _Totals:
 
 def round_weights(model: onnx.ModelProto, layers: Sequence[RoundingLayer],
                   hessians: Mapping[str, "InputStats"], *, damp: float = 0.01,
-                  skipped: Mapping[str, str] | None = None
+                  skipped: Mapping[str, str] | None = None, summary: bool = True
                   ) -> tuple[onnx.ModelProto, StepRecord]:
     """A copy of ``model`` whose ``layers`` have GPTQ-rounded weights (``s * q``, on the
     INT8 grid of the original per-channel scale); the record lists each node's output error
-    ``tr(dW H dW^T)`` relative to round-to-nearest."""
+    ``tr(dW H dW^T)`` relative to round-to-nearest. ``summary``: log the totals at INFO
+    (else DEBUG: the sequential rounding calls this once per node)."""
     m = copy_model(model)
     ensure_node_names(m)
     ed = InitializerEditor(m)
@@ -324,8 +325,9 @@ def round_weights(model: onnx.ModelProto, layers: Sequence[RoundingLayer],
         tot.rounded += e_gptq
         tot.changes[layer.node] = (f"output error {e_gptq / max(e_near, 1e-30):.3f} x "
                                    f"round-to-nearest")
-    log.info("weight rounding: %d nodes rewritten (output error %.3f x nearest), %d skipped",
-             len(tot.changes), tot.rounded / max(tot.nearest, 1e-30), len(skip))
+    (log.info if summary else log.debug)(
+        "weight rounding: %d nodes rewritten (output error %.3f x nearest), %d skipped",
+        len(tot.changes), tot.rounded / max(tot.nearest, 1e-30), len(skip))
     aware = any(st.cross is not None for st in hessians.values())
     return m, StepRecord("weight_rounding", {"method": "gptq", "damp": float(damp),
                                              "activation_aware": aware},
