@@ -15,6 +15,7 @@ dropped from ``scope.compare_tensors`` and listed in the record.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -208,10 +209,14 @@ def _rounded(ctx: RunContext, state: PtqState, plan):
               "max_length": ctx.settings.data.max_length, "code": _ptq_source_sha(),
               **ctx.feeds_key(), **ptq_key(ctx)}
 
-    if method == "gptq_sequential":  # the INT8 network the statistics see (calibrators
-        d = plan.to_dict()             # that end on the same ranges share one entry)
-        inputs.update(precision={n: v["precision"] for n, v in d["decisions"].items()},
-                      activation_range=d["activation_range"], target=ctx.settings.target)
+    if method == "gptq_sequential":
+        # keyed by the INT8 network the statistics see (its Q/DQ graph before rounding), not
+        # by the plan: calibrators whose plans differ only where no INT8 node reads (e.g. the
+        # input of an FP16 head) share one entry
+        from quantkit.qdq.insert import insert_qdq
+
+        quant, _ = insert_qdq(model, plan, target=ctx.settings.target, infos=state.graph.infos)
+        inputs.update(amax=None, qdq_graph=hashlib.sha256(quant.SerializeToString()).hexdigest())
 
     def compute():
         if method == "gptq_sequential":

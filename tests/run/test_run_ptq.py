@@ -301,3 +301,31 @@ def test_weight_rounding_is_cached_per_int8_set_and_rebuilt_plans_restore_weight
     mixed = build_artifact(rc, "mixed", art.plan.with_precision(["fc1"], "fp32", "test"),
                            out_dir=tmp_path / "mixed", **kw)
     np.testing.assert_array_equal(w(onnx.load(mixed.path), "fc1"), w(c.graph.model, "fc1"))
+
+
+def test_sequential_rounding_entry_is_keyed_by_the_int8_network_it_sees(ctx, tmp_path):
+    """gptq_sequential's ``ptq_rounding`` entry is keyed by the Q/DQ graph its statistics
+    run: a plan that differs only in the range of a tensor no INT8 node reads is a hit (the
+    four calibrators of a run share it when their ranges converge), a changed range of an
+    INT8 input is a new entry."""
+    from quantkit.cache import StageCache
+    from quantkit.run.ptq import _rounded
+
+    cache = StageCache(tmp_path / "stages", enabled=True)
+    cfg = dataclasses.replace(OFF, weight_rounding="gptq_sequential", int8_weights=True)
+    c = dataclasses.replace(_with(ctx, tmp_path / "a", cfg), cache=cache)
+    scope = apply_ptq(c, quant_scope(c))
+    art = build_artifacts(c, calibrate(c, scope), check_fp16_range(c))["int8.minmax"]
+    entries = lambda: sorted(p.name for p in (tmp_path / "stages").rglob("*")  # noqa: E731
+                             if p.is_dir() and p.parent.parent.name == "ptq_rounding")
+    before = entries()
+    assert before  # the run wrote its entries
+    amax = dict(art.plan.activation_amax)
+    read = {n.input[0] for n in c.graph.model.graph.node if n.name in art.plan.int8_nodes()}
+    unread = "logits"
+    assert unread not in read
+    _rounded(c, scope.ptq, dataclasses.replace(art.plan, activation_amax={**amax, unread: 3.0}))
+    assert entries() == before
+    t = sorted(read & set(amax))[0]
+    _rounded(c, scope.ptq, dataclasses.replace(art.plan, activation_amax={**amax, t: amax[t] / 2}))
+    assert len(entries()) == len(before) + 1
