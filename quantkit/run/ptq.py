@@ -191,8 +191,10 @@ def refine_plan(ctx: RunContext, state: PtqState, plan, ranges: dict, memo: dict
 def _rounded(ctx: RunContext, state: PtqState, plan):
     """``state.graph.model`` with GPTQ-rounded weights for ``plan``'s INT8 nodes and the
     StepRecord. The int8 values are stage-cached (``ptq_rounding``) under the graph, the
-    INT8 node set, the calibration data and feeds, the ptq settings and the ptq source; the
-    weights are rebuilt from them on the original per-channel scales."""
+    INT8 node set, the calibration data and feeds, the ptq settings and the ptq source (and
+    the input ranges for ``gptq_aware``; for ``gptq_sequential`` the Q/DQ graph its
+    statistics run); the weights are rebuilt from them on the original per-channel scales,
+    with the biases the activation-aware methods moved."""
     from quantkit.ptq.record import StepRecord
     from quantkit.ptq.sequential import sequential_round
     from quantkit.ptq.weight_rounding import (apply_rounding, input_hessians, round_weights,
