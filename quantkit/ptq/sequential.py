@@ -37,19 +37,24 @@ Batches = Callable[[], Iterable[Mapping[str, np.ndarray]]]
 
 
 def prune_to(model: onnx.ModelProto, outputs: Sequence[str]) -> onnx.ModelProto:
-    """A model that computes only ``outputs`` (their ancestor nodes and initializers), each
-    a float graph output."""
-    producer = {o: n for n in model.graph.node for o in n.output}
+    """A model that computes only ``outputs`` (their ancestor nodes and initializers, outer
+    tensors that If / Loop / Scan bodies read included), each a float graph output."""
+    from quantkit.graph.facts import producers, subgraph_captures
+
+    producer = producers(model.graph)
+    reads: dict[int, list[str]] = {id(n): [i for i in n.input if i] for n in model.graph.node}
+    for name, owners in subgraph_captures(model.graph).items():
+        for n in owners:
+            reads[id(n)].append(name)
     keep, todo = set(), list(outputs)
     while todo:
-        t = todo.pop()
-        n = producer.get(t)
+        n = producer.get(todo.pop())
         if n is None or id(n) in keep:
             continue
         keep.add(id(n))
-        todo.extend(i for i in n.input if i)
+        todo.extend(reads[id(n)])
     nodes = [n for n in model.graph.node if id(n) in keep]
-    used = {i for n in nodes for i in n.input}
+    used = {i for n in nodes for i in reads[id(n)]}
     g = onnx.helper.make_graph(
         nodes, model.graph.name,
         [i for i in model.graph.input if i.name in used or i.name in outputs],
