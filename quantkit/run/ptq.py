@@ -176,7 +176,7 @@ def refine_plan(ctx: RunContext, state: PtqState, plan, ranges: dict, memo: dict
     records = tuple(StepRecord(**r) for r in obj["records"])
     plan = _clip_ranges(plan, searched)
     edited = model
-    if opts.weight_rounding in ("gptq", "gptq_aware", "gptq_sequential") and plan.int8_nodes():
+    if opts.weight_rounding != "nearest" and plan.int8_nodes():  # settings checked the name
         edited, rec = _rounded(ctx, state, plan)
         records = records + (rec,)
     if axes:
