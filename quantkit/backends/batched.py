@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from quantkit.errors import ModelError
 from quantkit.progress import track
 
 
@@ -40,6 +41,13 @@ def run_split(runner, feeds, data, *, output: str, batch_size: int,
             y = feeds.pool(y, feed)
         if result is None:
             result = np.zeros((n,) + y.shape[1:], dtype=np.float32)
+        elif result.shape[1:] != y.shape[1:]:
+            raise ModelError(f"the output {output} has per-example shape {list(y.shape[1:])} "
+                             f"in one batch and {list(result.shape[1:])} in another: its width "
+                             "follows the input", where="model.output.name", value=output,
+                             fix="select an output of fixed width (logits or a pooled "
+                                 "embedding) with model.output.name, or pool token states "
+                                 "with model.output.kind=embedding")
         result[idx] = y
         if on_batch is not None:
             on_batch(idx, outs)

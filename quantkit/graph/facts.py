@@ -276,3 +276,17 @@ def unique_name(name: str, taken: set[str]) -> str:
         out = f"{name}_{k}"
     taken.add(out)
     return out
+
+
+def ancestor_nodes(graph: onnx.GraphProto, tensor: str) -> set[str]:
+    """Names of every node ``tensor`` depends on (its producer and theirs, transitively)."""
+    producer = producers(graph)
+    seen: set[str] = set()
+    todo = [tensor]
+    while todo:
+        n = producer.get(todo.pop())
+        if n is None or n.name in seen:
+            continue
+        seen.add(n.name)
+        todo.extend(i for i in n.input if i)
+    return seen

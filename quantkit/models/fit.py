@@ -14,6 +14,7 @@ work is spent:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -22,12 +23,13 @@ import onnx
 from quantkit.errors import ConfigError, DataError, ModelError
 
 __all__ = ["InputSpec", "OutputSpec", "input_specs", "check_custom_ops", "check_class_count",
-           "check_fixed_batch", "check_text_inputs", "output_names", "resolve_output",
+           "check_class_width", "check_fixed_batch", "check_text_inputs", "output_names", "resolve_output",
            "text_input_map", "STANDARD_DOMAINS", "TEXT_FIELDS"]
 
 #: Operator domains ONNX Runtime's CPU build runs without a custom-op library.
 STANDARD_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "com.microsoft", "ai.onnx.preview.training"})
 
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -104,16 +106,22 @@ def check_class_count(proto: onnx.ModelProto, output: str, n_classes: int) -> No
         return
     dims = _dims(out)
     if not dims or not isinstance(dims[-1], int):
+        return  # dynamic: checked on the first real batch (run/prepare.py: probe_output)
+    check_class_width(output, dims[-1], n_classes)
+
+
+def check_class_width(output: str, model_classes: int, n_classes: int) -> None:
+    """One DataError when the logits' width differs from the number of label names."""
+    if n_classes <= 0 or model_classes == n_classes:
         return
-    if dims[-1] != n_classes:
-        raise DataError("the model's output has a different number of classes than the data",
-                        where=f"model.output ({output})",
-                        value={"model_classes": dims[-1], "data_classes": n_classes},
-                        fix=f"give data with exactly {dims[-1]} classes (text: the labels in "
-                            "data.label_column / data.label_names; an image folder: one subfolder "
-                            "per class under data.path), or leave the labels out for a label-free "
-                            "sign-off on agreement with FP32 (data.label_column=null), or select "
-                            "the model's logits output with model.output.name=<name>")
+    raise DataError("the model's output has a different number of classes than the data",
+                    where=f"model.output ({output})",
+                    value={"model_classes": model_classes, "data_classes": n_classes},
+                    fix=f"give data with exactly {model_classes} classes (text: the labels in "
+                        "data.label_column / data.label_names; an image folder: one subfolder "
+                        "per class under data.path), or leave the labels out for a label-free "
+                        "sign-off on agreement with FP32 (data.label_column=null), or select "
+                        "the model's logits output with model.output.name=<name>")
 
 
 def check_fixed_batch(specs: Sequence[InputSpec], batch_sizes: Mapping[str, int | Sequence[int]]
@@ -164,21 +172,64 @@ def output_names(proto: onnx.ModelProto) -> list[str]:
     return [o.name for o in proto.graph.output]
 
 
+#: element types a compared output may have (logits or an embedding)
+FLOAT_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16,
+                         onnx.TensorProto.DOUBLE, onnx.TensorProto.BFLOAT16})
+
+
+def _describe(info: onnx.ValueInfoProto) -> str:
+    tt = info.type.tensor_type
+    dtype = onnx.TensorProto.DataType.Name(tt.elem_type).lower() if tt.elem_type else "?"
+    dims = ", ".join("?" if d is None else str(d) for d in _dims(info))
+    return f"{info.name}: {dtype}[{dims}]"
+
+
+def _is_float(info: onnx.ValueInfoProto) -> bool:
+    return info.type.tensor_type.elem_type in FLOAT_TYPES
+
+
+def _input_dim_params(proto: onnx.ModelProto) -> set[str]:
+    """Symbolic non-batch dims of the graph inputs (a token dimension such as ``seq``)."""
+    return {d for spec in input_specs(proto) for d in spec.dims[1:] if isinstance(d, str)}
+
+
 def resolve_output(proto: onnx.ModelProto, cfg, *, has_labels: bool) -> OutputSpec:
     """``model.output`` (name, kind, pooling) checked against the graph's outputs.
 
-    ``cfg``: the settings' ``OutputConfig``. auto: a rank-3 output (token states) is an
-    embedding, any other a classifier's logits (labeled or label-free: agreement, KL);
-    an embedding with a rank-2 output needs ``model.output.kind=embedding``. A name that is
-    not an output is one ModelError naming the outputs there are.
+    ``cfg``: the settings' ``OutputConfig``. Unnamed: the first *float* output (an int64
+    output such as ``input_ids`` echoed back is skipped, with a warning). auto: a rank-3
+    output (token states) is an embedding, any other a classifier's logits (labeled or
+    label-free: agreement, KL); an embedding with a rank-2 output needs
+    ``model.output.kind=embedding``. One ModelError before any inference, naming the output,
+    its type and shape and ``model.output.name``: a name that is not an output, an output that
+    is not a float tensor, a logits output whose width is a token dimension of the inputs
+    (it would change with every batch's length).
     """
     names = output_names(proto)
-    name = cfg.name or (names[0] if names else None)
-    if name not in names:
+    by_name = {o.name: o for o in proto.graph.output}
+    floats = [o.name for o in proto.graph.output if _is_float(o)]
+    if cfg.name is not None and cfg.name not in names:
         raise ModelError("model.output.name is not an output of the model",
-                         where="model.output.name", value=name,
+                         where="model.output.name", value=cfg.name,
                          fix=f"set model.output.name to one of the model's outputs {names}")
-    info = next(o for o in proto.graph.output if o.name == name)
+    if cfg.name is not None and not _is_float(by_name[cfg.name]):
+        raise ModelError("model.output.name is not a float tensor: it cannot be compared as "
+                         "logits or an embedding", where="model.output.name",
+                         value=_describe(by_name[cfg.name]),
+                         fix=f"set model.output.name to one of the float outputs {floats}"
+                         if floats else "export the model with its logits or embedding as "
+                                        "an output")
+    if cfg.name is None and not floats:
+        raise ModelError("the model has no float output to compare",
+                         where="model.output.name",
+                         value=[_describe(by_name[n]) for n in names],
+                         fix="export the model with its logits or embedding as an output")
+    name = cfg.name or floats[0]
+    info = by_name[name]
+    if cfg.name is None and names and name != names[0]:
+        log.warning("model.output.name not set: comparing %s, the first float output (%s "
+                    "is not a float tensor); set model.output.name to choose another",
+                    _describe(info), _describe(by_name[names[0]]))
     rank = len(info.type.tensor_type.shape.dim) if info.type.tensor_type.HasField("shape") \
         else None
     kind = cfg.kind
@@ -186,14 +237,20 @@ def resolve_output(proto: onnx.ModelProto, cfg, *, has_labels: bool) -> OutputSp
         kind = "embedding" if rank == 3 else "logits"
     if kind == "logits" and rank not in (None, 2):
         raise ModelError(f"a logits output must be [batch, classes], this one has rank {rank}",
-                         where=f"model.output ({name})", value=_dims(info),
+                         where=f"model.output ({name})", value=_describe(info),
                          fix="set model.output.kind=embedding (token states are pooled by "
                              "model.output.pooling), or select the logits output with "
                              f"model.output.name=<one of {names}>")
+    if kind == "logits" and rank == 2 and _dims(info)[1] in _input_dim_params(proto):
+        raise ModelError("the output's width is a token dimension of the inputs: as logits "
+                         "its columns would change with every batch's length",
+                         where="model.output.name", value=_describe(info),
+                         fix=f"select the logits [batch, classes] or a pooled embedding with "
+                             f"model.output.name=<one of {floats}>")
     if kind == "embedding" and rank not in (None, 2, 3):
         raise ModelError(f"an embedding output must be [batch, dims] or [batch, tokens, dims], "
                          f"this one has rank {rank}", where=f"model.output ({name})",
-                         value=_dims(info),
+                         value=_describe(info),
                          fix=f"select the pooled or token-level output with "
                              f"model.output.name=<one of {names}>")
     pooling = "none"
@@ -204,7 +261,7 @@ def resolve_output(proto: onnx.ModelProto, cfg, *, has_labels: bool) -> OutputSp
                               where="model.output.pooling", value="none",
                               fix="set model.output.pooling=mean (attention-masked) or cls, or "
                                   "select a pooled output with model.output.name")
-    del has_labels  # labels decide nothing here: a label-free classifier still has logits
+    del has_labels  # labels decide the metric (run/verdicts.py), not the output's kind
     return OutputSpec(name=name, kind=kind, pooling=pooling, rank=rank)
 
 

@@ -12,7 +12,7 @@ import onnx
 from quantkit.run.context import RunContext
 
 __all__ = ["Prepared", "check_preflight", "load_data", "prepare_model", "prepared_context",
-           "text_encoder"]
+           "probe_output", "text_encoder"]
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,8 @@ def prepare_model(ctx: RunContext, splits) -> Prepared:
     model = replace(model, output_name=out.name, output_kind=out.kind, pooling=out.pooling)
     from quantkit.run.verdicts import check_metric_fits
 
-    check_metric_fits(ctx.settings, out.kind)  # e.g. verdict.metric=cosine on logits
+    check_metric_fits(ctx.settings, out.kind, has_labels=not splits.label_free,
+                      output_name=out.name)  # cosine on logits; accuracy on an embedding
     if ctx.settings.model.kind == "onnx" and not splits.label_free and out.kind == "logits":
         from quantkit.models.fit import check_class_count
 
@@ -123,10 +124,58 @@ def prepare_model(ctx: RunContext, splits) -> Prepared:
     from quantkit.data import note_truncation
 
     note_truncation(splits, feeds)  # texts longer than data.max_length: counted, warned
+    lengths = {k: feeds.lengths(getattr(splits, k)) for k in ("dev", "test")}
+    probe_output(ctx.settings, model, feeds, splits.dev, lengths["dev"],
+                 n_classes=0 if splits.label_free else len(splits.label_names))
     graph = ModelGraph.build(graph_proto)
-    return Prepared(splits=splits, model=model, feeds=feeds,
-                    lengths={k: feeds.lengths(getattr(splits, k)) for k in ("dev", "test")},
-                    graph=graph)
+    return Prepared(splits=splits, model=model, feeds=feeds, lengths=lengths, graph=graph)
+
+
+def probe_output(settings, model, feeds, dev, dev_lengths, *, n_classes: int) -> None:
+    """The compared output on two tiny dev batches (the shortest and the longest texts;
+    images: the first ones), before any real inference: one clear ModelError when it is not
+    a float tensor or when its per-example shape changes between batches (a token dimension
+    read as classes), and the class-count DataError when a dynamic class dimension turns out
+    to differ from the data's labels (``n_classes``; 0: label-free)."""
+    import numpy as np
+
+    from quantkit.backends.runners import ort_runner
+    from quantkit.errors import ModelError
+    from quantkit.models.fit import check_class_width
+
+    n = len(dev)
+    if n == 0:
+        return
+    order = (np.argsort(dev_lengths, kind="stable") if dev_lengths is not None
+             else np.arange(n))
+    picks = sorted({int(i) for i in (*order[:2], *order[-2:])})
+    sub = dev.subset(picks)
+    sub_lengths = None if dev_lengths is None else np.asarray(dev_lengths)[picks]
+    shapes, dtype = [], None
+    name = model.output_name
+    with ort_runner(settings.backend, model.path, name="output-probe") as r:
+        for _, feed in feeds.batches(sub, 2, lengths=sub_lengths):
+            y = r.infer(feed, [name])[name]
+            dtype = y.dtype
+            if y.dtype.kind != "f":
+                break
+            if getattr(feeds, "pooling", "none") != "none":
+                y = feeds.pool(y, feed)
+            shapes.append(tuple(y.shape[1:]))
+    if dtype is not None and dtype.kind != "f":
+        raise ModelError(f"the compared output {name} is {dtype}, not a float tensor",
+                         where="model.output.name", value=name,
+                         fix="set model.output.name to the model's logits or embedding output")
+    if len(set(shapes)) > 1:
+        raise ModelError(f"the compared output {name} has another per-example shape in each "
+                         f"batch ({' vs '.join(str(list(s)) for s in dict.fromkeys(shapes))}): "
+                         "its width follows the input length", where="model.output.name",
+                         value=name,
+                         fix="select an output of fixed width (logits [batch, classes] or a "
+                             "pooled embedding) with model.output.name, or pool token states "
+                             "with model.output.kind=embedding model.output.pooling=mean")
+    if shapes and model.output_kind == "logits" and len(shapes[0]) == 1:
+        check_class_width(name, shapes[0][0], n_classes)
 
 
 def prepared_context(settings, run_dir) -> RunContext:

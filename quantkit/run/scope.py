@@ -47,6 +47,7 @@ def quant_scope(ctx: RunContext) -> QuantScope:
     targets = select_tensors(graph.model, op_types=tuple(p.op_types),
                              include_nodes=tuple(p.include_nodes),
                              exclude_nodes=tuple(p.exclude_nodes))
+    _check_output_depends_on(ctx, targets)
     tensors = activation_tensors(targets)
     extra = [t for t in _fused_tensors(ctx, tensors) if t not in set(tensors)]
     compare: list[str] = []
@@ -76,3 +77,22 @@ def _fused_tensors(ctx: RunContext, tensors: list[str]) -> list[str]:
     if ctx.settings.target == "ort_cpu":
         found += ort_cpu_output_tensors(graph.model, int8_if_calibrated, infos=graph.infos)
     return list(dict.fromkeys(found))
+
+
+def _check_output_depends_on(ctx: RunContext, targets) -> None:
+    """The compared output must be computed from at least one quantizable node: else every
+    candidate equals FP32 on it by construction and its verdict says nothing (ModelError)."""
+    from quantkit.errors import ModelError
+    from quantkit.graph.facts import ancestor_nodes
+
+    if ctx.model is None or not targets:
+        return
+    name = ctx.model.output_name
+    upstream = ancestor_nodes(ctx.graph.model.graph, name)
+    if not upstream & {t.node for t in targets}:
+        raise ModelError(f"the compared output {name} is computed before every quantizable "
+                         f"node ({len(targets)} in scope): no candidate can change it, so its "
+                         "verdict would say nothing", where="model.output.name", value=name,
+                         fix="compare an output computed after the quantized layers (the "
+                             "logits or the final embedding) with model.output.name, or widen "
+                             "precision.op_types / precision.include_nodes")

@@ -25,6 +25,8 @@ __all__ = ["candidate_test", "decision_metric", "decision_value", "example_score
 #: label-free metrics by output kind
 LOGIT_METRICS = ("agreement", "kl", "abs_logit")
 EMBEDDING_METRICS = ("cosine", "recall_at_k")
+#: metrics computed against labels
+LABELLED_METRICS = ("accuracy", "macro_f1")
 
 
 def _output_kind(ctx: RunContext) -> str:
@@ -40,7 +42,8 @@ def decision_metric(ctx: RunContext) -> str:
     ConfigError.
     """
     v = ctx.settings.verdict
-    check_metric_fits(ctx.settings, _output_kind(ctx))
+    check_metric_fits(ctx.settings, _output_kind(ctx),
+                      has_labels=not ctx.splits.label_free)
     if _output_kind(ctx) == "embedding":
         return v.metric if v.metric in EMBEDDING_METRICS else "cosine"
     if v.metric in LOGIT_METRICS:
@@ -48,8 +51,12 @@ def decision_metric(ctx: RunContext) -> str:
     return "agreement" if ctx.splits.label_free else v.metric
 
 
-def check_metric_fits(settings, output_kind: str) -> None:
-    """ConfigError (before any inference) for an embedding metric on a logits output."""
+def check_metric_fits(settings, output_kind: str, *, has_labels: bool = False,
+                      output_name: str | None = None) -> None:
+    """ConfigError (before any inference) when the declared metric cannot be computed on
+    the compared output: an embedding metric on logits, or a labelled metric (accuracy,
+    macro_f1) on an embedding output. The declared metric is never replaced silently: a
+    labelled run whose output is not logits stops here instead of signing off cosine."""
     v = settings.verdict
     if output_kind != "embedding" and v.metric in EMBEDDING_METRICS:
         raise ConfigError(f"verdict.metric={v.metric} needs an embedding output, and the "
@@ -57,6 +64,15 @@ def check_metric_fits(settings, output_kind: str) -> None:
                           fix="set model.output.kind=embedding (with model.output.name=<the "
                               "embedding output>), or use verdict.metric=agreement | kl | "
                               "abs_logit for logits")
+    if output_kind == "embedding" and has_labels and v.metric in LABELLED_METRICS:
+        out = f" ({output_name})" if output_name else ""
+        raise ConfigError(f"verdict.metric={v.metric} needs a logits output [batch, classes], "
+                          f"and the compared output{out} is an embedding", where="verdict.metric",
+                          value=v.metric,
+                          fix="select the model's logits with model.output.name=<logits "
+                              "output>, or sign off the embedding itself: "
+                              "verdict.metric=cosine | recall_at_k (labels are then unused; "
+                              "data.label_column=null drops them)")
 
 
 def higher_is_better(metric: str) -> bool:
