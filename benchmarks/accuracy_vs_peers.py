@@ -174,8 +174,10 @@ def compare_model(experiment: str, limit: int | None, venv_python: Path | None,
         def measured(ev) -> tuple[float, float]:
             return ev.metric("accuracy"), float((ev.logits.argmax(1) == ref_pred).mean())
 
-        cal = calibrate(ctx, apply_ptq(ctx, quant_scope(ctx)))
-        arts = {n: art for n, art in build_artifacts(ctx, cal, check_fp16_range(ctx)).items()
+        overflow = check_fp16_range(ctx)
+        source = apply_ptq(ctx, quant_scope(ctx), overflow, ref_dev)
+        cal = calibrate(ctx, source)
+        arts = {n: art for n, art in build_artifacts(ctx, cal, overflow, source).items()
                 if n.startswith("int8.")}
         dev = {n: evaluate_artifact(ctx, art, ref_dev) for n, art in arts.items()}
         chosen = next(n for n in family_members(ctx, dev, None) if n.startswith("int8."))

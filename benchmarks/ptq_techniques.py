@@ -56,7 +56,8 @@ def main() -> None:
     from quantkit.calibrate.ranges import compute_ranges
     from quantkit.data.feeds import as_feeds
     from quantkit.precision.plan import build_plan
-    from quantkit.ptq.pipeline import PtqOptions, before_calibration, before_qdq, refine_ranges
+    from quantkit.ptq.pipeline import CalibData, refine, rewrite
+    from quantkit.ptq.recipe import Recipe
     from quantkit.qdq.graph import ensure_node_names
     from quantkit.qdq.insert import insert_qdq
     from quantkit.qdq.lint import lint_for_target
@@ -92,12 +93,15 @@ def main() -> None:
     for config, only in jobs:
         steps = set(config.split("+")) - {"base"}
         t0 = time.perf_counter()
-        opts = PtqOptions(smoothquant_alpha=a.alpha if "sq" in steps else None,
+        opts = Recipe(smoothquant_alpha=a.alpha if "sq" in steps else None,
                           equalization=("per_channel_clip" if {"eq", "eqa"} & steps else "off"),
                           equalization_alpha=a.alpha if "eqa" in steps else None,
                           range_search="rs" in steps, range_search_combine=a.combine,
                           bias_correction="bc" in steps)
-        m, records = before_calibration(base, lambda: cal_all, opts)
+        data = CalibData(batches=lambda: cal_all,
+                         subset=lambda: calib_batches(a.capture_samples))
+        rw = rewrite(base, opts, data, output=out_name)
+        m, records = rw.model, list(rw.steps)
         targets = select_tensors(m, op_types=tuple(p.op_types))
         tensors = activation_tensors(targets)
         res = collect_stats(m, cal_all, tensors, num_bins=c.num_bins, progress=False)
@@ -112,9 +116,8 @@ def main() -> None:
             keep = re.compile(only)
             drop = [n for n in plan.int8_nodes() if not keep.search(n)]
             plan = plan.with_precision(drop, "fp32", "--only")
-        plan, records = refine_ranges(m, plan, ranges, lambda: calib_batches(a.capture_samples),
-                                      opts, records)
-        m, records = before_qdq(m, plan, lambda: cal_all, opts, records)
+        refined = refine(m, plan, ranges, opts, data, target=s.target)
+        plan, m, records = refined.plan, refined.model, records + list(refined.records)
         q, _ = insert_qdq(m, plan, target=s.target, int8_weights=True)
         violations = lint_for_target(q, s.target, nonfinite_tensors=set(r0.excluded))
         prep = time.perf_counter() - t0

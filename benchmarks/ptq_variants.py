@@ -13,7 +13,7 @@ bc (bias correction 0/1), comb (widest|sum), err (tensor|row range-search error)
 only (regex: only matching INT8 nodes stay INT8), drop (regex: matching nodes leave INT8),
 eq (equalization alpha, 'w' = weight-only, 0 = off), rem (fp16|fp32 remainder),
 wr (weight rounding: nearest|gptq|gptq_aware|gptq_sequential),
-ptq.* overrides are not needed: every key maps to one PtqOptions field.
+ptq.* overrides are not needed: every key maps to one Recipe field.
 """
 
 from __future__ import annotations
@@ -65,7 +65,8 @@ def main() -> None:
     from quantkit.calibrate.ranges import compute_ranges
     from quantkit.data.feeds import as_feeds
     from quantkit.precision.plan import build_plan
-    from quantkit.ptq.pipeline import PtqOptions, before_calibration, before_qdq, refine_ranges
+    from quantkit.ptq.pipeline import CalibData, refine, rewrite
+    from quantkit.ptq.recipe import Recipe
     from quantkit.qdq.casts import emulate_fp16
     from quantkit.qdq.graph import ensure_node_names
     from quantkit.qdq.insert import insert_qdq
@@ -114,7 +115,7 @@ def main() -> None:
         t0 = time.perf_counter()
         sq = float(v["sq"]) or None
         eq = v["eq"]
-        opts = PtqOptions(smoothquant_alpha=sq,
+        opts = Recipe(smoothquant_alpha=sq,
                           equalization="off" if eq == "0" else "per_channel_clip",
                           equalization_alpha=None if eq in ("0", "w") else float(eq),
                           range_search=v["rs"] == "1", range_search_combine=v["comb"], range_search_error=v["err"],
@@ -122,7 +123,10 @@ def main() -> None:
                           weight_rounding=v["wr"])
         key = (sq, eq)
         if key not in calibrated:
-            m, records = before_calibration(base, lambda: cal_all, opts)
+            rw = rewrite(base, opts, CalibData(batches=lambda: cal_all,
+                                               subset=lambda: cal_all[:4]),
+                         output=model.output_name)
+            m, records = rw.model, list(rw.steps)
             tensors = activation_tensors(select_tensors(m, op_types=tuple(p.op_types)))
             res = collect_stats(m, cal_all, tensors, num_bins=c.num_bins, progress=False)
             cals = {k: make_calibrator(k, **({"percentile": c.percentile}
@@ -146,8 +150,10 @@ def main() -> None:
         n = int(v["rsn"])
         sub = [f for _, f in feeds.batches(splits.calib.subset(
             range(min(n, len(splits.calib))), "calib"), c.batch_size)]
-        plan, recs = refine_ranges(m, plan, ranges, lambda: sub, opts, list(records))
-        mq, recs = before_qdq(m, plan, lambda: cal_all, opts, recs, target=s.target)
+        refined = refine(m, plan, ranges, opts, CalibData(batches=lambda: cal_all,
+                                                          subset=lambda: sub),
+                         target=s.target)
+        plan, mq, recs = refined.plan, refined.model, list(records) + list(refined.records)
         q, _ = insert_qdq(mq, plan, target=s.target, int8_weights=True)
         if v["rem"] == "fp16":
             q = emulate_fp16(q, plan)

@@ -122,24 +122,24 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
             res.reference_test = evaluate_reference(ctx, "test")
     for ev in (res.reference, res.reference_test):  # e.g. FP32 at chance level on this data
         record.notes.extend(ev.notes if ev is not None else ())
-    scope = quant_scope(ctx)  # read by calibration, plan building and Q/DQ insertion
-    with stage("ptq") as info:  # settings.ptq steps on the graph that gets quantized
-        scope = apply_ptq(ctx, scope)
-        info["rewritten"] = bool(scope.ptq and scope.ptq.rewritten)
-    with stage("calibration") as info:
-        res.calibration = cal = calibrate(ctx, scope)
-        info.update(cal.info)
-    with stage("fp16_range_check") as info:
+    scope = quant_scope(ctx)  # the original graph's quantization scope
+    with stage("fp16_range_check") as info:  # the original graph's nodes that overflow FP16
         overflow = check_fp16_range(ctx)
         info.update(overflow.to_record())
+    with stage("ptq") as info:  # the recipe, its proven rewrites: the graph to quantize
+        res.source = source = apply_ptq(ctx, scope, overflow, ref)
+        info.update({"recipe": source.recipe_name, "rewritten": source.is_rewritten})
+    with stage("calibration") as info:
+        res.calibration = cal = calibrate(ctx, source)
+        info.update(cal.info)
     with stage("artifacts") as info:
-        res.artifacts = arts = build_artifacts(ctx, cal, overflow)
+        res.artifacts = arts = build_artifacts(ctx, cal, overflow, source)
         info["count"] = len(arts)
     with stage("evaluate") as info:  # on dev only: these numbers choose
         res.evaluations = {n: evaluate_artifact(ctx, a, ref) for n, a in arts.items()}
         info["candidates"] = len(arts)
     with stage("layerwise") as info:
-        res.layers = compare_layers(ctx, scope, arts)
+        res.layers = compare_layers(ctx, source.scope, arts)
         info["examples"] = res.layers.examples
 
     search = settings.precision.search
@@ -148,7 +148,7 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
         log.info("precision search skipped: %s", res.search_skipped)
     elif search.enabled and len(arts) > 1:
         with stage("search") as info:
-            res.search = search_mixed(ctx, arts, res.evaluations, res.layers, ref)
+            res.search = search_mixed(ctx, arts, res.evaluations, res.layers, ref, source)
             if res.search is not None:
                 info.update({k: res.search.search[k] for k in ("full_evals", "bound")})
     every = {**arts, **({"mixed": res.search.artifact} if res.search else {})}

@@ -19,6 +19,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from quantkit.errors import ConfigError
 from quantkit.graph.weights import WEIGHTED_OPS
+from quantkit.ptq.recipe import RECIPE_NAMES, ROUNDING_METHODS, Recipe
 
 CALIBRATOR_NAMES = ("minmax", "percentile", "entropy", "mse")
 #: verdict.metric: labeled (accuracy, macro_f1) and label-free per-example scores vs FP32
@@ -443,33 +444,32 @@ class BenchConfig:
 
 
 @dataclass
-class PtqConfig:
-    """Post-training steps on the graph that gets quantized (quantkit/ptq; quantkit/run/ptq.py).
+class PtqAutoConfig:
+    """``ptq.recipe=auto``: the recipes tried on dev (quantkit/run/recipe_choice.py).
 
-    The FP32 reference stays the original model: equalization and SmoothQuant keep the FP32
-    function (they run before calibration), range search refines the INT8 plans' amax and
-    bias correction edits the INT8 artifacts' graph; every comparison is against the
-    original FP32 outputs. All steps off and ``int8_weights=false`` = the artifacts without
-    ptq, byte for byte."""
+    ``budget``: at most this many recipe evaluations (each one dev-subset evaluation of full
+    INT8); ``subset``: dev examples a recipe is scored on (mean KL vs FP32 for logits,
+    1 - mean cosine for embeddings); ``calibrator``: the calibrator whose plan scores a
+    recipe."""
 
-    smoothquant_alpha: Optional[float] = None  # null = off; e.g. 0.8 (bert_int8)
-    smoothquant_min_outlier_ratio: float = 0.0
-    equalization: str = "off"  # off | per_channel_clip | skip (ReLU6 handling of Conv pairs)
-    equalization_iterations: int = 2
-    # null: weight-only CLE scales; a number in (0, 1): activation-aware scales (one FP32 pass)
-    equalization_alpha: Optional[float] = None
-    range_search: bool = False  # per-tensor amax search over every calibrator's candidates
-    range_search_grid: int = 16
-    range_search_combine: str = "widest"  # widest | sum (ptq/range_search.py)
-    range_search_error: str = "tensor"  # tensor | row: how a reader's output error is scored
-    range_search_samples: int = 32  # calibration examples the search captures (memory)
-    bias_correction: bool = False  # per-channel output-mean correction of INT8 nodes
-    # nearest | gptq | gptq_aware | gptq_sequential: Hessian-aware rounding of INT8 weights
-    # on the same grid (ptq/weight_rounding.py); gptq_aware: the statistics see each input's Q/DQ;
-    # gptq_sequential: each node's input as the partially INT8 network computes it, node by
-    # node in graph order (ptq/sequential.py)
-    weight_rounding: str = "nearest"
-    int8_weights: bool = True  # INT8 weights as int8 initializers (one DQ) instead of FP32 + Q/DQ
+    budget: int = 12
+    subset: int = 512
+    calibrator: str = "percentile"
+
+
+@dataclass
+class PtqConfig(Recipe):
+    """Post-training steps on the graph that gets quantized (quantkit/ptq; the stage
+    quantkit/run/ptq.py). ``recipe``: ``auto`` (default: chosen per model on dev among the
+    declared recipes), a named recipe (``none``, ``generic``, ``bert``, ``mobilenet``:
+    quantkit/ptq/recipe.py), or ``custom``: exactly the step keys below (the fields of
+    :class:`~quantkit.ptq.recipe.Recipe`, all off by default). The FP32 reference stays the
+    original model; every rewrite is proven to keep its FP32 function on the run's own
+    calibration data, or dropped with its reason."""
+
+    recipe: str = "auto"
+    range_search_samples: int = 32  # calibration examples the range search captures (memory)
+    auto: PtqAutoConfig = field(default_factory=PtqAutoConfig)
 
 
 @dataclass
@@ -647,7 +647,18 @@ def validate(s: Settings) -> Settings:
 
 
 def validate_ptq(q: PtqConfig) -> None:
-    """Ranges of the ptq keys (ConfigError naming the key)."""
+    """Ranges of the ptq keys (ConfigError naming the key); step keys set beside a recipe
+    that is not ``custom`` are refused (they would be ignored)."""
+    _choice("ptq.recipe", q.recipe, ("auto", *RECIPE_NAMES, "custom"))
+    if q.recipe != "custom":
+        default = Recipe()
+        changed = [k for k, v in Recipe.from_config(q).key().items()
+                   if v != getattr(default, k)]
+        if changed:
+            raise ConfigError(f"config key ptq.{changed[0]} is set, but ptq.recipe={q.recipe} "
+                              "chooses the steps", value=getattr(q, changed[0]),
+                              fix="add ptq.recipe=custom to run exactly the steps you set, or "
+                                  f"drop ptq.{changed[0]}")
     for key, value in (("ptq.smoothquant_alpha", q.smoothquant_alpha),
                        ("ptq.equalization_alpha", q.equalization_alpha)):
         if value is not None and not 0.0 < value < 1.0:
@@ -656,13 +667,14 @@ def validate_ptq(q: PtqConfig) -> None:
     _choice("ptq.equalization", q.equalization, ("off", "per_channel_clip", "skip"))
     _choice("ptq.range_search_combine", q.range_search_combine, ("widest", "sum"))
     _choice("ptq.range_search_error", q.range_search_error, ("tensor", "row"))
-    _choice("ptq.weight_rounding", q.weight_rounding,
-            ("nearest", "gptq", "gptq_aware", "gptq_sequential"))
+    _choice("ptq.weight_rounding", q.weight_rounding, ROUNDING_METHODS)
+    _choice("ptq.auto.calibrator", q.auto.calibrator, CALIBRATOR_NAMES)
     _positive("ptq.smoothquant_min_outlier_ratio", q.smoothquant_min_outlier_ratio,
               allow_zero=True)
     for key, value in (("ptq.equalization_iterations", q.equalization_iterations),
                        ("ptq.range_search_grid", q.range_search_grid),
-                       ("ptq.range_search_samples", q.range_search_samples)):
+                       ("ptq.range_search_samples", q.range_search_samples),
+                       ("ptq.auto.budget", q.auto.budget), ("ptq.auto.subset", q.auto.subset)):
         _positive(key, value)
 
 

@@ -158,6 +158,23 @@ class Plan:
         return Plan(decisions, dict(self.activation_amax), self.calibrator,
                     dict(self.activation_range))
 
+    def on_nodes(self, names: Iterable[str], fallback: "Plan") -> "Plan":
+        """This plan for a graph whose nodes are ``names`` (in order): the decisions of the
+        nodes it has, ``fallback``'s for the nodes it lacks (nodes a ptq rewrite put back,
+        :mod:`quantkit.ptq.restore`); decisions of nodes no longer there are dropped."""
+        names = list(names)
+        if list(self.decisions) == names:
+            return self
+        decisions = {}
+        for n in names:
+            d = self.decisions.get(n) or fallback.decisions.get(n)
+            if d is None:
+                raise ConfigError("node is in neither plan", where="Plan.on_nodes", value=n,
+                                  fix="build the fallback plan on the original graph")
+            decisions[n] = d
+        return Plan(decisions, dict(self.activation_amax), self.calibrator,
+                    dict(self.activation_range))
+
     def to_dict(self) -> dict:
         """JSON-ready: ``{"calibrator", "decisions": {node: {"precision", "reason"}},
         "activation_amax", "activation_range": {tensor: [min, max]}}``."""

@@ -90,6 +90,7 @@ def correct_bias(model: onnx.ModelProto, nodes: Iterable[str],
     ed = InitializerEditor(m)
     only = set(nodes)
     changes, skipped = {}, {}
+    groups: list[tuple[str, ...]] = []
     for n in list(m.graph.node):
         if n.name not in only or n.op_type not in ("Conv", "MatMul", "Gemm"):
             continue
@@ -119,9 +120,10 @@ def correct_bias(model: onnx.ModelProto, nodes: Iterable[str],
         ed.replace(owner, slot, (b.astype(np.float64) - shift.reshape(b.shape)).astype(b.dtype))
         changes[n.name] = (f"bias {owner.input[slot]} -= shift (max |shift| "
                            f"{np.max(np.abs(shift)):.3g}, mean {np.mean(shift):+.3g})")
+        groups.append(tuple(dict.fromkeys((n.name, owner.name))))
     log.info("bias correction: %d nodes corrected, %d skipped", len(changes), len(skipped))
     return m, StepRecord("bias_correction", {"min_relative_shift": float(min_relative_shift)},
-                         changes, skipped)
+                         changes, skipped, tuple(groups))
 
 
 def writable_bias(node: onnx.NodeProto, ed: InitializerEditor, n_out: int):

@@ -125,6 +125,7 @@ def equalize_pairs(model: onnx.ModelProto, *, relu6: str = "per_channel_clip",
     ed = InitializerEditor(m)
     by_name = {n.name: n for n in m.graph.node}
     changes, skipped = {}, {}
+    groups: list[tuple[str, ...]] = []
     todo = []
     for c1, act, c2, kind in pairs:
         key = f"{c1} -> {c2}"
@@ -180,16 +181,18 @@ def equalize_pairs(model: onnx.ModelProto, *, relu6: str = "per_channel_clip",
         if c1 in biases:
             ed.replace(by_name[c1], 2, biases[c1].astype(np.float32))
         how = kind
+        group = [c1, c2] + ([act] if act else [])
         if kind == "relu6":
             hi = _clip_bounds(by_name[act], constant_arrays(m.graph))[1]
-            _per_channel_clip(m, ed, by_name[act], hi / s)
+            group += _per_channel_clip(m, ed, by_name[act], hi / s)
             how = f"ReLU6 -> Relu + Min(per-channel bound {hi:g}/s)"
         changes[f"{c1} -> {c2}"] = (f"{kind}: s in [{s.min():.3g}, {s.max():.3g}]; {how}")
+        groups.append(tuple(group))
     log.info("equalization: %d pairs equalized, %d skipped", len(changes), len(skipped))
     return m, StepRecord("equalization", {"relu6": relu6, "iterations": int(iterations),
                                           "activation_aware": activation_absmax is not None,
                                           "alpha": float(alpha)},
-                         changes, skipped)
+                         changes, skipped, tuple(groups))
 
 
 def _input_channel_absmax(w2: np.ndarray, group: int) -> np.ndarray:
@@ -209,8 +212,9 @@ def _scale_input_channels(w2: np.ndarray, s: np.ndarray, group: int) -> np.ndarr
 
 
 def _per_channel_clip(m: onnx.ModelProto, ed: InitializerEditor, clip: onnx.NodeProto,
-                      bound: np.ndarray) -> None:
-    """Replace ``Clip(x, 0, c)`` by ``Min(Relu(x), bound[C,1,1])`` (same output name)."""
+                      bound: np.ndarray) -> list[str]:
+    """Replace ``Clip(x, 0, c)`` by ``Min(Relu(x), bound[C,1,1])`` (same output name);
+    returns the names of the two new nodes."""
     x, y = clip.input[0], clip.output[0]
     mid = ed.fresh_tensor(f"{y}__relu")
     b = ed.add(f"{clip.name}__bound", bound.astype(np.float32).reshape(-1, 1, 1))
@@ -221,3 +225,4 @@ def _per_channel_clip(m: onnx.ModelProto, ed: InitializerEditor, clip: onnx.Node
     del nodes[idx]
     nodes.insert(idx, mn)
     nodes.insert(idx, relu)
+    return [relu.name, mn.name]

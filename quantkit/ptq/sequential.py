@@ -111,6 +111,7 @@ def sequential_round(model: onnx.ModelProto, plan: Plan, layers: Sequence[Roundi
     amax = plan.activation_amax
     cur = model
     changes: dict[str, str] = {}
+    groups: list[tuple[str, ...]] = []
     skip = dict(skipped or {})
     for k, layer in enumerate(track(todo, desc="sequential rounding", enabled=progress)):
         if layer.data not in amax:
@@ -122,10 +123,12 @@ def sequential_round(model: onnx.ModelProto, plan: Plan, layers: Sequence[Roundi
                            runner_factory or _runner)
         cur, rec = round_weights(cur, [layer], {layer.node: st}, summary=False)
         changes.update(rec.changes)
+        groups.extend(rec.groups)
         skip.update(rec.skipped)
         log.debug("sequential rounding %d/%d %s: %s", k + 1, len(todo), layer.node,
                   rec.changes.get(layer.node) or rec.skipped.get(layer.node))
     log.info("sequential weight rounding: %d nodes rewritten, %d skipped", len(changes),
              len(skip))
     return cur, StepRecord("weight_rounding", {"method": "gptq", "activation_aware": True,
-                                               "sequential": True}, changes, skip)
+                                               "sequential": True}, changes, skip,
+                          tuple(groups))

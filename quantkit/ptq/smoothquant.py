@@ -81,6 +81,7 @@ def smooth_activations(model: onnx.ModelProto, channel_absmax: Mapping[str, np.n
     prod = producers(m.graph)
     outputs = {o.name for o in m.graph.output}
     changes, skipped = {}, {}
+    rewrites: list[tuple[str, ...]] = []
     new_nodes: list[tuple[int, onnx.NodeProto]] = []
     for x, names in groups.items():
         if x not in channel_absmax:
@@ -114,6 +115,7 @@ def smooth_activations(model: onnx.ModelProto, channel_absmax: Mapping[str, np.n
                     v = ed.array(p.input[slot])
                     ed.replace(p, slot, v / s.reshape(v.shape) if v.size == s.size else v / s)
             how = f"folded 1/s into LayerNormalization {p.name}"
+            rewrites.append((p.name, *names))
         else:
             inv = ed.add(f"{x}__smooth_inv_scale", (1.0 / s).astype(np.float32))
             y = ed.fresh_tensor(f"{x}__smoothed")
@@ -122,6 +124,7 @@ def smooth_activations(model: onnx.ModelProto, channel_absmax: Mapping[str, np.n
                 r.input[0] = y
             first = min(i for i, n in enumerate(m.graph.node) if n.name in set(names))
             new_nodes.append((first, mul))
+            rewrites.append((mul.name, *names))
             how = "1/s in a new constant Mul"
         changes[x] = (f"scaled {len(names)} reader(s) ({', '.join(names[:3])}"
                       f"{' ...' if len(names) > 3 else ''}); {how}; outlier ratio "
@@ -131,4 +134,4 @@ def smooth_activations(model: onnx.ModelProto, channel_absmax: Mapping[str, np.n
     log.info("smoothquant: %d tensors smoothed, %d skipped", len(changes), len(skipped))
     return m, StepRecord("smoothquant", {"alpha": float(alpha),
                                          "min_outlier_ratio": float(min_outlier_ratio)},
-                         changes, skipped)
+                         changes, skipped, tuple(rewrites))

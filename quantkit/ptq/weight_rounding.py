@@ -98,23 +98,43 @@ def rounding_layers(model: onnx.ModelProto, nodes: Iterable[str]) -> tuple[
 
 
 def _patches(layer: RoundingLayer, x: np.ndarray) -> np.ndarray:
-    """Input rows of one sample as the layer's weight sees them: ``(G, P, K)``."""
+    """Input rows of a batch as the layer's weight sees them: ``(G, P, K)``, P the rows of
+    every example (a conv: im2col of ``x`` [N, C, H, W] over the batch at once; a gemm:
+    every row of ``x`` [..., K])."""
     if layer.kind == "gemm":
         return x.reshape(1, -1, x.shape[-1])
-    c = x.shape[0]
+    n, c = x.shape[0], x.shape[1]
     kh, kw = layer.kernel
     pt, pl, pb, pr = layer.pads
     sh, sw = layer.strides
     dh, dw = layer.dilations
-    xp = np.pad(x, ((0, 0), (pt, pb), (pl, pr)))
+    xp = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
     eh, ew = dh * (kh - 1) + 1, dw * (kw - 1) + 1
-    win = np.lib.stride_tricks.sliding_window_view(xp, (eh, ew), axis=(1, 2))
-    win = win[:, ::sh, ::sw, ::dh, ::dw]  # (C, Ho, Wo, kh, kw)
+    win = np.lib.stride_tricks.sliding_window_view(xp, (eh, ew), axis=(2, 3))
+    win = win[:, :, ::sh, ::sw, ::dh, ::dw]  # (N, C, Ho, Wo, kh, kw)
     g = layer.group
     cg = c // g
-    ho, wo = win.shape[1], win.shape[2]
-    win = win.reshape(g, cg, ho, wo, kh, kw).transpose(0, 2, 3, 1, 4, 5)
-    return win.reshape(g, ho * wo, cg * kh * kw)
+    ho, wo = win.shape[2], win.shape[3]
+    win = win.reshape(n, g, cg, ho, wo, kh, kw).transpose(1, 0, 3, 4, 2, 5, 6)
+    return win.reshape(g, n * ho * wo, cg * kh * kw)
+
+
+#: float32 elements of one batch chunk's patches (about 64 MB): memory stays bounded on
+#: wide early layers (a depthwise 112 x 112 layer of 96 channels: 9 values per row)
+_CHUNK_ELEMENTS = 16 * 1024 * 1024
+
+
+def _chunks(layer: RoundingLayer, x: np.ndarray, xq: np.ndarray):
+    """(x, xq) in example chunks whose patches stay under :data:`_CHUNK_ELEMENTS`."""
+    if layer.kind == "gemm":
+        yield x.reshape(-1, x.shape[-1]), xq.reshape(-1, xq.shape[-1])
+        return
+    kh, kw = layer.kernel
+    sh, sw = layer.strides
+    per = max(1, (x[0].size // max(sh * sw, 1)) * kh * kw)
+    step = max(1, _CHUNK_ELEMENTS // per)
+    for i in range(0, x.shape[0], step):
+        yield x[i:i + step], xq[i:i + step]
 
 
 @dataclass
@@ -148,8 +168,7 @@ def accumulate(layer: RoundingLayer, st: InputStats, x: np.ndarray,
     xq = x if quantized_input is None else np.asarray(quantized_input, dtype=np.float32)
     if xq.shape != x.shape:
         raise ValueError(f"quantized input shape {xq.shape} != FP32 input shape {x.shape}")
-    rows = lambda a: [a.reshape(-1, a.shape[-1])] if layer.kind == "gemm" else list(a)  # noqa: E731
-    for s, sq in zip(rows(x), rows(xq)):
+    for s, sq in _chunks(layer, x, xq):
         p = _patches(layer, s)
         if step is not None:
             sq = np.clip(np.rint(sq / np.float32(step)), -128, INT8_MAX) * np.float32(step)
@@ -253,16 +272,19 @@ def _damped_inverse(h: np.ndarray, damp: float) -> np.ndarray:
 
 
 def _add_to_bias(node: onnx.NodeProto, ed: InitializerEditor, shift: np.ndarray,
-                 skip: dict) -> None:
+                 skip: dict) -> str | None:
+    """``shift`` added to ``node``'s bias; the name of the node holding that bias (an Add
+    reader of a MatMul), None when there is none."""
     from quantkit.ptq.bias_correction import writable_bias
 
     where = writable_bias(node, ed, shift.size)
     if where is None:
         skip[f"{node.name}:bias"] = "no constant bias to correct"
-        return
+        return None
     owner, slot = where
     b = ed.array(owner.input[slot])
     ed.replace(owner, slot, (b.astype(np.float64) + shift.reshape(b.shape)).astype(b.dtype))
+    return owner.name
 
 
 def _output_error(dw: np.ndarray, h: np.ndarray) -> float:
@@ -275,6 +297,7 @@ class _Totals:
     nearest: float = 0.0
     rounded: float = 0.0
     changes: dict[str, str] = field(default_factory=dict)
+    groups: list[tuple[str, ...]] = field(default_factory=list)
 
 
 def round_weights(model: onnx.ModelProto, layers: Sequence[RoundingLayer],
@@ -315,12 +338,14 @@ def round_weights(model: onnx.ModelProto, layers: Sequence[RoundingLayer],
             continue
         new = _ungrouped(layer, q * sg[:, :, None], w.shape).astype(w.dtype)
         ed.replace(node, 1, new)
+        owner = None
         if st.total is not None:  # the mean output the rounded node misses, into its bias
             w0 = _grouped(layer, w)
             mu, muq = st.total / max(st.rows, 1), st.total_q / max(st.rows, 1)
             shift = (np.einsum("grk,gk->gr", w0, mu)
                      - np.einsum("grk,gk->gr", q * sg[:, :, None], muq)).reshape(-1)
-            _add_to_bias(node, ed, shift, skip)
+            owner = _add_to_bias(node, ed, shift, skip)
+        tot.groups.append(tuple(dict.fromkeys(x for x in (layer.node, owner) if x)))
         tot.nearest += e_near
         tot.rounded += e_gptq
         tot.changes[layer.node] = (f"output error {e_gptq / max(e_near, 1e-30):.3f} x "
@@ -331,7 +356,7 @@ def round_weights(model: onnx.ModelProto, layers: Sequence[RoundingLayer],
     aware = any(st.cross is not None for st in hessians.values())
     return m, StepRecord("weight_rounding", {"method": "gptq", "damp": float(damp),
                                              "activation_aware": aware},
-                         tot.changes, skip)
+                         tot.changes, skip, tuple(tot.groups))
 
 
 def rounded_int8(model: onnx.ModelProto, rounded: onnx.ModelProto, nodes: Sequence[str]

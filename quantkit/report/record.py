@@ -35,8 +35,10 @@ def host_info() -> dict[str, Any]:
 #: Version of the record's layout; bump when a field changes meaning. 1: issue 14's spine
 #: (the recorded config is the one that ran). 2: dev / test sign-off (``signoff``; a family
 #: member's ``metrics`` / ``verdict`` are on test, its ``dev`` entry on dev; every other
-#: candidate's verdict is a dev verdict, ``verdict.split == "dev"``). Older records lack it.
-SCHEMA_VERSION = 2
+#: candidate's verdict is a dev verdict, ``verdict.split == "dev"``). 3: the ptq stage's own
+#: section ``ptq`` (recipe, steps, the proof of every rewrite, auto's choice; was
+#: ``calibration.ptq``). Older records lack it.
+SCHEMA_VERSION = 3
 
 
 @dataclass
@@ -53,6 +55,7 @@ class RunRecord:
     model: dict[str, Any] = field(default_factory=dict)
     data: dict[str, Any] = field(default_factory=dict)
     stages: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> seconds, cached
+    ptq: dict[str, Any] = field(default_factory=dict)  # recipe, steps, proofs, auto's choice
     calibration: dict[str, Any] = field(default_factory=dict)
     candidates: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> evidence
     search: dict[str, Any] = field(default_factory=dict)

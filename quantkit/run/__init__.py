@@ -5,11 +5,13 @@ has ``to_record()``. :func:`quantkit.app.run` calls them in order and assembles 
 RunRecord once at the end (:func:`assemble_record`). Stage order:
 
     check_preflight -> load_data -> prepare_model (feeds, ModelGraph) -> evaluate_reference
-    -> quant_scope -> apply_ptq -> calibrate -> check_fp16_range -> build_artifacts -> evaluate_artifact
-    -> check_backend -> compare_layers -> search_mixed -> measure -> assemble_record
+    -> quant_scope -> check_fp16_range -> apply_ptq (QuantSource) -> calibrate
+    -> build_artifacts -> evaluate_artifact -> compare_layers -> search_mixed -> check_backend
+    -> family_members -> sign_off -> measure -> recommend_signed -> assemble_record
 """
 
-from quantkit.run.artifacts import Artifact, build_artifact, build_artifacts, plan_for_ranges
+from quantkit.run.artifacts import (Artifact, build_artifact, build_artifacts, build_variant,
+                                    plan_for_ranges)
 from quantkit.run.backend_check import BackendCheck, check_backend
 from quantkit.run.calibration import Calibration, calibrate
 from quantkit.run.context import RunContext, make_context
@@ -21,7 +23,7 @@ from quantkit.run.latency import LatencyReport, latency_feeds, latency_reuse, me
 from quantkit.run.layerwise import LayerReport, compare_layers
 from quantkit.run.prepare import (Prepared, check_preflight, load_data, prepare_model,
                                   prepared_context, text_encoder)
-from quantkit.run.ptq import PtqState, apply_ptq
+from quantkit.run.ptq import QuantSource, apply_ptq
 from quantkit.run.record import (RunResults, assemble_record, candidate_records, record_files,
                                  recorded_config, slower_than_fp32, target_note,
                                  write_sha256sums)
@@ -31,13 +33,13 @@ from quantkit.run.signoff import (SignOff, family_members, recommend_signed, sig
 from quantkit.run.search import SearchOutcome, measure_sensitivity, search_mixed, search_skip_reason
 from quantkit.run.summary import summary_lines
 
-__all__ = ["SignOff", "family_members", "recommend_signed", "sign_off", "Artifact", "build_artifact", "build_artifacts", "plan_for_ranges", "BackendCheck",
+__all__ = ["SignOff", "family_members", "recommend_signed", "sign_off", "Artifact", "build_artifact", "build_artifacts", "build_variant", "plan_for_ranges", "BackendCheck",
            "check_backend", "Calibration", "calibrate", "RunContext", "make_context",
            "build_trt_engine", "Evaluation", "evaluate",
            "evaluate_artifact", "evaluate_reference", "numerics_note", "Fp16Range",
            "check_fp16_range", "LatencyReport", "latency_feeds", "latency_reuse", "measure",
            "LayerReport", "compare_layers", "Prepared", "check_preflight", "load_data",
-           "prepare_model", "prepared_context", "text_encoder", "PtqState", "apply_ptq",
+           "prepare_model", "prepared_context", "text_encoder", "QuantSource", "apply_ptq",
            "RunResults", "assemble_record", "candidate_records", "record_files",
            "recorded_config", "slower_than_fp32", "target_note", "write_sha256sums",
            "QuantScope", "quant_scope", "SearchOutcome", "measure_sensitivity", "search_mixed",

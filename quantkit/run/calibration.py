@@ -3,14 +3,16 @@ calibrator (or ranges loaded from files a previous run saved)."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from quantkit.run.context import RunContext
-from quantkit.run.scope import QuantScope
+
+if TYPE_CHECKING:
+    from quantkit.graph.model_graph import ModelGraph
+    from quantkit.run.ptq import QuantSource
 
 __all__ = ["Calibration", "calibrate"]
 
@@ -20,50 +22,43 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Calibration:
     """``ranges``: calibrator -> Ranges; ``record``: what record.calibration shows;
-    ``info``: the stage's timing line; ``ptq``: the scope's PtqState (quantkit/run/ptq.py),
-    carried to build_artifacts (None: no ptq stage ran)."""
+    ``info``: the stage's timing line."""
 
     ranges: dict
     record: dict
     info: dict
-    ptq: Any = None
 
     def to_record(self) -> dict:
-        out = dict(self.record)
-        if self.ptq is not None:
-            out["ptq"] = self.ptq.to_record()
-        return out
+        return dict(self.record)
 
 
-def calibrate(ctx: RunContext, scope: QuantScope) -> Calibration:
-    """Ranges of ``scope.tensors`` for every ``calibrator.methods``; saved under ranges/.
-    Calibrates ``scope.ptq.graph`` (the ptq-rewritten graph) when the ptq stage ran."""
+def calibrate(ctx: RunContext, source: QuantSource) -> Calibration:
+    """Ranges of ``source.scope.tensors`` on ``source.graph`` (the graph that gets quantized)
+    for every ``calibrator.methods``; saved under ranges/."""
     from quantkit.calibrate import (bootstrap_ranges, collect_stats, compute_ranges,
                                     make_calibrator, save_ranges, to_trt_calibration_cache)
     from quantkit.errors import CalibrationError
 
     p, c = ctx.settings.precision, ctx.settings.calibrator
+    scope, graph = source.scope, source.graph
     tensors = list(scope.tensors)
     if not tensors:
         raise CalibrationError("no tensors in the quantization scope", where="precision.op_types",
                                value=list(p.op_types), fix="widen precision.op_types or "
                                "precision.include_nodes")
-    state = scope.ptq
-    if state is not None and state.graph is not ctx.graph:
-        ctx = dataclasses.replace(ctx, graph=state.graph)  # runners typed from this graph
     if c.ranges_files:
-        return dataclasses.replace(_load_saved_ranges(c.ranges_files, tensors,
-                                                      scope.quant_nodes), ptq=state)
+        return _load_saved_ranges(c.ranges_files, tensors, scope.quant_nodes)
     chunks = 16 if c.bootstrap > 0 else None
 
     def collect():
-        return collect_stats(ctx.graph.model, ctx.batches(ctx.splits.calib, c.batch_size),
+        return collect_stats(graph.model, ctx.batches(ctx.splits.calib, c.batch_size),
                              tensors, num_bins=c.num_bins, progress=ctx.settings.progress,
                              runner_factory=lambda m, outs: ctx.runner(m, name="calibrate",
-                                                                       extra_outputs=outs),
+                                                                       extra_outputs=outs,
+                                                                       graph=graph),
                              num_chunks=chunks)
 
-    res = collect() if chunks else _cached_stats(ctx, tensors, collect)  # bootstrap: uncached
+    res = collect() if chunks else cached_stats(ctx, graph, tensors, collect)  # bootstrap: uncached
     params = {"percentile": {"percentile": c.percentile},
               "entropy": {"num_quant_bins": c.num_quant_bins}}
     cals = {m: make_calibrator(m, **params.get(m, {})) for m in c.methods}
@@ -86,20 +81,19 @@ def calibrate(ctx: RunContext, scope: QuantScope) -> Calibration:
               "summary": first.summary, "seconds": round(res.seconds, 3)}
     return Calibration(ranges=ranges, record=record,
                        info={"tensors": len(tensors), "samples": res.samples_seen,
-                             "collect_seconds": round(res.seconds, 3)}, ptq=state)
+                             "collect_seconds": round(res.seconds, 3)})
 
 
-def _cached_stats(ctx: RunContext, tensors: list[str], collect):
-    """Calibration histograms, cached without the calibrator choice: every calibrator (and
-    every sweep job) reuses one pass."""
+def cached_stats(ctx: RunContext, graph: ModelGraph, tensors: list[str], collect):
+    """Calibration histograms of ``graph``, cached without the calibrator choice: every
+    calibrator (every sweep job, every recipe auto tries on this graph) reuses one pass."""
     from quantkit.calibrate.stats import HistogramStats
-    from quantkit.run.ptq import ptq_key
 
     s, c = ctx.settings, ctx.settings.calibrator
-    inputs = {"model": ctx.graph.sha256, "calib": ctx.splits.calib.sha256, "tensors": tensors,
+    inputs = {"model": graph.sha256, "calib": ctx.splits.calib.sha256, "tensors": tensors,
               "num_bins": c.num_bins, "batch_size": c.batch_size,
               "max_length": s.data.max_length, "backend": list(s.backend.providers),
-              **ctx.feeds_key(), **ptq_key(ctx)}
+              **ctx.feeds_key()}
 
     def compute():
         res = collect()

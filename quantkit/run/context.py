@@ -137,17 +137,18 @@ class RunContext:
     # -- runners --------------------------------------------------------------------------
     def runner(self, model, *, name: str, extra_outputs=(), optimized_to=None,
                disable_unsafe: bool = True, qdq_mode: str | None = None,
-               memory_arena: bool = True):
+               memory_arena: bool = True, graph=None):
         """An ONNX Runtime runner with the run's backend settings (backends/runners.py);
         extra outputs of the FP32 graph are typed from the run's one shape inference.
         ``qdq_mode``: default :meth:`qdq_mode` (evaluation numerics); ``"fused"`` runs the
         artifact as the backend deploys it (backend check, kernel census);
-        ``memory_arena=False``: no ORT CPU memory arena (per-layer debug runs)."""
+        ``memory_arena=False``: no ORT CPU memory arena (per-layer debug runs); ``graph``:
+        the ModelGraph ``model`` belongs to when it is not the run's (the ptq graph)."""
         from quantkit.backends.runners import ort_runner
 
         return ort_runner(self.settings.backend, model, name=name, extra_outputs=extra_outputs,
                           optimized_to=optimized_to, disable_unsafe=disable_unsafe,
-                          graph=self.graph, qdq_mode=qdq_mode or self.qdq_mode(),
+                          graph=graph or self.graph, qdq_mode=qdq_mode or self.qdq_mode(),
                           memory_arena=memory_arena)
 
 

@@ -4,10 +4,14 @@ calibration samples stay FP32."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from quantkit.run.context import RunContext
+
+if TYPE_CHECKING:
+    from quantkit.graph.model_graph import ModelGraph
 
 __all__ = ["Fp16Range", "check_fp16_range"]
 
@@ -22,32 +26,26 @@ class Fp16Range:
         return {"fp32_nodes": len(self.fp32_nodes)}
 
 
-def check_fp16_range(ctx: RunContext, graph=None) -> Fp16Range:
+def check_fp16_range(ctx: RunContext, graph: ModelGraph | None = None) -> Fp16Range:
     """Max |x| of every float tensor on ``compare.fp16_range_samples`` calibration examples
-    (cached by graph, data, count and ptq settings) -> the nodes that would overflow FP16.
-    ``graph``: a ModelGraph other than ``ctx.graph`` (the ptq-rewritten graph)."""
-    import dataclasses
-
-    from quantkit.run.ptq import ptq_key
-
-    if graph is not None and graph is not ctx.graph:
-        ctx = dataclasses.replace(ctx, graph=graph)
+    (cached by graph, data and count) -> the nodes that would overflow FP16. ``graph``: a
+    ModelGraph other than ``ctx.graph`` (the ptq-rewritten graph)."""
+    graph = graph or ctx.graph
     n = ctx.settings.compare.fp16_range_samples
-    inputs = {"model": ctx.graph.sha256, "calib": ctx.splits.calib.sha256, "n": n,
+    inputs = {"model": graph.sha256, "calib": ctx.splits.calib.sha256, "n": n,
               "batch": ctx.settings.compare.batch_size,
-              "max_length": ctx.settings.data.max_length, **ctx.feeds_key(), **ptq_key(ctx)}
-    obj, _, _ = ctx.cached("fp16_range", inputs, lambda: (_overflow(ctx, n), None))
+              "max_length": ctx.settings.data.max_length, **ctx.feeds_key()}
+    obj, _, _ = ctx.cached("fp16_range", inputs, lambda: (_overflow(ctx, graph, n), None))
     return Fp16Range(fp32_nodes=obj)
 
 
-def _overflow(ctx: RunContext, n: int) -> dict[str, str]:
+def _overflow(ctx: RunContext, graph: ModelGraph, n: int) -> dict[str, str]:
     from quantkit.qdq.casts import fp16_overflow_nodes
 
-    graph = ctx.graph
     outs = graph.float32_outputs()
     absmax: dict[str, float] = {}
     # every float tensor is an output: the per-layer debug run's small batches bound memory
-    with ctx.runner(graph.model, name="fp16-range", extra_outputs=outs) as r:
+    with ctx.runner(graph.model, name="fp16-range", extra_outputs=outs, graph=graph) as r:
         for feed in ctx.batches(ctx.head(ctx.splits.calib, n), ctx.settings.compare.batch_size):
             for t, v in r.infer(feed, outs).items():
                 if v.dtype != np.float32 or v.size == 0:

@@ -6,8 +6,22 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from quantkit.report.record import SCHEMA_VERSION, RunRecord
+
+if TYPE_CHECKING:
+    from quantkit.run.artifacts import Artifact
+    from quantkit.run.backend_check import BackendCheck
+    from quantkit.run.calibration import Calibration
+    from quantkit.run.evaluation import Evaluation
+    from quantkit.run.latency import LatencyReport
+    from quantkit.run.layerwise import LayerReport
+    from quantkit.run.prepare import Prepared
+    from quantkit.run.ptq import QuantSource
+    from quantkit.run.search import SearchOutcome
+    from quantkit.run.signoff import SignOff
+    from quantkit.verdict.protocol import Recommendation
 
 __all__ = ["RunResults", "assemble_record", "candidate_records", "slower_than_fp32",
            "target_note", "write_sha256sums", "record_files", "recorded_config"]
@@ -19,21 +33,22 @@ log = logging.getLogger(__name__)
 class RunResults:
     """What the stages returned, in stage order (None: the stage did not run)."""
 
-    prepared: object = None  # Prepared
-    reference: object = None  # Evaluation of fp32
-    calibration: object = None  # Calibration
-    artifacts: dict = field(default_factory=dict)  # name -> Artifact
-    evaluations: dict = field(default_factory=dict)  # name -> Evaluation
-    backend_checks: dict = field(default_factory=dict)  # name -> BackendCheck
-    layers: object = None  # LayerReport
-    search: object = None  # SearchOutcome
+    prepared: Prepared | None = None
+    reference: Evaluation | None = None  # fp32 on dev
+    source: QuantSource | None = None  # the ptq stage: recipe, graph to quantize, proofs
+    calibration: Calibration | None = None
+    artifacts: dict[str, Artifact] = field(default_factory=dict)
+    evaluations: dict[str, Evaluation] = field(default_factory=dict)  # on dev
+    backend_checks: dict[str, BackendCheck] = field(default_factory=dict)
+    layers: LayerReport | None = None
+    search: SearchOutcome | None = None
     search_skipped: str | None = None
-    latency: object = None  # LatencyReport
-    reference_test: object = None  # Evaluation of fp32 on the test split
-    signoff: object = None  # SignOff (family declared on dev, tested once on test)
+    latency: LatencyReport | None = None
+    reference_test: Evaluation | None = None  # fp32 on the test split
+    signoff: SignOff | None = None  # family declared on dev, tested once on test
     signoff_skipped: str | None = None  # why the test split was left alone (sweep jobs)
-    recommendation: object = None  # verdict.protocol.Recommendation
-    notes: list = field(default_factory=list)  # what a reviewer must read beside it
+    recommendation: Recommendation | None = None
+    notes: list[str] = field(default_factory=list)  # what a reviewer must read beside it
 
 
 def recorded_config(cfg, settings) -> dict:
@@ -108,6 +123,8 @@ def assemble_record(record: RunRecord, results: RunResults) -> RunRecord:
     """Fill ``record`` (made at the start with the run's identity) from ``results``."""
     record.schema_version = SCHEMA_VERSION
     record.candidates = candidate_records(results)
+    if results.source is not None:
+        record.ptq = results.source.to_record()
     if results.calibration is not None:
         record.calibration = results.calibration.to_record()
     if results.search_skipped:

@@ -6,9 +6,12 @@ fuses). Calibration, plan building and Q/DQ insertion read this one value."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from quantkit.run.context import RunContext
+
+if TYPE_CHECKING:
+    from quantkit.graph.model_graph import ModelGraph
 
 __all__ = ["QuantScope", "quant_scope"]
 
@@ -18,38 +21,36 @@ class QuantScope:
     """``targets``: the weighted nodes in scope (QuantTarget, graph order); ``tensors``: every
     activation to calibrate; ``extra_tensors``: those of them that are not a target's input
     (residual skips, ort_cpu fused outputs); ``compare_tensors``: the per-layer comparison's
-    tensors (inputs and outputs of every weighted node of ``precision.op_types``); ``ptq``:
-    the PtqState (quantkit/run/ptq.py) once :func:`~quantkit.run.ptq.apply_ptq` ran, whose
-    ``graph`` is the graph that gets calibrated and quantized (None: ``ctx.graph``)."""
+    tensors (inputs and outputs of every weighted node of ``precision.op_types``)."""
 
     target: str
     targets: tuple
     tensors: tuple[str, ...]
     extra_tensors: tuple[str, ...]
     compare_tensors: tuple[str, ...]
-    ptq: Any = None
 
     @property
     def quant_nodes(self) -> int:
         return len(self.targets)
 
 
-def quant_scope(ctx: RunContext) -> QuantScope:
-    """The scope on the run's ModelGraph for ``settings.target`` and ``settings.precision``.
+def quant_scope(ctx: RunContext, graph: ModelGraph | None = None) -> QuantScope:
+    """The scope on ``graph`` (default: the run's ModelGraph) for ``settings.target`` and
+    ``settings.precision``.
 
     ConfigError when an include / exclude pattern matches no node (quantkit.graph.selection).
     """
     from quantkit.calibrate.collect import activation_tensors, select_tensors
     from quantkit.graph.selection import NodeSelection
 
-    p, graph = ctx.settings.precision, ctx.graph
+    p, graph = ctx.settings.precision, graph or ctx.graph
     NodeSelection.from_patterns(p.include_nodes, p.exclude_nodes).check_matches(graph.node_names)
     targets = select_tensors(graph.model, op_types=tuple(p.op_types),
                              include_nodes=tuple(p.include_nodes),
                              exclude_nodes=tuple(p.exclude_nodes))
-    _check_output_depends_on(ctx, targets)
+    _check_output_depends_on(ctx, graph, targets)
     tensors = activation_tensors(targets)
-    extra = [t for t in _fused_tensors(ctx, tensors) if t not in set(tensors)]
+    extra = [t for t in _fused_tensors(ctx, graph, tensors) if t not in set(tensors)]
     compare: list[str] = []
     for t in select_tensors(graph.model, op_types=tuple(p.op_types)):
         compare.extend(t.activations)
@@ -59,14 +60,14 @@ def quant_scope(ctx: RunContext) -> QuantScope:
                       compare_tensors=tuple(dict.fromkeys(compare)))
 
 
-def _fused_tensors(ctx: RunContext, tensors: list[str]) -> list[str]:
+def _fused_tensors(ctx: RunContext, graph: ModelGraph, tensors: list[str]) -> list[str]:
     """Skip-branch inputs of residual Adds after INT8 Convs (TRT rule 6), plus for ort_cpu
     the Conv / residual-Add outputs ORT fuses (qdq/targets.py): the nodes that run INT8 once
     every scoped tensor has a range decide them."""
     from quantkit.precision.plan import build_plan
     from quantkit.qdq.insert import ort_cpu_output_tensors, residual_add_inputs
 
-    p, graph = ctx.settings.precision, ctx.graph
+    p = ctx.settings.precision
     if "Conv" not in p.op_types:
         return []
     int8_if_calibrated = build_plan(graph.model, amax={t: 1.0 for t in tensors},
@@ -79,7 +80,7 @@ def _fused_tensors(ctx: RunContext, tensors: list[str]) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def _check_output_depends_on(ctx: RunContext, targets) -> None:
+def _check_output_depends_on(ctx: RunContext, graph: ModelGraph, targets) -> None:
     """The compared output must be computed from at least one quantizable node: else every
     candidate equals FP32 on it by construction and its verdict says nothing (ModelError)."""
     from quantkit.errors import ModelError
@@ -88,7 +89,7 @@ def _check_output_depends_on(ctx: RunContext, targets) -> None:
     if ctx.model is None or not targets:
         return
     name = ctx.model.output_name
-    upstream = ancestor_nodes(ctx.graph.model.graph, name)
+    upstream = ancestor_nodes(graph.model.graph, name)
     if not upstream & {t.node for t in targets}:
         raise ModelError(f"the compared output {name} is computed before every quantizable "
                          f"node ({len(targets)} in scope): no candidate can change it, so its "

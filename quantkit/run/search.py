@@ -13,10 +13,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from quantkit.run.artifacts import Artifact, build_artifact, rebuild_args
+from typing import TYPE_CHECKING
+
+from quantkit.run.artifacts import Artifact, build_variant
 from quantkit.run.context import RunContext
 from quantkit.run.evaluation import Evaluation, evaluate, evaluate_artifact
 from quantkit.run.layerwise import LayerReport
+
+if TYPE_CHECKING:
+    from quantkit.run.ptq import QuantSource
 
 __all__ = ["SearchOutcome", "search_mixed", "search_skip_reason", "measure_sensitivity",
            "proxy_layer_stats"]
@@ -62,34 +67,25 @@ def search_skip_reason(settings) -> str | None:
 
 
 def measure_sensitivity(ctx: RunContext, plan_for, top: list[str], ranking: list[str],
-                        reference: Evaluation, *, model=None, mode: str = "only"
+                        reference: Evaluation, *, quantized, mode: str = "only"
                         ) -> tuple[dict, list[str]]:
     """Measured damage (mean KL vs FP32 on a small dev subset) of each top layer: ``only``
     that layer INT8 (the rest in the remainder precision), or ``restore``: full INT8 minus
-    that layer kept out. ``model``: the FP32 graph the INT8 candidate was built from (ptq
-    weight rounding / bias correction; non-INT8 nodes get their original constants back).
-    Returns the scores and the new ranking: the measured top layers first (most sensitive
-    first), then the rest in proxy order."""
+    that layer kept out. ``quantized(plan)``: the Q/DQ graph of a plan as the candidate is
+    built (ptq edits on its INT8 nodes, the original constants elsewhere), FP16 emulated
+    when the remainder is FP16. Returns the scores and the new ranking: the measured top
+    layers first (most sensitive first), then the rest in proxy order."""
     from quantkit.backends.batched import run_split
     from quantkit.compare.task import mean_kl
     from quantkit.precision.sensitivity import measured_scores, rank
-    from quantkit.ptq.graphutil import restore_unquantized
-    from quantkit.qdq.casts import emulate_fp16
-    from quantkit.qdq.insert import insert_qdq
 
-    s, graph = ctx.settings, ctx.graph
+    s = ctx.settings
     n = min(s.precision.search.subset, len(ctx.splits.dev))
     sub = ctx.head(ctx.splits.dev, n)
     ref_logits = reference.logits[:n]
 
     def damage(fp16: frozenset[str]) -> float:
-        plan = plan_for(fp16)
-        source = graph.model if model is None else \
-            restore_unquantized(model, graph.model, plan.int8_nodes())[0]
-        edited, _ = insert_qdq(source, plan, target=s.target, infos=graph.infos)
-        if s.precision.remainder == "fp16":
-            edited = emulate_fp16(edited, plan)
-        with ctx.runner(edited, name="sensitivity") as r:
+        with ctx.runner(quantized(plan_for(fp16)), name="sensitivity") as r:
             logits = run_split(r, ctx.feeds, sub, output=ctx.model.output_name,
                                batch_size=s.backend.batch_size, progress=False)
         return float(mean_kl(ref_logits, logits))
@@ -103,43 +99,64 @@ def measure_sensitivity(ctx: RunContext, plan_for, top: list[str], ranking: list
     return scores, head + [n for n in ranking if n not in set(head)]
 
 
-def proxy_layer_stats(ctx: RunContext, art: Artifact, stats: dict[str, dict],
-                      tensors: list[str]) -> tuple[dict[str, dict], list[str]]:
+def quantized_graph(ctx: RunContext, source: QuantSource, base: Artifact, fallback):
+    """``plan -> Q/DQ graph`` built the way ``base`` was (:meth:`QuantSource.restored_for`),
+    FP16 emulated when the remainder is FP16: what the sensitivity measurement runs."""
+    from quantkit.qdq.casts import emulate_fp16
+    from quantkit.qdq.insert import insert_qdq
+
+    s = ctx.settings
+    refined = base.refined.load() if base.refined is not None else None
+
+    def build(plan):
+        model = source.graph.model
+        if refined is not None:
+            variant = source.restored_for(refined, plan, fallback)
+            model, plan = variant.model, variant.plan
+        edited, _ = insert_qdq(model, plan, target=s.target,
+                               infos=source.graph.infos if model is source.graph.model else None)
+        return emulate_fp16(edited, plan) if s.precision.remainder == "fp16" else edited
+    return build
+
+
+def proxy_layer_stats(ctx: RunContext, art: Artifact, source: QuantSource,
+                      stats: dict[str, dict], tensors: list[str]
+                      ) -> tuple[dict[str, dict], list[str]]:
     """``stats`` (the per-layer run's, keyed by the original graph's tensor names) plus the
     tensors of ``tensors`` it lacks, measured on ``art``'s own graph.
 
-    ``ctx``: the context whose graph ``art``'s plan names (``rebuild_args``). A ptq rewrite
-    adds tensors the original graph does not have (SmoothQuant's ``x__smoothed``) and
-    rescales others (a LayerNormalization output with 1/s folded in: dropped from the
-    comparison because its FP32 values differ from the original's). Their FP32 reference
-    is the rewritten FP32 graph (``art.quant_graph``: same function as the original, before
-    bias correction); the candidate is ``art`` as evaluated (FP16 emulation when it has
-    one), on the per-layer run's dev subset. Returns the merged stats and the tensors
-    measured here (empty when nothing was missing: no extra run)."""
+    A ptq rewrite adds tensors the original graph does not have (SmoothQuant's
+    ``x__smoothed``) and rescales others (a LayerNormalization output with 1/s folded in:
+    dropped from the comparison because its FP32 values differ from the original's). Their
+    FP32 reference is the rewritten FP32 graph (``source.graph``: same function as the
+    original, before the per-plan edits); the candidate is ``art`` as evaluated (FP16
+    emulation when it has one), on the per-layer run's dev subset. Returns the merged stats
+    and the tensors measured here (empty when nothing was missing: no extra run)."""
     import onnx
 
     from quantkit.compare.layerwise import shared_tensors
     from quantkit.run.layerwise import compare_candidate
 
     missing = [t for t in dict.fromkeys(tensors) if t not in stats]
-    if art.quant_graph is None or not missing:
+    if not source.is_rewritten or not missing:
         return dict(stats), []
     s = ctx.settings
-    ref_proto = art.quant_graph.model
+    ref_proto = source.graph.model
     cand = art.emulated() if art.emulated is not None else onnx.load(art.path)
     missing = shared_tensors(ref_proto, cand, missing)
     if not missing:
         return dict(stats), []
     subset = list(range(min(s.compare.subset, len(ctx.splits.dev))))
     data = ctx.splits.dev.subset(subset)
-    inputs = {"artifact": art.sha256, "reference": art.quant_graph.sha256,
+    inputs = {"artifact": art.sha256, "reference": source.graph.sha256,
               "emulated": art.emulated is not None, "tensors": missing,
               "dev": ctx.splits.dev.sha256, "subset": subset, "batch": s.compare.batch_size,
               "qdq_mode": ctx.qdq_mode(), "amax": art.activation_amax, **ctx.feeds_key(),
               **ctx.measured_key()}
 
     def compute():
-        with ctx.runner(ref_proto, name="proxy-fp32", extra_outputs=missing) as ref:
+        with ctx.runner(ref_proto, name="proxy-fp32", extra_outputs=missing,
+                        graph=source.graph) as ref:
             return compare_candidate(ctx, ref, cand, missing, data, art.activation_amax,
                                      name="proxy-candidate"), None
 
@@ -150,8 +167,10 @@ def proxy_layer_stats(ctx: RunContext, art: Artifact, stats: dict[str, dict],
 
 def search_mixed(ctx: RunContext, artifacts: dict[str, Artifact],
                  evaluations: dict[str, Evaluation], layers: LayerReport,
-                 reference: Evaluation) -> SearchOutcome | None:
-    """The search over the best INT8 candidate's layers (None without INT8 candidates)."""
+                 reference: Evaluation, source: QuantSource) -> SearchOutcome | None:
+    """The search over the best INT8 candidate's layers (None without INT8 candidates);
+    every variant is built the way that candidate was (``source``: its ptq graph and
+    edits; nodes left out of INT8 compute the original FP32 function)."""
     from quantkit.precision.search import EvalResult, linear_evals_needed, pareto, search_fp16_set
     from quantkit.precision.sensitivity import int8_node_tensors, proxy_scores, rank
 
@@ -163,14 +182,14 @@ def search_mixed(ctx: RunContext, artifacts: dict[str, Artifact],
 
     best = max(int8, key=lambda n: decision_value(ctx, evaluations[n]))
     base_plan, best_eval = int8[best].plan, evaluations[best]
-    ctx, rebuild = rebuild_args(ctx, int8[best])  # the graph the best INT8 was built on (ptq)
-    graph = ctx.graph
+    graph = source.graph  # the graph the INT8 plans name
+    fallback = artifacts["fp16"].plan
     nodes = base_plan.int8_nodes()
     outs, ins = int8_node_tensors(graph.model, nodes, infos=graph.infos)
     graph_inputs = {i.name for i in graph.model.graph.input}
     needed = [t for t in [*outs.values(), *(u for ts in ins.values() for u in ts)]
               if t not in graph_inputs]
-    stats, remeasured = proxy_layer_stats(ctx, int8[best], layers.layers[best], needed)
+    stats, remeasured = proxy_layer_stats(ctx, int8[best], source, layers.layers[best], needed)
     proxy = proxy_scores(stats, outs, ins)
     ranking = rank(proxy, order=nodes)
     cfg = s.precision.search
@@ -186,8 +205,9 @@ def search_mixed(ctx: RunContext, artifacts: dict[str, Artifact],
     measured, measure_note = {}, "not needed: full INT8 passes"
     if best_eval.verdict["status"] != "PASS" and cfg.measure_top > 0:
         top = ranking[:cfg.measure_top]
-        measured, ranking = measure_sensitivity(ctx, plan_for, top, ranking, reference,
-                                                model=rebuild["model"], mode=cfg.measure_mode)
+        measured, ranking = measure_sensitivity(
+            ctx, plan_for, top, ranking, reference,
+            quantized=quantized_graph(ctx, source, int8[best], fallback), mode=cfg.measure_mode)
         what = ("each layer alone INT8" if cfg.measure_mode == "only"
                 else "each layer alone kept out of INT8")
         measure_note = (f"{'all' if len(top) == len(ranking) else 'top'} {len(top)} proxy "
@@ -205,8 +225,8 @@ def search_mixed(ctx: RunContext, artifacts: dict[str, Artifact],
                                            seconds=best_eval.evidence["eval_seconds"], reused=best)
         t0 = time.perf_counter()
         with tempfile.TemporaryDirectory(dir=ctx.run_dir) as tmp:
-            art = build_artifact(ctx, "search", plan_for(fp16, reasons), out_dir=Path(tmp),
-                                 **rebuild)
+            art = build_variant(ctx, "search", int8[best], plan_for(fp16, reasons), source,
+                                fallback, out_dir=Path(tmp))
             ev = evaluate(ctx, "search", art.path, reference=reference, emulated=art.emulated,
                           artifact_sha=art.sha256)
         return EvalResult.from_verdict(ev.verdict, seconds=time.perf_counter() - t0,
@@ -217,7 +237,7 @@ def search_mixed(ctx: RunContext, artifacts: dict[str, Artifact],
                              prune=cfg.prune)
     found = result.fp16_set
     plan = plan_for(found, reasons)
-    art = build_artifact(ctx, "mixed", plan, **rebuild)
+    art = build_variant(ctx, "mixed", int8[best], plan, source, fallback)
     ev = evaluate_artifact(ctx, art, reference)
     search = result.to_dict()
     search.update({"calibrator": best, "quantizable_layers": len(ranking), "ranking": ranking,

@@ -77,3 +77,13 @@ def int8_outputs(model, feeds, *, plan=None, output="y", int8_weights=False):
 def nmse(ref, out):
     ref = np.asarray(ref, np.float64)
     return float(np.mean((np.asarray(out, np.float64) - ref) ** 2) / np.mean(ref ** 2))
+
+
+def refined_model(model, plan, calib, recipe):
+    """``quantkit.ptq.pipeline.refine`` of ``plan`` on ``model`` with ``calib`` (a list of
+    feeds) as the calibration data: (the edited model, its StepRecords as a list)."""
+    from quantkit.ptq.pipeline import CalibData, refine
+
+    data = CalibData(batches=lambda: calib, subset=lambda: calib[:2])
+    out = refine(model, plan, {}, recipe, data)
+    return out.model, list(out.records)

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from ptq_graphs import F, calibrated_plan, init, int8_outputs, make_model, nmse, run
+from ptq_graphs import (F, calibrated_plan, init, int8_outputs, make_model, nmse,
+                        refined_model, run)
 from quantkit.errors import CalibrationError
-from quantkit.ptq.pipeline import PtqOptions, before_qdq
+from quantkit.ptq.recipe import Recipe
 from quantkit.ptq.sequential import prune_to, sequential_round
 from quantkit.ptq.weight_rounding import (apply_rounding, rounded_biases, rounded_int8,
                                           rounding_layers)
@@ -76,8 +77,7 @@ def test_sequential_rounding_beats_one_pass_rounding_on_held_out_inputs():
         ref, nearest, _ = int8_outputs(model, held_out, plan=plan, int8_weights=True)
         err["nearest"] += nmse(ref, nearest)
         for method in ("gptq", "gptq_aware", "gptq_sequential"):
-            rounded, rec = before_qdq(model, plan, lambda: calib,
-                                      PtqOptions(weight_rounding=method), [])
+            rounded, rec = refined_model(model, plan, calib, Recipe(weight_rounding=method))
             assert rec[0].params.get("sequential", False) == (method == "gptq_sequential")
             err[method] += nmse(ref, int8_outputs(rounded, held_out, plan=plan,
                                                   int8_weights=True)[1])

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 from onnx import helper, numpy_helper
 
-from ptq_graphs import F, calibrated_plan, init, int8_outputs, make_model, nmse, run
-from quantkit.ptq.pipeline import PtqOptions, before_qdq
+from ptq_graphs import (F, calibrated_plan, init, int8_outputs, make_model, nmse,
+                        refined_model, run)
+from quantkit.ptq.recipe import Recipe
 from quantkit.ptq.weight_rounding import (accumulate_hessian, gptq_round, input_hessians,
                                           round_weights, rounding_layers)
 from quantkit.qdq.insert import insert_qdq
@@ -99,8 +100,7 @@ def test_gptq_rounding_lowers_int8_output_error_on_unseen_inputs(case):
     calib, held_out = data[:4], data[4:]
     plan, _ = calibrated_plan(model, data)
     ref, nearest, _ = int8_outputs(model, held_out, plan=plan, int8_weights=True)
-    rounded, rec = before_qdq(model, plan, lambda: calib,
-                              PtqOptions(weight_rounding="gptq"), [])
+    rounded, rec = refined_model(model, plan, calib, Recipe(weight_rounding="gptq"))
     assert [r.name for r in rec] == ["weight_rounding"] and rec[0].changes
     _, after, _ = int8_outputs(rounded, held_out, plan=plan, int8_weights=True)
     assert nmse(ref, after) < 0.9 * nmse(ref, nearest)
@@ -183,8 +183,7 @@ def test_activation_aware_rounding_targets_the_fp32_output_of_the_int8_network()
     ref, nearest, _ = int8_outputs(model, held_out, plan=plan, int8_weights=True)
     err = {"nearest": nmse(ref, nearest)}
     for method in ("gptq", "gptq_aware"):
-        rounded, rec = before_qdq(model, plan, lambda: calib,
-                                  PtqOptions(weight_rounding=method), [])
+        rounded, rec = refined_model(model, plan, calib, Recipe(weight_rounding=method))
         assert rec[0].params["activation_aware"] == (method == "gptq_aware")
         err[method] = nmse(ref, int8_outputs(rounded, held_out, plan=plan,
                                              int8_weights=True)[1])

@@ -135,7 +135,10 @@ def cli_args(world: dict, *extra: str) -> list[str]:
             f"cache_dir={world['cache']}", f"stage_cache_dir={world['stages']}",
             f"hydra.run.dir={world['run']}", "verdict.n_boot=200", "compare.subset=16",
             "compare.backend_check_subset=16", "precision.search.subset=16",
-            "experiment_name=tiny", "bench.enabled=false", *extra]
+            "experiment_name=tiny", "bench.enabled=false",
+            # the generic recipe: the tests of other features do not pay for ptq.recipe=auto's
+            # trials (tests/run/test_recipe_choice.py and the "auto" record fixture run it)
+            "ptq.recipe=generic", *extra]
 
 
 def make_world(root: Path) -> dict:

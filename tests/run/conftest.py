@@ -40,13 +40,6 @@ def scope(ctx):
 
 
 @pytest.fixture(scope="session")
-def calibration(ctx, scope):
-    from quantkit.run import calibrate
-
-    return calibrate(ctx, scope)
-
-
-@pytest.fixture(scope="session")
 def overflow(ctx):
     from quantkit.run import check_fp16_range
 
@@ -54,10 +47,24 @@ def overflow(ctx):
 
 
 @pytest.fixture(scope="session")
-def artifacts(ctx, calibration, overflow):
+def source(ctx, scope, overflow):
+    from quantkit.run import apply_ptq
+
+    return apply_ptq(ctx, scope, overflow)
+
+
+@pytest.fixture(scope="session")
+def calibration(ctx, source):
+    from quantkit.run import calibrate
+
+    return calibrate(ctx, source)
+
+
+@pytest.fixture(scope="session")
+def artifacts(ctx, calibration, overflow, source):
     from quantkit.run import build_artifacts
 
-    return build_artifacts(ctx, calibration, overflow)
+    return build_artifacts(ctx, calibration, overflow, source)
 
 
 @pytest.fixture(scope="session")
@@ -75,7 +82,7 @@ def evaluations(ctx, artifacts, reference):
 
 
 @pytest.fixture(scope="session")
-def layers(ctx, scope, artifacts):
+def layers(ctx, source, artifacts):
     from quantkit.run import compare_layers
 
-    return compare_layers(ctx, scope, artifacts)
+    return compare_layers(ctx, source.scope, artifacts)

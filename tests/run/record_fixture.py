@@ -12,7 +12,11 @@ the commit that added both. Session 4 remade them once more after the label-free
 (metrics.kl / abs_logit, agreement_slices, model.output / model.inputs) and the new verdict
 keys (signoff_in_sweeps, supersedes, score floors): the comparator showed additions only, no
 changed value; again after the merges of that session (data.info, ptq.range_search_error,
-compare.max_outputs_per_run, search.proxy_remeasured_tensors: additions only).
+compare.max_outputs_per_run, search.proxy_remeasured_tensors: additions only). Session 7
+(issue 28, the typed ptq stage) remade them: the comparator showed only ``calibration.ptq``
+moved to the record's own ``ptq`` section and ``config.ptq`` gaining ``recipe`` / ``auto``
+(the generic recipe's range search now comes from the recipe, so the ``range_search`` key
+reads false); every number, artifact and verdict unchanged.
 tests/run/test_record_fixture.py reruns the same configs and
 compares, so any later change to a record is a visible, deliberate fixture update.
 """

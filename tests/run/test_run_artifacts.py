@@ -54,8 +54,9 @@ def test_fp16_scale_artifacts_are_selectable_and_linted(tiny, tmp_path):
     import numpy as np
     import onnx
 
-    from quantkit.run import (build_artifacts, calibrate, check_fp16_range, evaluate_artifact,
-                              evaluate_reference, prepared_context, quant_scope)
+    from quantkit.run import (apply_ptq, build_artifacts, calibrate, check_fp16_range,
+                              evaluate_artifact, evaluate_reference, prepared_context,
+                              quant_scope)
     from runworld import settings_for
 
     out = {}
@@ -63,7 +64,9 @@ def test_fp16_scale_artifacts_are_selectable_and_linted(tiny, tmp_path):
         ctx = prepared_context(settings_for(tiny, "stage_cache=false",
                                             f"precision.qdq_scale_dtype={dtype}"),
                                tmp_path / dtype)
-        arts = build_artifacts(ctx, calibrate(ctx, quant_scope(ctx)), check_fp16_range(ctx))
+        overflow = check_fp16_range(ctx)
+        source = apply_ptq(ctx, quant_scope(ctx), overflow)
+        arts = build_artifacts(ctx, calibrate(ctx, source), overflow, source)
         art = arts["int8.minmax"]
         m = onnx.load(art.path)
         producers = {o: n for n in m.graph.node for o in n.output}

@@ -6,8 +6,8 @@ from quantkit.run import search_mixed, search_skip_reason
 
 
 def test_search_builds_and_evaluates_the_mixed_candidate(ctx, artifacts, evaluations, layers,
-                                                          reference):
-    out = search_mixed(ctx, artifacts, evaluations, layers, reference)
+                                                          reference, source):
+    out = search_mixed(ctx, artifacts, evaluations, layers, reference, source)
     best = max((n for n in artifacts if n.startswith("int8.")),
                key=lambda n: evaluations[n].metric("accuracy"))
     assert out.calibrator == best and out.search["calibrator"] == best
@@ -19,9 +19,9 @@ def test_search_builds_and_evaluates_the_mixed_candidate(ctx, artifacts, evaluat
     assert set(out.fp16_layers) <= set(artifacts[best].plan.int8_nodes())
 
 
-def test_no_int8_candidate_no_search(ctx, artifacts, evaluations, layers, reference):
+def test_no_int8_candidate_no_search(ctx, artifacts, evaluations, layers, reference, source):
     only = {"fp16": artifacts["fp16"]}
-    assert search_mixed(ctx, only, evaluations, layers, reference) is None
+    assert search_mixed(ctx, only, evaluations, layers, reference, source) is None
 
 
 def test_plain_runs_search(ctx):
@@ -38,14 +38,16 @@ def test_proxy_scores_the_inputs_ptq_renamed(ctx, tmp_path):
                               compare_layers, evaluate_artifact, evaluate_reference, quant_scope)
     from quantkit.settings import PtqConfig
 
-    ptq = PtqConfig(smoothquant_alpha=0.8, range_search=False, int8_weights=True)
+    ptq = PtqConfig(recipe="custom", smoothquant_alpha=0.8, range_search=False,
+                    int8_weights=True)
     c = dataclasses.replace(ctx, settings=dataclasses.replace(ctx.settings, ptq=ptq),
                             run_dir=tmp_path)
-    scope = apply_ptq(c, quant_scope(c))
-    arts = build_artifacts(c, calibrate(c, scope), check_fp16_range(c))
+    overflow = check_fp16_range(c)
+    source = apply_ptq(c, quant_scope(c), overflow)
+    arts = build_artifacts(c, calibrate(c, source), overflow, source)
     ref = evaluate_reference(c)
     evs = {n: evaluate_artifact(c, a, ref) for n, a in arts.items()}
-    out = search_mixed(c, arts, evs, compare_layers(c, scope, arts), ref)
+    out = search_mixed(c, arts, evs, compare_layers(c, source.scope, arts), ref, source)
     graph_inputs = {i.name for i in ctx.graph.model.graph.input}
     rows = out.search["proxy"]
     assert any(t.endswith("__smoothed") for row in rows.values() for t in row["inputs_missing"]
@@ -57,10 +59,10 @@ def test_proxy_scores_the_inputs_ptq_renamed(ctx, tmp_path):
 
 
 def test_measured_sensitivity_only_mode_scores_each_layer_alone_int8(ctx, artifacts, evaluations,
-                                                                    reference):
+                                                                    reference, source):
     """mode=only: the baseline keeps every ranked layer out of INT8 (layers outside the
     measured top too), each step puts exactly one layer back; INT8 damage is positive."""
-    from quantkit.run.search import measure_sensitivity
+    from quantkit.run.search import measure_sensitivity, quantized_graph
 
     art = artifacts["int8.minmax"]
     nodes = sorted(art.plan.int8_nodes())
@@ -70,8 +72,9 @@ def test_measured_sensitivity_only_mode_scores_each_layer_alone_int8(ctx, artifa
         for n in sorted(fp16):
             plan = plan.with_precision([n], ctx.settings.precision.remainder, "test")
         return plan
+    quantized = quantized_graph(ctx, source, art, artifacts["fp16"].plan)
     scores, ranking = measure_sensitivity(ctx, plan_for, nodes[:1], nodes, reference,
-                                          mode="only")
+                                          quantized=quantized, mode="only")
     assert scores.mode == "only" and sorted(ranking) == nodes
     base, *steps = scores.steps
     assert base["fp16_set"] == [nodes[0]] and [s["fp16_set"] for s in steps] == [[]]

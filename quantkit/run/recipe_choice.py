@@ -1,0 +1,313 @@
+"""``ptq.recipe=auto``: the post-training recipe chosen per model, on dev, by a low-noise score.
+
+A greedy sequence over the declared dimensions, each tried only where the model has what it
+needs (quantkit/ptq/recipe.py):
+
+1. SmoothQuant alpha (off / 0.5 / 0.8): where MatMul / Gemm inputs have outlier channels
+   (max / median of the per-channel max-abs >= :data:`OUTLIER_RATIO` on the calibration data);
+2. range-search error (tensor / row): where MatMul / Gemm read activations with a token axis;
+3. activation-aware equalization (off / alpha 0.5): where Conv pairs with a Relu / ReLU6
+   between exist (a positively homogeneous activation, checked per pair);
+4. weight rounding (nearest / gptq / gptq_sequential);
+5. bias correction (off / on).
+
+It starts from the ``generic`` recipe (per-tensor range search, int8 weights). For each
+dimension in turn, every value is tried with the best recipe so far; the value with the
+lowest score is kept (ties: the value tried first, the simpler one). Each trial is one
+dev-subset evaluation of full INT8 (``ptq.auto.calibrator``'s plan, exact Q/DQ, FP16
+remainder emulated): the mean KL(FP32 || INT8) for logits, 1 - mean cosine for embeddings,
+on the first ``ptq.auto.subset`` dev examples; never the test split. At most
+``ptq.auto.budget`` trials run (a budget in evaluations, never seconds); dimensions not
+reached are recorded as such. Statistics passes are shared between trials through the stage
+cache (calibration histograms per graph, channel statistics, rounding), and each trial's
+score is stage-cached, so a warm rerun reads the whole choice. Every trial and its score go
+into the record (``ptq.choice``) and the report.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from quantkit.ptq.pipeline import Rewritten, source_sha
+from quantkit.ptq.recipe import Recipe, named_recipes
+from quantkit.run.context import RunContext
+from quantkit.run.fp16_range import Fp16Range
+from quantkit.run.scope import QuantScope
+
+if TYPE_CHECKING:
+    from quantkit.run.evaluation import Evaluation
+    from quantkit.run.ptq import QuantSource
+
+__all__ = ["RecipeChoice", "RecipeTrial", "choose_recipe", "dimensions", "OUTLIER_RATIO"]
+
+log = logging.getLogger(__name__)
+
+#: max / median of a MatMul input's per-channel max-abs from which SmoothQuant is tried
+#: (MiniLM's LayerNorm outputs: 20-60; a CNN head's pooled features: about 3)
+OUTLIER_RATIO = 8.0
+
+
+@dataclass(frozen=True)
+class RecipeTrial:
+    """One recipe tried: its ``score`` on ``examples`` dev examples (lower is better; None
+    when it could not be built), the ``dimension`` being decided, ``seconds`` it took (0
+    when read from the stage cache) and what was noted (a rewrite dropped by its proof)."""
+
+    label: str
+    recipe: Recipe
+    dimension: str
+    score: float | None
+    examples: int
+    seconds: float
+    note: str = ""
+
+    def to_record(self) -> dict:
+        return {"recipe": self.label, "steps_on": self.recipe.describe(),
+                "dimension": self.dimension, "score": self.score, "examples": self.examples,
+                "seconds": round(self.seconds, 3), "note": self.note}
+
+
+@dataclass(frozen=True)
+class RecipeChoice:
+    """What ``ptq.recipe=auto`` chose (``name``, ``recipe``, its proven ``rewritten`` graph)
+    and every trial, in order; ``score_kind``: what the scores measure."""
+
+    name: str
+    recipe: Recipe
+    rewritten: Rewritten
+    trials: tuple[RecipeTrial, ...]
+    score_kind: str
+    budget: int
+    skipped: tuple[str, ...] = ()
+
+    def to_record(self) -> dict:
+        return {"chosen": self.name, "steps_on": self.recipe.describe(),
+                "score": self.score_kind, "budget_evaluations": self.budget,
+                "evaluations": len(self.trials),
+                "trials": [t.to_record() for t in self.trials],
+                "dimensions_not_tried": list(self.skipped)}
+
+
+def dimensions(ctx: RunContext, scope: QuantScope) -> list[tuple[str, list[dict]]]:
+    """The dimensions auto tries on this model, in order, each as (name, [field changes]);
+    the first value of each is the one the generic recipe has."""
+    from quantkit.ptq.equalization import find_pairs
+
+    model = ctx.graph.model
+    ops = {t.op_type for t in scope.targets}
+    out: list[tuple[str, list[dict]]] = []
+    if ops & {"MatMul", "Gemm"}:
+        if _has_outliers(ctx, model):
+            out.append(("smoothquant", [{"smoothquant_alpha": None},
+                                        {"smoothquant_alpha": 0.5},
+                                        {"smoothquant_alpha": 0.8}]))
+        if _reads_token_axis(ctx, scope):
+            out.append(("range_search_error", [{"range_search_error": "tensor"},
+                                               {"range_search_error": "row"}]))
+    if "Conv" in ops and any(kind in ("relu", "relu6") for *_, kind in find_pairs(model)):
+        out.append(("equalization", [{"equalization": "off", "equalization_alpha": None},
+                                     {"equalization": "per_channel_clip",
+                                      "equalization_alpha": 0.5}]))
+    out.append(("weight_rounding", [{"weight_rounding": "nearest"},
+                                    {"weight_rounding": "gptq"},
+                                    {"weight_rounding": "gptq_sequential"}]))
+    out.append(("bias_correction", [{"bias_correction": False}, {"bias_correction": True}]))
+    return out
+
+
+def _has_outliers(ctx: RunContext, model) -> bool:
+    """Some MatMul / Gemm input has outlier channels on the calibration data (stage-cached
+    channel statistics, the pass SmoothQuant reads anyway)."""
+    from quantkit.ptq.capture import channel_stats
+    from quantkit.ptq.pipeline import model_sha
+    from quantkit.ptq.smoothquant import smoothable_inputs
+    from quantkit.run.ptq import calib_data, ptq_memo, ptq_runners
+
+    groups = smoothable_inputs(model)
+    if not groups:
+        return False
+    axes = {t: -1 for t in groups}
+    data = calib_data(ctx)
+    key = {"model": model_sha(model), "axes": sorted(axes.items()), **data.key,
+           "code": source_sha()}
+
+    def compute():
+        st = channel_stats(model, data.batches(), axes, runner_factory=ptq_runners(ctx).capture)
+        names = sorted(st.absmax)
+        return {"tensors": names}, {f"a{i}": st.absmax[t] for i, t in enumerate(names)}
+
+    obj, arrays = ptq_memo(ctx)("ptq_channel_absmax", key, compute)
+    ratios = [float(a.max() / max(np.median(a), 1e-12)) for a in arrays.values() if a.size]
+    log.info("recipe auto: MatMul inputs' outlier ratio (max / median channel) up to %.1f",
+             max(ratios, default=0.0))
+    return max(ratios, default=0.0) >= OUTLIER_RATIO
+
+
+def _reads_token_axis(ctx: RunContext, scope: QuantScope) -> bool:
+    """A MatMul / Gemm in scope reads an activation of rank >= 3 ([batch, tokens, K])."""
+    infos = ctx.graph.infos
+    for t in scope.targets:
+        if t.op_type in ("MatMul", "Gemm"):
+            for a in t.activations:
+                info = infos.get(a)
+                if info is not None and info.shape is not None and len(info.shape) >= 3:
+                    return True
+    return False
+
+
+def choose_recipe(ctx: RunContext, scope: QuantScope, fp16: Fp16Range,
+                  reference: Evaluation) -> RecipeChoice:
+    """The greedy choice of the module doc, on the dev reference's first examples."""
+    from quantkit.run.ptq import rewrite_for
+
+    cfg = ctx.settings.ptq.auto
+    n = min(cfg.subset, len(ctx.splits.dev))
+    kind = "1 - mean cosine" if ctx.model.output_kind == "embedding" else "mean KL"
+    score = _scorer(ctx, scope, fp16, reference, n)
+    best_label, best = "generic", named_recipes()["generic"]
+    trials: list[RecipeTrial] = []
+    cache: dict[str, RecipeTrial] = {}
+
+    def trial(label: str, recipe: Recipe, dim: str) -> RecipeTrial:
+        key = repr(sorted(recipe.key().items()))
+        if key not in cache:
+            cache[key] = score(label, recipe, dim)
+            trials.append(cache[key])
+        return cache[key]
+
+    dims = dimensions(ctx, scope)
+    skipped: list[str] = []
+    current = trial(best_label, best, "start")
+    for name, values in dims:
+        options = []
+        for change in values:
+            recipe = best.with_(**change)
+            if recipe.key() == best.key():
+                options.append((current, best_label, recipe))
+                continue
+            if len(cache) >= cfg.budget:
+                skipped.append(f"{name}={_value(change)}: budget of {cfg.budget} evaluations "
+                               "spent")
+                continue
+            label = f"{best_label}+{name}={_value(change)}"
+            options.append((trial(label, recipe, name), label, recipe))
+        scored = [o for o in options if o[0].score is not None]
+        if scored:
+            current, best_label, best = min(scored, key=lambda o: o[0].score)
+        log.info("recipe auto: %s -> %s (score %s)", name, best.describe(),
+                 f"{current.score:.4g}" if current.score is not None else "n/a")
+    rewritten = rewrite_for(ctx, best)
+    log.info("recipe auto: chose %s after %d evaluations", best.describe(), len(trials))
+    return RecipeChoice(name=f"auto: {best.describe()}", recipe=best, rewritten=rewritten,
+                        trials=tuple(trials), score_kind=kind, budget=cfg.budget,
+                        skipped=tuple(skipped))
+
+
+def _value(change: dict) -> str:
+    return ",".join(f"{v}" for v in change.values())
+
+
+def _scorer(ctx: RunContext, scope: QuantScope, fp16: Fp16Range, reference: Evaluation,
+            n: int) -> Callable[[str, Recipe, str], RecipeTrial]:
+    """``score(label, recipe, dimension)``: the recipe's full-INT8 candidate on the first
+    ``n`` dev examples against FP32 (module doc), stage-cached under everything that made it."""
+    s = ctx.settings
+    sub = ctx.head(ctx.splits.dev, n)
+    ref = reference.logits[:n]
+    base = {"model": ctx.graph.sha256, "dev": ctx.splits.dev.sha256, "n": n,
+            "calib": ctx.splits.calib.sha256, "calibrator": s.ptq.auto.calibrator,
+            "calibrators": list(s.calibrator.methods), "target": s.target,
+            "precision": repr(s.precision), "samples": s.ptq.range_search_samples,
+            "code": [source_sha(), _own_sha()], **ctx.feeds_key(), **ctx.measured_key()}
+
+    def score(label: str, recipe: Recipe, dim: str) -> RecipeTrial:
+        t0 = time.perf_counter()
+
+        def compute():
+            value, note = _evaluate(ctx, scope, fp16, recipe, sub, ref)
+            return {"score": value, "note": note}, None
+
+        obj, _, hit = ctx.cached("ptq_recipe_trial", {**base, "recipe": recipe.key()}, compute)
+        seconds = 0.0 if hit else time.perf_counter() - t0
+        log.info("recipe auto: %s (%s): score %s%s", label, recipe.describe(),
+                 "n/a" if obj["score"] is None else f"{obj['score']:.4g}",
+                 " [cached]" if hit else "")
+        return RecipeTrial(label=label, recipe=recipe, dimension=dim, score=obj["score"],
+                           examples=n, seconds=seconds, note=obj["note"])
+    return score
+
+
+def _evaluate(ctx: RunContext, scope: QuantScope, fp16: Fp16Range, recipe: Recipe, sub,
+              ref: np.ndarray) -> tuple[float | None, str]:
+    """Full INT8 of ``recipe`` (one calibrator's plan) on the dev subset ``sub``: its score
+    against the FP32 outputs ``ref`` and a note (rewrites dropped by their proofs)."""
+    from quantkit.backends.batched import run_split
+    from quantkit.compare.embedding import cosine_per_example
+    from quantkit.compare.task import mean_kl
+    from quantkit.run.ptq import rewrite_for, source_for
+
+    rewritten = rewrite_for(ctx, recipe)
+    notes = [f"{p.step} dropped: {p.reason}" for p in rewritten.proofs if not p.kept]
+    source = source_for(ctx, scope, fp16, "trial", recipe, rewritten)
+    model = _full_int8(ctx, source, fp16)
+    if model is None:
+        return None, "; ".join(notes + ["no INT8 node"])
+    with ctx.runner(model, name="recipe-trial") as r:
+        out = run_split(r, ctx.feeds, sub, output=ctx.model.output_name,
+                        batch_size=ctx.settings.backend.batch_size, progress=False)
+    if ctx.model.output_kind == "embedding":
+        value = float(1.0 - np.mean(cosine_per_example(ref, out)))
+    else:
+        value = float(mean_kl(ref, out))
+    return value, "; ".join(notes)
+
+
+def _full_int8(ctx: RunContext, source: QuantSource, fp16: Fp16Range):
+    """The Q/DQ graph (FP16 remainder emulated) of ``ptq.auto.calibrator``'s plan on
+    ``source``, refined by its recipe and restored where it is not INT8, as the artifacts
+    stage builds it; None without an INT8 node. ``fp16``: the original graph's check."""
+    from quantkit.calibrate import collect_stats, compute_ranges, make_calibrator
+    from quantkit.qdq.casts import emulate_fp16
+    from quantkit.qdq.insert import insert_qdq
+    from quantkit.run.artifacts import plan_for_ranges
+    from quantkit.run.calibration import cached_stats
+
+    s, c = ctx.settings, ctx.settings.calibrator
+    graph, tensors = source.graph, list(source.scope.tensors)
+
+    def collect():
+        return collect_stats(graph.model, ctx.batches(ctx.splits.calib, c.batch_size), tensors,
+                             num_bins=c.num_bins, progress=False,
+                             runner_factory=lambda m, outs: ctx.runner(
+                                 m, name="calibrate", extra_outputs=outs, graph=graph))
+
+    res = cached_stats(ctx, graph, tensors, collect)
+    params = {"percentile": {"percentile": c.percentile},
+              "entropy": {"num_quant_bins": c.num_quant_bins}}
+    cals = {m: make_calibrator(m, **params.get(m, {})) for m in c.methods}
+    ranges = compute_ranges(res.stats, cals, samples_seen=res.samples_seen)
+    pick = s.ptq.auto.calibrator if s.ptq.auto.calibrator in ranges else next(iter(ranges))
+    plan = plan_for_ranges(ctx, ranges[pick], source.fp16, graph)
+    if not plan.int8_nodes():
+        return None
+    refined = source.refine(ctx, plan, ranges)
+    refined = source.restored_for(refined, refined.plan, plan_for_ranges(ctx, None, fp16))
+    infos = graph.infos if refined.model is graph.model else None
+    q, _ = insert_qdq(refined.model, refined.plan, target=s.target, infos=infos,
+                      int8_weights=source.recipe.int8_weights)
+    if s.precision.remainder == "fp16" and refined.plan.nodes_with("fp16"):
+        q = emulate_fp16(q, refined.plan, qdq_scale_dtype=s.precision.qdq_scale_dtype)
+    return q
+
+
+def _own_sha() -> str:
+    import hashlib
+    from pathlib import Path
+
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
