@@ -265,7 +265,7 @@ class _Search:
         """(k*, chosen nodes, pruned nodes, note); raises _Budget when the budget runs out."""
         L = len(self.ranking)
         if self.passes(0, "baseline"):
-            return 0, [], [], "full INT8 passes"
+            return 0, [], [], "full INT8 passes (no layer needs to be kept out)"
         lo, hi = 0, None  # lo: largest k measured to fail; hi: smallest k measured to pass
         step = 1
         while hi is None:

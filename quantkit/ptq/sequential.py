@@ -85,11 +85,13 @@ def _paired_stats(fp32: onnx.ModelProto, quant: onnx.ModelProto, layer: Rounding
             accumulate(layer, st, feed[layer.data], step)
             n += 1
     else:
-        with runner_factory(prune_to(fp32, [layer.data])) as rf, \
-                runner_factory(prune_to(quant, [layer.data])) as rq:
-            for feed in batches:
-                x = rf.infer(dict(feed))[layer.data]
-                xq = rq.infer(dict(feed))[layer.data]
+        pf, pq = prune_to(fp32, [layer.data]), prune_to(quant, [layer.data])
+        fed_f = {i.name for i in pf.graph.input}
+        fed_q = {i.name for i in pq.graph.input}
+        with runner_factory(pf) as rf, runner_factory(pq) as rq:
+            for feed in batches:  # a pruned graph reads only some inputs (no attention mask)
+                x = rf.infer({k: v for k, v in feed.items() if k in fed_f})[layer.data]
+                xq = rq.infer({k: v for k, v in feed.items() if k in fed_q})[layer.data]
                 accumulate(layer, st, x, step, quantized_input=xq)
                 n += 1
     require_batches(n, "the sequential rounding", "ptq.sequential")

@@ -227,11 +227,17 @@ def _ungrouped(layer: RoundingLayer, wg: np.ndarray, shape: tuple[int, ...]) -> 
     return wg.reshape(shape)
 
 
+#: columns per lazy-batch block of :func:`gptq_round` (Frantar et al. 2023 use 128)
+_BLOCK = 128
+
+
 def gptq_round(w: np.ndarray, h: np.ndarray, scale: np.ndarray, *, damp: float = 0.01
                ) -> np.ndarray:
     """int8 values (as float64) for ``w`` ``(G, R, K)`` under ``h`` ``(G, K, K)`` and per-row
     ``scale`` ``(G, R)``. Columns go in decreasing ``diag(h)`` order (GPTQ's act-order);
-    each row's largest-magnitude element is forced to +-127 (it defines the scale)."""
+    each row's largest-magnitude element is forced to +-127 (it defines the scale). The
+    updates of later columns are batched per block of :data:`_BLOCK` columns (the same
+    result as column by column, up to float summation order; Frantar et al. 2023, GPTQ)."""
     g, r, k = w.shape
     w = w.copy()
     h = np.array(h, dtype=np.float64)
@@ -249,15 +255,22 @@ def gptq_round(w: np.ndarray, h: np.ndarray, scale: np.ndarray, *, damp: float =
     anchor = np.argmax(np.abs(wp), axis=2)  # (G, R): the element defining each row's amax
     sign = np.sign(np.take_along_axis(wp, anchor[:, :, None], 2))[:, :, 0]
     q = np.zeros_like(wp)
-    for i in range(k):
-        col = wp[:, :, i]
-        qi = np.clip(np.rint(col / s[:, :, 0]), -INT8_MAX, INT8_MAX)
-        forced = anchor == i
-        qi = np.where(forced, sign * INT8_MAX, qi)
-        q[:, :, i] = qi
-        err = (col - qi * s[:, :, 0]) / u[:, i, i][:, None]
-        if i + 1 < k:
-            wp[:, :, i + 1:] -= err[:, :, None] * u[:, None, i, i + 1:]
+    for i1 in range(0, k, _BLOCK):  # GPTQ's lazy batch updates: a GEMM per block of columns
+        i2 = min(i1 + _BLOCK, k)
+        block = wp[:, :, i1:i2].copy()
+        errs = np.zeros_like(block)
+        for j in range(i2 - i1):
+            i = i1 + j
+            col = block[:, :, j]
+            qi = np.clip(np.rint(col / s[:, :, 0]), -INT8_MAX, INT8_MAX)
+            qi = np.where(anchor == i, sign * INT8_MAX, qi)
+            q[:, :, i] = qi
+            err = (col - qi * s[:, :, 0]) / u[:, i, i][:, None]
+            errs[:, :, j] = err
+            if j + 1 < i2 - i1:
+                block[:, :, j + 1:] -= err[:, :, None] * u[:, None, i, i + 1:i2]
+        if i2 < k:
+            wp[:, :, i2:] -= np.matmul(errs, u[:, i1:i2, i2:])
     inv = np.argsort(order, axis=1)
     return np.take_along_axis(q, np.broadcast_to(inv[:, None, :], q.shape), 2)
 

@@ -20,6 +20,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from quantkit.errors import ConfigError
+from quantkit.report.ptq_section import ptq_context
 from quantkit.report.fmt import (
     DASH,
     NOT_MEASURED,
@@ -155,6 +156,7 @@ def build_context(record: Mapping[str, Any], *, with_plots: bool = True) -> dict
     ctx["calibrator_rows"] = _calibrator_rows(record, cands)
     ctx["layer_sections"] = _layer_sections(record, cands)
     ctx["calibration"] = _calibration(record)
+    ctx["ptq"] = ptq_context(record)
     ctx["plots"] = _plots(record) if with_plots else []
     ctx["metrics"] = _metrics(record, cands)
     ctx["latency"] = _latency(cands)

@@ -12,11 +12,18 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from quantkit.settings import Settings
+
+if TYPE_CHECKING:
+    from quantkit.cache import StageCache
+    from quantkit.data.feeds import ImageFeeds, TextFeeds
+    from quantkit.data.splits import Splits
+    from quantkit.graph.model_graph import ModelGraph
+    from quantkit.models.base import Model
 
 __all__ = ["RunContext", "make_context"]
 
@@ -36,12 +43,12 @@ class RunContext:
     settings: Settings
     run_dir: Path
     cache_dir: Path
-    cache: Any = None
-    model: Any = None
-    splits: Any = None
-    feeds: Any = None
-    lengths: Any = None  # {"dev": ..., "test": ...}: token counts (text) or None
-    graph: Any = None
+    cache: StageCache | None = None
+    model: Model | None = None
+    splits: Splits | None = None
+    feeds: TextFeeds | ImageFeeds | None = None
+    lengths: dict[str, np.ndarray | None] | None = None  # token counts (text) or None
+    graph: ModelGraph | None = None
 
     def with_inputs(self, *, model, splits, feeds, lengths, graph) -> "RunContext":
         return dataclasses.replace(self, model=model, splits=splits, feeds=feeds,

@@ -11,11 +11,14 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from quantkit.run.context import RunContext
+
+if TYPE_CHECKING:
+    from quantkit.verdict.signoff import SignoffTest
 
 __all__ = ["Evaluation", "evaluate", "evaluate_artifact", "evaluate_reference", "numerics_note"]
 
@@ -34,7 +37,7 @@ class Evaluation:
     logits: np.ndarray
     cached: bool = False
     split: str = "dev"
-    test: Any = None  # SignoffTest vs FP32 on ``split`` (None for the reference itself)
+    test: SignoffTest | None = None  # vs FP32 on ``split`` (None for the reference itself)
     notes: tuple = ()  # what a reviewer must read about this evaluation (record.notes)
 
     @property

@@ -5,11 +5,18 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
+import numpy as np
 import onnx
 
 from quantkit.run.context import RunContext
+
+if TYPE_CHECKING:
+    from quantkit.data.feeds import ImageFeeds, TextFeeds
+    from quantkit.data.splits import Splits
+    from quantkit.graph.model_graph import ModelGraph
+    from quantkit.models.base import Model
 
 __all__ = ["Prepared", "check_preflight", "load_data", "prepare_model", "prepared_context",
            "probe_output", "text_encoder"]
@@ -74,11 +81,11 @@ def load_data(ctx: RunContext):
 class Prepared:
     """The prepared FP32 model, its feeds and graph facts, over the run's splits."""
 
-    splits: Any
-    model: Any  # quantkit.models.Model
-    feeds: Any  # TextFeeds | ImageFeeds
-    lengths: Any  # {"dev": token counts, "test": token counts} (text) or None values
-    graph: Any  # quantkit.graph.model_graph.ModelGraph
+    splits: Splits
+    model: Model
+    feeds: TextFeeds | ImageFeeds
+    lengths: dict[str, np.ndarray | None]  # {"dev", "test"}: token counts (text) or None
+    graph: ModelGraph
 
     def data_record(self, settings) -> dict:
         d = settings.data

@@ -8,12 +8,14 @@ needs (quantkit/ptq/recipe.py):
 2. range-search error (tensor / row): where MatMul / Gemm read activations with a token axis;
 3. activation-aware equalization (off / alpha 0.5): where Conv pairs with a Relu / ReLU6
    between exist (a positively homogeneous activation, checked per pair);
-4. weight rounding (nearest / gptq / gptq_sequential);
+4. weight rounding (nearest / gptq / gptq_sequential; sequential, which costs a pass per
+   layer, only where one-pass GPTQ improved the score);
 5. bias correction (off / on).
 
 It starts from the ``generic`` recipe (per-tensor range search, int8 weights). For each
 dimension in turn, every value is tried with the best recipe so far; the value with the
-lowest score is kept (ties: the value tried first, the simpler one). Each trial is one
+lowest score is kept (ties within a relative 1e-6, the float noise between CPUs: the value
+tried first, the simpler one). Each trial is one
 dev-subset evaluation of full INT8 (``ptq.auto.calibrator``'s plan, exact Q/DQ, FP16
 remainder emulated): the mean KL(FP32 || INT8) for logits, 1 - mean cosine for embeddings,
 on the first ``ptq.auto.subset`` dev examples; never the test split. At most
@@ -191,6 +193,11 @@ def choose_recipe(ctx: RunContext, scope: QuantScope, fp16: Fp16Range,
             if recipe.key() == best.key():
                 options.append((current, best_label, recipe))
                 continue
+            if name in ESCALATING and len(options) > 1 and options[-1][0].score is not None \
+                    and _lowest(options)[1] != options[-1][1]:
+                skipped.append(f"{name}={_value(change)}: the cheaper "
+                               f"{_value(values[len(options) - 1])} did not help")
+                break
             if len(cache) >= cfg.budget:
                 skipped.append(f"{name}={_value(change)}: budget of {cfg.budget} evaluations "
                                "spent")
@@ -199,7 +206,7 @@ def choose_recipe(ctx: RunContext, scope: QuantScope, fp16: Fp16Range,
             options.append((trial(label, recipe, name), label, recipe))
         scored = [o for o in options if o[0].score is not None]
         if scored:
-            current, best_label, best = min(scored, key=lambda o: o[0].score)
+            current, best_label, best = _lowest(scored)
         log.info("recipe auto: %s -> %s (score %s)", name, best.describe(),
                  f"{current.score:.4g}" if current.score is not None else "n/a")
     rewritten = rewrite_for(ctx, best)
@@ -207,6 +214,24 @@ def choose_recipe(ctx: RunContext, scope: QuantScope, fp16: Fp16Range,
     return RecipeChoice(name=f"auto: {best.describe()}", recipe=best, rewritten=rewritten,
                         trials=tuple(trials), score_kind=kind, budget=cfg.budget,
                         skipped=tuple(skipped))
+
+
+#: dimensions whose values escalate in cost: a value is tried only when the one before it
+#: improved the score (sequential rounding, minutes on a CNN, only where one-pass GPTQ helps)
+ESCALATING = ("weight_rounding",)
+
+#: scores within this relative distance are a tie, kept by order (the simpler value first):
+#: a choice must not hang on the float noise that differs between CPUs (about 1e-7)
+TIE_RTOL = 1e-6
+
+
+def _lowest(options: list) -> tuple:
+    """The option with the lowest score; near-ties (:data:`TIE_RTOL`) go to the earlier."""
+    best = options[0]
+    for o in options[1:]:
+        if o[0].score < best[0].score * (1.0 - TIE_RTOL) - 1e-15:
+            best = o
+    return best
 
 
 def _value(change: dict) -> str:

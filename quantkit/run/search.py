@@ -1,12 +1,17 @@
-"""Stage "search": keep the fewest INT8 layers in the remainder precision that make the
-verdict PASS (sensitivity ranking + galloping/bisection over full evaluations).
+"""Stage "search": keep the fewest INT8 layers in the remainder precision whose dev evidence
+gives the planned power on the test split at the margin (sensitivity ranking + galloping /
+bisection over full evaluations; :func:`powered_eval`): the sign-off then has the power it
+plans for, instead of a dev PASS by a hair that test leaves INCONCLUSIVE.
 
 Ranking: the one-pass proxy from the full-INT8 per-layer comparison (free: it reuses the
-debug run), re-ranked by measured damage when full INT8 fails. Each search step is one full
-evaluation with a verdict; the full-INT8 evaluation (k = 0) is reused."""
+debug run), re-ranked by measured damage (each layer's, on the graph the candidates are
+built from) when full INT8 is not powered. Each search step is one full evaluation with a
+verdict; the full-INT8 evaluation (k = 0) is reused. Every evaluation is in the record
+with its power plan; ``pareto`` lists the FP16-layer count against the metric."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import tempfile
 import time
@@ -165,6 +170,27 @@ def proxy_layer_stats(ctx: RunContext, art: Artifact, source: QuantSource,
     return {**stats, **extra}, list(extra)
 
 
+def powered_eval(ctx: RunContext, ev: Evaluation, *, seconds: float, **extra):
+    """The search's reading of one dev evaluation: ``PASS`` when its dev evidence gives the
+    planned power (``verdict.power``) on the test split at the margin, at the one-sided
+    alpha the sign-off tests at (what the family needs, not merely a dev PASS at whatever
+    power: a candidate that passes dev by a hair would be INCONCLUSIVE on test); ``FAIL``
+    when dev says FAIL; else ``INCONCLUSIVE``. The verdict and the power plan go into
+    ``extra``."""
+    from quantkit.precision.search import EvalResult
+    from quantkit.verdict.signoff import plan_power
+
+    v = ctx.settings.verdict
+    n_test = len(ctx.splits.test)
+    plan = plan_power(ev.test, n_available=n_test, power=v.power, alpha=v.alpha / 2,
+                      min_n=v.min_n)
+    powered = plan.n_required is not None and plan.n_required <= n_test
+    out = EvalResult.from_verdict(ev.verdict, seconds=seconds, power_plan=plan.reason,
+                                  n_required=plan.n_required, **extra)
+    status = "PASS" if powered else ("FAIL" if out.status == "FAIL" else "INCONCLUSIVE")
+    return dataclasses.replace(out, status=status)
+
+
 def search_mixed(ctx: RunContext, artifacts: dict[str, Artifact],
                  evaluations: dict[str, Evaluation], layers: LayerReport,
                  reference: Evaluation, source: QuantSource) -> SearchOutcome | None:
@@ -202,8 +228,10 @@ def search_mixed(ctx: RunContext, artifacts: dict[str, Artifact],
                                                   f"{(why or {}).get(n, '')}")
         return plan
 
-    measured, measure_note = {}, "not needed: full INT8 passes"
-    if best_eval.verdict["status"] != "PASS" and cfg.measure_top > 0:
+    measured, measure_note = {}, "not needed: full INT8's dev evidence gives the planned power"
+    base_eval = powered_eval(ctx, best_eval, seconds=best_eval.evidence["eval_seconds"],
+                             reused=best)
+    if base_eval.status != "PASS" and cfg.measure_top > 0:
         top = ranking[:cfg.measure_top]
         measured, ranking = measure_sensitivity(
             ctx, plan_for, top, ranking, reference,
@@ -221,16 +249,15 @@ def search_mixed(ctx: RunContext, artifacts: dict[str, Artifact],
 
     def full_eval(fp16: frozenset[str]) -> EvalResult:
         if not fp16:
-            return EvalResult.from_verdict(best_eval.verdict,
-                                           seconds=best_eval.evidence["eval_seconds"], reused=best)
+            return base_eval
         t0 = time.perf_counter()
         with tempfile.TemporaryDirectory(dir=ctx.run_dir) as tmp:
             art = build_variant(ctx, "search", int8[best], plan_for(fp16, reasons), source,
                                 fallback, out_dir=Path(tmp))
             ev = evaluate(ctx, "search", art.path, reference=reference, emulated=art.emulated,
                           artifact_sha=art.sha256)
-        return EvalResult.from_verdict(ev.verdict, seconds=time.perf_counter() - t0,
-                                       accuracy=ev.evidence["metrics"].get("accuracy"))
+        return powered_eval(ctx, ev, seconds=time.perf_counter() - t0,
+                            accuracy=ev.evidence["metrics"].get("accuracy"))
 
     result = search_fp16_set(ranking, full_eval, max_full_evals=cfg.max_full_evals,
                              max_seconds=cfg.max_minutes * 60 if cfg.max_minutes else None,

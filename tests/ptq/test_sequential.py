@@ -111,3 +111,25 @@ def test_sequential_rounding_without_batches_is_one_clear_error():
     layers, _ = rounding_layers(model, plan.int8_nodes())
     with pytest.raises(CalibrationError, match="no calibration batches"):
         sequential_round(model, plan, layers, lambda: [])
+
+
+def test_a_pruned_prefix_that_reads_fewer_inputs_gets_only_those():
+    """A text model whose first MatMul reads the token embedding only (not the attention
+    mask): its pruned prefix takes ``input_ids`` alone, and the pass feeds it just that."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "run"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reliability"))
+    from tiny_embed import embedding_model
+
+    model = embedding_model()
+    rng = np.random.default_rng(0)
+    feeds = [{"input_ids": rng.integers(2, 20, (4, 7)).astype(np.int64),
+              "attention_mask": np.ones((4, 7), np.int64)} for _ in range(3)]
+    plan, _ = calibrated_plan(model, feeds, op_types=("MatMul",))
+    assert set(plan.int8_nodes()) == {"fc1", "fc2"}
+    layers, skipped = rounding_layers(model, plan.int8_nodes())
+    assert "attention_mask" not in {i.name for i in prune_to(model, ["tok"]).graph.input}
+    rounded, rec = sequential_round(model, plan, layers, lambda: feeds)
+    assert set(rec.changes) | set(rec.skipped) >= {"fc1", "fc2"}

@@ -44,6 +44,8 @@ CONFIGS: dict[str, tuple[str, ...]] = {
     # ort_cpu target (FP32 remainder, asymmetric ranges) with the latency stage on
     "ort_cpu": ("target=ort_cpu", "bench.enabled=true", "bench.batch_sizes=[1,4]",
                 "bench.max_seconds=0.2", "bench.repeats=8", "bench.n_boot=100"),
+    # ptq.recipe=auto: the recipe chosen on dev, every trial and its score in record.ptq
+    "auto": ("ptq.recipe=auto", "ptq.auto.subset=64"),
 }
 
 #: Fields that legitimately differ between two runs of one config (times, paths, host,

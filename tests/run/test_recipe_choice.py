@@ -1,0 +1,113 @@
+"""ptq.recipe=auto (quantkit/run/recipe_choice.py) on the tiny world: recipes tried on dev by
+a low-noise score, the best kept, every trial in the record, a budget counted in
+evaluations, stage-cached, and the test split never read."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from quantkit.run import apply_ptq, check_fp16_range, evaluate_reference, quant_scope
+
+
+def _auto(ctx, tmp_path, **auto):
+    cfg = dataclasses.replace(ctx.settings.ptq, recipe="auto",
+                              auto=dataclasses.replace(ctx.settings.ptq.auto, **auto))
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    return dataclasses.replace(ctx, settings=dataclasses.replace(ctx.settings, ptq=cfg),
+                               run_dir=tmp_path)
+
+
+def _choose(c):
+    overflow = check_fp16_range(c)
+    return apply_ptq(c, quant_scope(c), overflow, evaluate_reference(c, "dev"))
+
+
+@pytest.fixture(scope="module")
+def chosen(ctx, tmp_path_factory):
+    from quantkit.cache import StageCache
+
+    root = tmp_path_factory.mktemp("auto")
+    c = dataclasses.replace(_auto(ctx, root / "run", subset=64),
+                            cache=StageCache(root / "stages", enabled=True))
+    return c, root, _choose(c)
+
+
+def test_auto_tries_recipes_on_dev_and_keeps_the_lowest_score(chosen):
+    c, _, source = chosen
+    choice = source.choice
+    assert choice is not None and source.recipe_name == choice.name
+    trials = choice.trials
+    assert trials[0].label == "generic" and trials[0].dimension == "start"
+    assert len(trials) >= 3 and len(trials) <= c.settings.ptq.auto.budget
+    scores = [t.score for t in trials if t.score is not None]
+    assert scores and all(np.isfinite(scores)) and min(scores) >= 0.0
+    chosen_trial = next(t for t in trials if t.recipe.key() == source.recipe.key())
+    # greedy: the chosen recipe scores no worse than every recipe tried along its path
+    assert chosen_trial.score <= trials[0].score
+    assert all(t.examples == min(64, len(c.splits.dev)) for t in trials)
+    dims = {t.dimension for t in trials}
+    assert {"weight_rounding", "bias_correction"} <= dims
+    rec = source.to_record()["choice"]
+    assert rec["evaluations"] == len(trials) and rec["trials"][0]["recipe"] == "generic"
+    assert rec["score"] == "mean KL"
+
+
+def test_the_test_split_is_never_read(chosen):
+    """Choosing a recipe evaluates dev only: a rerun with the test split made unreadable
+    gives the same choice (read back from the stage cache or recomputed, never from test)."""
+    c, root, source = chosen
+
+    class Sealed:
+        def __getattr__(self, name):
+            raise AssertionError(f"the recipe choice read the test split ({name})")
+
+        def __len__(self):
+            raise AssertionError("the recipe choice read the test split")
+
+    splits = dataclasses.replace(c.splits, test=Sealed())
+    sealed = dataclasses.replace(c, splits=splits, cache=None, run_dir=root / "sealed")
+    (root / "sealed").mkdir()
+    again = _choose(sealed)
+    assert again.recipe.key() == source.recipe.key()
+
+
+def test_a_warm_rerun_reads_every_trial_from_the_stage_cache(chosen):
+    c, root, source = chosen
+    again = _choose(dataclasses.replace(c, run_dir=root / "warm"))
+    assert again.recipe.key() == source.recipe.key()
+    assert [t.score for t in again.choice.trials] == [t.score for t in source.choice.trials]
+    assert all(t.seconds == 0.0 for t in again.choice.trials)
+
+
+def test_the_budget_counts_evaluations(ctx, tmp_path):
+    c = _auto(ctx, tmp_path, subset=32, budget=2)
+    source = _choose(c)
+    assert len(source.choice.trials) == 2
+    assert any("budget of 2 evaluations" in s for s in source.choice.skipped)
+    assert source.to_record()["choice"]["dimensions_not_tried"] == list(source.choice.skipped)
+
+
+def test_dimensions_follow_the_model(ctx, scope):
+    """The tiny text model: MatMuls on rank-2 activations (no token axis: no row-wise range
+    error) and no Conv pair (no equalization); rounding and bias correction always."""
+    from quantkit.run.recipe_choice import dimensions
+
+    names = [n for n, _ in dimensions(ctx, scope)]
+    assert "equalization" not in names and "range_search_error" not in names
+    assert names[-2:] == ["weight_rounding", "bias_correction"]
+
+
+def test_near_ties_go_to_the_simpler_recipe():
+    """Scores equal up to CPU float noise keep the value tried first: the choice does not
+    depend on the host's summation order."""
+    from quantkit.ptq.recipe import Recipe
+    from quantkit.run.recipe_choice import RecipeTrial, _lowest
+
+    def opt(label, score):
+        return (RecipeTrial(label, Recipe(), "d", score, 1, 0.0), label, Recipe())
+    assert _lowest([opt("a", 1.0), opt("b", 1.0 - 1e-9)])[1] == "a"
+    assert _lowest([opt("a", 1.0), opt("b", 0.99)])[1] == "b"
+    assert _lowest([opt("a", 0.0), opt("b", 0.0)])[1] == "a"
