@@ -6,7 +6,7 @@ from pathlib import Path
 
 from quantkit.report.record import RunRecord
 
-__all__ = ["summary_lines"]
+__all__ = ["summary_lines", "engine_check_lines"]
 
 
 def summary_lines(record: RunRecord) -> list[str]:
@@ -62,10 +62,8 @@ def summary_lines(record: RunRecord) -> list[str]:
             lines.append(f"  {'':<20} first diverging node: {c.get('first_diverging_node')} "
                          f"(tensor {c['first_diverging']})")
         bc = c.get("backend_check")
-        if bc and bc.get("checked") and not bc.get("ok"):
-            lines.append(f"  {'':<20} backend check: {bc['compared']} agree "
-                         f"{bc['agreement']:.3f} on {bc['n']} dev examples, gate "
-                         f"{(bc.get('gate') or {}).get('status')}")
+        if bc and bc.get("gates_recommendation") and not bc.get("ok"):
+            lines.append(f"  {'':<20} {bc.get('what_to_run') or 'engine check did not pass'}")
     if record.candidates:
         any_v = next((c["verdict"] for c in record.candidates.values() if "verdict" in c), None)
         if any_v:
@@ -89,7 +87,11 @@ def summary_lines(record: RunRecord) -> list[str]:
             else:
                 lines.append(f"margin: {mg}")
     rec = record.recommendation or {}
-    lines.append(f"recommended: {record.recommended or 'none'} ({rec.get('reason', '')})")
+    bc = (record.candidates.get(record.recommended) or {}).get("backend_check") or {}
+    pending = ", engine check NOT run" if bc.get("status") == "not_run" else ""
+    lines.append(f"recommended: {record.recommended or 'none'}{pending} "
+                 f"({rec.get('reason', '')})")
+    lines += engine_check_lines(record)
     lines += [f"WARNING {n}" for n in record.notes
               if n.startswith("recommended candidate ") or "does not transfer" in n]
     lat = {n: c["latency"] for n, c in record.candidates.items() if isinstance(c.get("latency"), dict)}
@@ -110,3 +112,19 @@ def summary_lines(record: RunRecord) -> list[str]:
     if html.exists():
         lines.append(f"report: {html}")
     return lines
+
+
+def engine_check_lines(record: RunRecord) -> list[str]:
+    """What the engine check says about the recommended candidate's deployed artifact: its
+    one bound, or plainly that the check has NOT run and what to run where."""
+    name = record.recommended
+    bc = (record.candidates.get(name) or {}).get("backend_check") if name else None
+    note = next((n for n in record.notes if n.startswith(f"deployment of {name}:")), None)
+    if not bc or not note:
+        return []
+    if bc.get("status") == "not_run":
+        return [f"WARNING {note}", f"WARNING engine check: run `{record.command} backend=trt` "
+                f"on the target GPU before deploying {name}"
+                if (bc.get("plan") or {}).get("deployment", "").startswith("a TensorRT")
+                else f"WARNING engine check: {bc.get('what_to_run')}"]
+    return [note]
