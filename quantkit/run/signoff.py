@@ -51,13 +51,22 @@ def family_members(ctx: RunContext, evaluations: dict[str, Evaluation],
                    mixed: Evaluation | None, mixed_fp16_layers: int = 0) -> list[str]:
     """The sign-off family, chosen on dev: fp16, the INT8 candidate with the best dev metric,
     and the mixed candidate when the search kept at least one layer out of INT8 (with none it
-    is the best INT8 candidate again)."""
+    is the best INT8 candidate again).
+
+    The best INT8 candidate: dev values within :data:`~quantkit.compare.ties.DEV_TIE_SHARE`
+    of the leader's dev interval width are tied, and the tie goes to the earliest
+    calibrator in the configured order (``calibrator.methods``), not to float noise."""
+    from quantkit.compare.ties import DEV_TIE_SHARE, best_with_ties
     from quantkit.run.verdicts import decision_value
 
     names = [n for n in ("fp16",) if n in evaluations]
     int8 = [n for n in evaluations if n.startswith("int8.")]
     if int8:  # decision_value: larger is better (kl / abs_logit negated)
-        names.append(max(int8, key=lambda n: (decision_value(ctx, evaluations[n]), n)))
+        values = {n: decision_value(ctx, evaluations[n]) for n in int8}
+        leader = max(int8, key=lambda n: (values[n], -int8.index(n)))
+        t = evaluations[leader].test
+        width = (t.high - t.low) if t is not None else 0.0
+        names.append(best_with_ties(values, order=int8, tolerance=DEV_TIE_SHARE * width))
     if mixed is not None and mixed_fp16_layers > 0:
         names.append("mixed")
     return names
