@@ -43,8 +43,8 @@ import numpy as np
 
 from quantkit.errors import ModelError
 
-__all__ = ["LinearHead", "fit_linear_head", "round_to_grid", "GRID_BITS", "SOLVER_TOL",
-           "ABSENT_CLASS_BIAS"]
+__all__ = ["LinearHead", "fit_linear_head", "solve_logistic_head", "head_on_grid",
+           "round_to_grid", "GRID_BITS", "SOLVER_TOL", "ABSENT_CLASS_BIAS"]
 
 log = logging.getLogger(__name__)
 
@@ -106,12 +106,11 @@ def _logit_weights(coef: np.ndarray, intercept: np.ndarray, classes: np.ndarray,
     return full_c, full_b
 
 
-def fit_linear_head(x: np.ndarray, y: np.ndarray, *, n_labels: int, C: float = 1.0,
-                    max_iter: int = 200, bits: int = GRID_BITS) -> LinearHead:
-    """The L2-regularized logistic-regression head (scikit-learn's objective at ``C``) of
-    embeddings ``x`` [n, dim] and labels ``y`` (0..n_labels-1), solved to its optimum and
-    put on the fixed grid (module docstring). ``max_iter``: Newton iterations (a bound that a
-    converging fit stays far below; reaching it is logged)."""
+def solve_logistic_head(x: np.ndarray, y: np.ndarray, *, n_labels: int, C: float = 1.0,
+                        max_iter: int = 200) -> tuple[np.ndarray, np.ndarray, int]:
+    """The unrounded optimum: float64 logit weights ``(coef [n_labels, dim], intercept
+    [n_labels], Newton iterations)`` of the L2-regularized logistic regression (scikit-
+    learn's objective at ``C``); absent labels' intercepts are NaN (set by the caller)."""
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import LogisticRegression
     from threadpoolctl import threadpool_limits
@@ -140,12 +139,29 @@ def fit_linear_head(x: np.ndarray, y: np.ndarray, *, n_labels: int, C: float = 1
         log.warning("head fit reached max_iter=%d Newton iterations before the gradient was "
                     "below %g: its bytes may depend on the host CPU", max_iter, SOLVER_TOL)
     coef, intercept = _logit_weights(head.coef_, head.intercept_, head.classes_, n_labels)
+    return coef, intercept, iterations
+
+
+def head_on_grid(x: np.ndarray, y: np.ndarray, coef: np.ndarray, intercept: np.ndarray,
+                 iterations: int, bits: int = GRID_BITS) -> LinearHead:
+    """The solved weights (:func:`solve_logistic_head`) on the fixed grid."""
     coef_q, coef_step = round_to_grid(coef, bits)
     present = ~np.isnan(intercept)
     b_q, b_step = round_to_grid(intercept[present], bits)
-    intercept_q = np.full(n_labels, ABSENT_CLASS_BIAS, dtype=np.float32)
+    intercept_q = np.full(len(intercept), ABSENT_CLASS_BIAS, dtype=np.float32)
     intercept_q[present] = b_q
-    pred = (xs @ coef_q.T.astype(np.float64) + intercept_q).argmax(axis=1)
+    pred = (np.asarray(x, np.float64) @ coef_q.T.astype(np.float64) + intercept_q).argmax(axis=1)
     return LinearHead(coef=coef_q, intercept=intercept_q,
-                      train_accuracy=float((pred == ys).mean()), iterations=iterations,
+                      train_accuracy=float((pred == np.asarray(y)).mean()), iterations=iterations,
                       grid_steps=(coef_step, b_step))
+
+
+def fit_linear_head(x: np.ndarray, y: np.ndarray, *, n_labels: int, C: float = 1.0,
+                    max_iter: int = 200, bits: int = GRID_BITS) -> LinearHead:
+    """The L2-regularized logistic-regression head (scikit-learn's objective at ``C``) of
+    embeddings ``x`` [n, dim] and labels ``y`` (0..n_labels-1), solved to its optimum and
+    put on the fixed grid (module docstring). ``max_iter``: Newton iterations (a bound that a
+    converging fit stays far below; reaching it is logged)."""
+    coef, intercept, iterations = solve_logistic_head(x, y, n_labels=n_labels, C=C,
+                                                      max_iter=max_iter)
+    return head_on_grid(x, y, coef, intercept, iterations, bits)
