@@ -264,6 +264,7 @@ def _thresholds(record, v) -> list[tuple[str, str]]:
         ]
     else:
         rows.append(("verdict", NOT_MEASURED))
+    rows += _budget_rows(record)
     for key, label in (("n_boot", "bootstrap resamples"), ("min_slice_n", "min examples per slice")):
         if key in cfg_v:
             rows.append((label, _cfg(cfg_v[key])))
@@ -274,6 +275,28 @@ def _thresholds(record, v) -> list[tuple[str, str]]:
         if key in cfg_c:
             rows.append((label, _cfg(cfg_c[key])))
     return rows
+
+
+def _budget_rows(record) -> list[tuple[str, str]]:
+    """The declared budget's split between the sign-off and the engine check (the record's
+    ``backend_check.budget``), so the margin above reads against what was declared."""
+    b = next((_get(c, "backend_check", "budget") for c in
+              (_get(record, "candidates", default={}) or {}).values()
+              if isinstance(_get(c, "backend_check", "budget"), Mapping)), None)
+    if not b or not b.get("share"):
+        return []
+    kind = _get(record, "config", "verdict", "margin_kind", default="")
+    if b.get("metric") in ("accuracy", "macro_f1") and kind == "relative":
+        rel = " (relative: x FP32 accuracy)"
+        return [("declared margin (bounds the deployed artifact)", _cfg(b.get("declared")) + rel),
+                ("the sign-off decides at", _cfg(b.get("signoff")) + rel),
+                ("engine check tolerance", f"{_cfg(b.get('tolerance'))}{rel} as a "
+                                           f"{_text(b.get('units'))} vs the emulation; "
+                                           f"{_text(b.get('composition'))}")]
+    return [("declared budget (bounds the deployed artifact)", _cfg(b.get("declared"))),
+            ("the sign-off decides at", _cfg(b.get("signoff"))),
+            ("engine check tolerance", f"{_cfg(b.get('tolerance'))} ({_text(b.get('units'))} "
+                                       f"vs the emulation; {_text(b.get('composition'))})")]
 
 
 def _sha_for(record, path: Any) -> str:

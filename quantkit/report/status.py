@@ -21,7 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["NOT_SIGNED_OFF", "VerdictView", "engine_lines", "signed_candidates", "verdict_view"]
+__all__ = ["NOT_SIGNED_OFF", "VerdictView", "engine_lines", "signed_candidates", "trt_command",
+           "verdict_view"]
 
 NOT_SIGNED_OFF = "not signed off"
 DEV_CLASS = "dev"
@@ -63,8 +64,11 @@ def verdict_view(record: Mapping[str, Any], name: str, status: Any) -> VerdictVi
     return VerdictView(f"{text} on dev; {NOT_SIGNED_OFF}", DEV_CLASS, True)
 
 
-def _command(record: Mapping[str, Any]) -> str:
-    return str(record.get("command") or "python -m quantkit ...")
+def trt_command(command: str | None) -> str:
+    """The run's command with ``backend=trt`` (any ``backend=`` group choice replaced)."""
+    words = [w for w in str(command or "python -m quantkit ...").split()
+             if not w.strip("'\"").startswith("backend=")]
+    return " ".join([*words, "backend=trt"])
 
 
 def engine_lines(record: Mapping[str, Any], name: str | None) -> list[dict[str, Any]]:
@@ -80,7 +84,7 @@ def engine_lines(record: Mapping[str, Any], name: str | None) -> list[dict[str, 
                  if str(n).startswith(f"deployment of {name}:")), "")
     if status == "not_run":
         trt = str(bc.get("deployment", "")).startswith("a TensorRT")
-        run = (f"run `{_command(record)} backend=trt` on the target GPU (tensorrt >= 10) "
+        run = (f"run `{trt_command(record.get('command'))}` on the target GPU (tensorrt >= 10) "
                f"before deploying {name}" if trt else str(bc.get("what_to_run") or ""))
         return [{"text": f"Engine check NOT run: {bc.get('reason', '')}. To do: {run}.",
                  "todo": True}]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from quantkit.report.record import RunRecord
 
-__all__ = ["summary_lines", "engine_check_lines"]
+__all__ = ["summary_lines", "engine_check_lines", "margin_split_line"]
 
 
 def summary_lines(record: RunRecord) -> list[str]:
@@ -86,6 +86,7 @@ def summary_lines(record: RunRecord) -> list[str]:
                              f"(absolute {mg['abs']:.4f})")
             else:
                 lines.append(f"margin: {mg}")
+    lines += margin_split_line(record)
     rec = record.recommendation or {}
     bc = (record.candidates.get(record.recommended) or {}).get("backend_check") or {}
     pending = ", engine check NOT run" if bc.get("status") == "not_run" else ""
@@ -117,14 +118,31 @@ def summary_lines(record: RunRecord) -> list[str]:
 def engine_check_lines(record: RunRecord) -> list[str]:
     """What the engine check says about the recommended candidate's deployed artifact: its
     one bound, or plainly that the check has NOT run and what to run where."""
+    from quantkit.report.status import trt_command
+
     name = record.recommended
     bc = (record.candidates.get(name) or {}).get("backend_check") if name else None
-    note = next((n for n in record.notes if n.startswith(f"deployment of {name}:")), None)
-    if not bc or not note:
+    if not bc or "status" not in bc:
         return []
+    b = bc.get("budget") or {}
     if bc.get("status") == "not_run":
-        return [f"WARNING {note}", f"WARNING engine check: run `{record.command} backend=trt` "
-                f"on the target GPU before deploying {name}"
-                if (bc.get("plan") or {}).get("deployment", "").startswith("a TensorRT")
-                else f"WARNING engine check: {bc.get('what_to_run')}"]
-    return [note]
+        trt = str(bc.get("deployment", "")).startswith("a TensorRT")
+        todo = (f"run `{trt_command(record.command)}` on the target GPU (tensorrt >= 10); "
+                "its engine check gates the recommendation" if trt else bc.get("what_to_run"))
+        return [f"WARNING engine check NOT run for {name}: {bc.get('reason')}; the sign-off "
+                f"(at {b.get('signoff', 0):.4g} of the declared {b.get('declared', 0):.4g}) "
+                f"bounds the emulation, not the deployed artifact",
+                f"WARNING to do: {todo}"]
+    note = next((n for n in record.notes if n.startswith(f"deployment of {name}:")), None)
+    return [note] if note else []
+
+
+def margin_split_line(record: RunRecord) -> list[str]:
+    """How the declared margin is split between the sign-off and the engine check."""
+    b = next(((c.get("backend_check") or {}).get("budget") for c in record.candidates.values()
+              if (c.get("backend_check") or {}).get("budget")), None)
+    if not b or not b.get("share"):
+        return []
+    return [f"margin split: declared {b['declared']:.4g} = sign-off at {b['signoff']:.4g} + "
+            f"engine check tolerance {b['tolerance']:.4g} ({b['units']} vs the emulation; "
+            f"compare.numerics_margin_share={b['share']:g})"]
