@@ -25,10 +25,14 @@ of relative size d, rounding to a grid of s flips a fraction d / s of the entrie
 moves the optimum by sqrt(s / d) times more than the perturbation itself (measured in
 ``benchmarks/head_bytes.py``).
 
-``benchmarks/head_bytes.py`` measures, on inputs of the real sizes (MiniLM: 3,000 x 384,
-2 classes; MobileNetV2: 20,000 x 1,280, 10 classes) and seeded, how often a relative 1e-6
-perturbation of the embeddings changes the head's bytes, and what the grid costs in logits;
-its numbers are quoted at :data:`GRID_BITS`.
+Measured (CPU shared, AVX512-VNNI host): on the real minilm_sentiment train embeddings
+(3,000 x 384, rotten_tomatoes, as ONNX Runtime computed them), 120 perturbations of relative
+1e-6 changed the head's bytes 0 times at 6 and 8 bits and 16 times at 10 bits (the optimum
+moves by sum |dw| = 1.5e-4 of the largest weight); the 8-bit grid moves the train logits by
+RMS 0.0019 (logit RMS 0.75) and changes 2 of 3,000 train predictions against the unrounded
+optimum. The old recipe (lbfgs, float32) changed them every time. ``benchmarks/head_bytes.py``
+repeats this on seeded synthetic inputs of both zoo shapes (MiniLM 3,000 x 384, 2 classes;
+MobileNetV2 20,000 x 1,280, 10 classes), with and without rounding the embeddings first.
 
 Pure numerics (numpy, scikit-learn's solver, single-threaded BLAS); no I/O.
 """
@@ -48,8 +52,8 @@ __all__ = ["LinearHead", "fit_linear_head", "solve_logistic_head", "head_on_grid
 
 log = logging.getLogger(__name__)
 
-#: fixed-point bits below the power of two that bounds each weight tensor (step = 2^(e - 8));
-#: benchmarks/head_bytes.py: see the module docstring for what it costs and buys
+#: fixed-point bits below the power of two that bounds each weight tensor (step = 2^(e - 8)):
+#: 0 of 120 byte changes on the real MiniLM embeddings, 16 of 120 at 10 bits (docstring)
 GRID_BITS = 8
 #: Newton-CG stops when the largest gradient entry is below this (scikit-learn's ``tol``)
 SOLVER_TOL = 1e-10
