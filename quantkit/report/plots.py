@@ -360,7 +360,8 @@ def _pareto(record) -> Plot | None:
     else:
         ax.set_xlabel("layers kept in FP16")
     return Plot("pareto", "Precision search (Pareto / sensitivity)",
-                "Each point is one evaluated FP16 set; color is the status of that evaluation; "
+                "Each point is one evaluated FP16 set on dev; color is the status of that dev "
+                "evaluation (a choice, not signed off); "
                 + ("bars are the recorded intervals." if around else
                    "the lower panel shows each evaluation's recorded interval."), _png(fig))
 
