@@ -377,9 +377,14 @@ class CompareConfig:
     # are fetched in several passes over the same batch: same numbers, bounded memory)
     max_outputs_per_run: int = 64
     floor_multiple: float = 10000.0  # flag a layer whose INT8 noise > this x its FP16 noise (40 dB)
-    backend_check_subset: int = 1000  # dev examples: the artifact as the backend runs it vs
-    # the execution its numbers come from (the emulation); gated at a share of the margin
-    numerics_margin_share: float = 0.5  # numerics may use this share of the sign-off margin
+    # dev examples for the engine check (run/backend_check.py): the artifact as the deployment
+    # runtime runs it vs the execution its numbers come from; the whole dev split when
+    # smaller (the gate must show the engine within its tolerance: more examples, tighter
+    # bound); 0: no check, so no candidate can be recommended where the check gates
+    backend_check_subset: int = 100000
+    # the engine's share of the declared margin (run/deployment.py, verdict/engine_gate.py):
+    # the sign-off decides with the rest, so the deployed artifact has one bound
+    numerics_margin_share: float = 0.5
     fp16_range_samples: int = 64  # calibration samples scanned for FP16 overflow
 
 
@@ -600,6 +605,11 @@ def validate(s: Settings) -> Settings:
     _positive("compare.max_outputs_per_run", s.compare.max_outputs_per_run)
     _positive("compare.floor_multiple", s.compare.floor_multiple)
     _positive("compare.backend_check_subset", s.compare.backend_check_subset, allow_zero=True)
+    share = s.compare.numerics_margin_share
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 < share < 1.0:
+        raise ConfigError("config key compare.numerics_margin_share must be in (0, 1)",
+                          value=share, fix="e.g. compare.numerics_margin_share=0.5: the engine "
+                                           "check may use half the margin, the sign-off the rest")
     _positive("compare.fp16_range_samples", s.compare.fp16_range_samples)
     _choice("verdict.metric", s.verdict.metric, VERDICT_METRICS)
     _choice("verdict.margin_kind", s.verdict.margin_kind, ("relative", "absolute"))

@@ -50,6 +50,8 @@ def test_bert_int8_defaults():
     ("calibrator.methods=[kl]", "calibrator.methods[0]"),
     ("data.calib.num_samples=0", "data.calib.num_samples"),
     ("precision.remainder=int4", "precision.remainder"),
+    ("compare.numerics_margin_share=1.0", "compare.numerics_margin_share"),
+    ("compare.numerics_margin_share=0", "compare.numerics_margin_share"),
     ("model=onnx", "model.path"),
 ])
 def test_range_errors_name_the_key(override, key):

@@ -28,7 +28,9 @@ from quantkit.models.base import Model, inspect_onnx
 
 log = logging.getLogger(__name__)
 
-PREP_VERSION = "1"  # bump when the preparation recipe changes: invalidates cached models
+PREP_VERSION = "2"  # bump when the preparation recipe changes: invalidates cached models
+# 2: the head is the converged optimum on a fixed grid (quantkit/models/head.py): its bytes
+#    no longer follow the host CPU's last float bits
 INPUTS = ["input_ids", "attention_mask"]
 
 
@@ -222,27 +224,11 @@ def prepare_cached(cache_dir: str | os.PathLike, name: str, key_source: dict,
     return PreparedFiles(folder, key, json.loads(meta_path.read_text()), cached=False)
 
 
-def head_logits(head, n_labels: int) -> tuple[np.ndarray, np.ndarray]:
-    """A fitted LogisticRegression as ``(coef [n_labels, dim], intercept [n_labels])``: a
-    binary head becomes two logits (so argmax / softmax work like multiclass); classes absent
-    from the training labels get intercept -1e4 (they never win)."""
-    coef, intercept = head.coef_, head.intercept_
-    if coef.shape[0] == 1:
-        coef = np.vstack([-coef / 2, coef / 2])
-        intercept = np.array([-intercept[0] / 2, intercept[0] / 2])
-    if coef.shape[0] < n_labels:
-        full_c = np.zeros((n_labels, coef.shape[1]))
-        full_b = np.full(n_labels, -1e4)
-        full_c[head.classes_], full_b[head.classes_] = coef, intercept
-        coef, intercept = full_c, full_b
-    return coef, intercept
-
-
-def write_with_head(backbone: Path, head, n_labels: int, out: Path) -> None:
-    """``out`` = the embedding ONNX ``backbone`` + ``head`` as a Gemm (``logits``); the
-    backbone file is removed."""
-    coef, intercept = head_logits(head, n_labels)
-    onnx.save(add_linear_head(onnx.load(str(backbone)), coef, intercept), str(out))
+def write_with_head(backbone: Path, head, out: Path) -> None:
+    """``out`` = the embedding ONNX ``backbone`` + ``head`` (a
+    :class:`~quantkit.models.head.LinearHead`) as a Gemm (``logits``); the backbone file is
+    removed."""
+    onnx.save(add_linear_head(onnx.load(str(backbone)), head.coef, head.intercept), str(out))
     backbone.unlink()
 
 
@@ -255,9 +241,8 @@ def prepare_text_classifier(*, encoder: str, encoder_sha: str, tokenizer_path: s
                   "pooling": cfg.pooling, "max_length": max_length, "labels": label_names}
 
     def build(tmp: Path) -> dict:
-        from sklearn.linear_model import LogisticRegression
-
         from quantkit.data.text import TextEncoder, load_tokenizer
+        from quantkit.models.head import fit_linear_head
 
         t0 = time.perf_counter()
         backbone = tmp / "backbone.onnx"
@@ -265,11 +250,10 @@ def prepare_text_classifier(*, encoder: str, encoder_sha: str, tokenizer_path: s
                        trust_remote_code=cfg.trust_remote_code)
         enc = TextEncoder(load_tokenizer(tokenizer_path), max_length=max_length, input_names=INPUTS)
         x = embed(backbone, train.texts, enc, batch_size, progress)
-        head = LogisticRegression(C=cfg.head.C, max_iter=cfg.head.max_iter)
-        head.fit(x, train.labels)
-        write_with_head(backbone, head, len(label_names), tmp / "model.onnx")
-        return {"train_accuracy": float((head.predict(x) == train.labels).mean()),
-                "seconds": round(time.perf_counter() - t0, 2)}
+        head = fit_linear_head(x, train.labels, n_labels=len(label_names), C=cfg.head.C,
+                               max_iter=cfg.head.max_iter)
+        write_with_head(backbone, head, tmp / "model.onnx")
+        return {**head.to_meta(), "seconds": round(time.perf_counter() - t0, 2)}
 
     files = prepare_cached(cache_dir, cfg.name, key_source, build,
                            steps="export encoder, embed train split, fit head")

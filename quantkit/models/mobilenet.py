@@ -8,8 +8,9 @@ module does not import torch.
 
 :func:`prepare_mobilenet_classifier` exports the backbone (BatchNorm folded into the
 convolutions, global average pooling, 1280-d ``embedding``), embeds training images with
-ONNX Runtime, fits a scikit-learn LogisticRegression and appends it as a Gemm. The result
-is cached under ``cache_dir/models/<name>-<key>/`` by a hash of every input.
+ONNX Runtime, fits the logistic-regression head (quantkit/models/head.py: the converged
+optimum on a fixed grid, so its bytes do not depend on the host CPU) and appends it as a
+Gemm. The result is cached under ``cache_dir/models/<name>-<key>/`` by a hash of every input.
 """
 
 from __future__ import annotations
@@ -235,27 +236,6 @@ def _train_subset(n: int, n_train: int | None, seed: int) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(n, size=n_train, replace=False))
 
 
-def _fit_head(x: np.ndarray, y: np.ndarray, *, C: float, max_iter: int):
-    """LogisticRegression (lbfgs) on the embeddings; ``max_iter`` is a deliberate budget.
-
-    BLAS runs single-threaded here: measured on 2 busy cores, OpenBLAS with 2 threads took
-    40.6 s for the 100 lbfgs iterations that 1 thread did in 5.0 s (20k x 1280 features).
-    """
-    import warnings
-
-    from sklearn.exceptions import ConvergenceWarning
-    from sklearn.linear_model import LogisticRegression
-    from threadpoolctl import threadpool_limits
-
-    head = LogisticRegression(C=C, max_iter=max_iter)
-    with threadpool_limits(limits=1, user_api="blas"), warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", ConvergenceWarning)
-        head.fit(x, y)
-    if any(issubclass(w.category, ConvergenceWarning) for w in caught):
-        log.info("head fit stopped at max_iter=%d before lbfgs converged (early stopping)", max_iter)
-    return head
-
-
 def prepare_mobilenet_classifier(*, cache_dir: str | os.PathLike, train_images: np.ndarray,
                                  train_labels: np.ndarray, preprocess,
                                  head_C: float = 1.0, max_iter: int = 300,
@@ -267,15 +247,16 @@ def prepare_mobilenet_classifier(*, cache_dir: str | os.PathLike, train_images: 
     """Folded MobileNetV2 backbone + LogisticRegression head as one ONNX, cached by content.
 
     ``n_train`` fits the head on a seeded subset (``seed``) of the training images;
-    ``max_iter`` caps lbfgs: with C=1 on all 60k Fashion-MNIST images 300 iterations stop
-    before convergence and measured 0.8905 test accuracy (1000 iterations: 0.8902, 3x the
-    fit time). ``weights`` overrides the checkpoint
+    ``max_iter`` bounds the Newton iterations of :func:`quantkit.models.head.fit_linear_head`
+    (which converges far below it). Before issue 24 the head was lbfgs stopped at
+    ``max_iter``, whose result followed the host CPU's float bits. ``weights`` overrides the checkpoint
     path (it must still be the pinned file: it is sha256-checked). The key
     hashes the weights, the images and labels actually used, the preprocessing, the head
     parameters, the opset and ``PREP_VERSION``; a hit logs "using cached prepared model".
     """
     from quantkit.data.images import ImagePreprocess, images_sha256
     from quantkit.models.export import PREP_VERSION, prepare_cached, write_with_head
+    from quantkit.models.head import fit_linear_head
 
     if not isinstance(preprocess, ImagePreprocess):
         raise ModelError("preprocess must be an ImagePreprocess", where="preprocess",
@@ -312,12 +293,10 @@ def prepare_mobilenet_classifier(*, cache_dir: str | os.PathLike, train_images: 
         x = embed_images(backbone, x_imgs, preprocess, batch_size=batch_size, progress=progress,
                          desc="embedding train images")
         t_embed = time.perf_counter()
-        head = _fit_head(x, y, C=head_C, max_iter=max_iter)
+        head = fit_linear_head(x, y, n_labels=len(names), C=head_C, max_iter=max_iter)
         t_fit = time.perf_counter()
-        write_with_head(backbone, head, len(names), tmp / "model.onnx")
-        return {"preprocess": preprocess.to_dict(), "label_names": names,
-                "train_accuracy": float((head.predict(x) == y).mean()),
-                "head_iterations": int(np.max(head.n_iter_)),
+        write_with_head(backbone, head, tmp / "model.onnx")
+        return {"preprocess": preprocess.to_dict(), "label_names": names, **head.to_meta(),
                 "seconds": {"export": round(t_export - t0, 2),
                             "embed": round(t_embed - t_export, 2),
                             "fit": round(t_fit - t_embed, 2)},

@@ -263,9 +263,13 @@ def rank(scores: Mapping[str, Any], *, order: Sequence[str] | None = None) -> li
 
     ``scores``: node -> number, or node -> dict with ``"score"`` (:func:`proxy_scores`).
     Ties keep node order: the position in ``order`` when given (graph order; nodes missing
-    from it come after, in ``scores`` order), else ``scores``' own order. Nodes whose score
-    is None or NaN come last, in that order.
+    from it come after, in ``scores`` order), else ``scores``' own order. Scores closer than
+    :data:`~quantkit.compare.ties.RANK_TIE_SHARE` of the largest |score| are ties
+    (:func:`~quantkit.compare.ties.rank_with_ties`), so float noise between CPUs does not
+    reorder them. Nodes whose score is None or NaN come last, in that order.
     """
+    from quantkit.compare.ties import RANK_TIE_SHARE, rank_with_ties
+
     keys = list(scores)
     if order is not None:
         pos = {n: i for i, n in enumerate(_check_nodes(order, "precision.rank(order)"))}
@@ -274,7 +278,9 @@ def rank(scores: Mapping[str, Any], *, order: Sequence[str] | None = None) -> li
     else:
         index = {n: i for i, n in enumerate(keys)}
     values = {n: _score_value(scores[n]) for n in keys}
-    known = sorted((n for n in keys if values[n] is not None),
-                   key=lambda n: (-values[n], index[n]))
+    known_values = {n: values[n] for n in keys if values[n] is not None}
+    top = max((abs(x) for x in known_values.values()), default=0.0)
+    known = rank_with_ties(known_values, order=sorted(known_values, key=index.__getitem__),
+                           tolerance=RANK_TIE_SHARE * top)
     unknown = sorted((n for n in keys if values[n] is None), key=lambda n: index[n])
     return known + unknown

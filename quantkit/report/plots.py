@@ -360,7 +360,8 @@ def _pareto(record) -> Plot | None:
     else:
         ax.set_xlabel("layers kept in FP16")
     return Plot("pareto", "Precision search (Pareto / sensitivity)",
-                "Each point is one evaluated FP16 set; color is the status of that evaluation; "
+                "Each point is one evaluated FP16 set on dev; color is the status of that dev "
+                "evaluation (a choice, not signed off); "
                 + ("bars are the recorded intervals." if around else
                    "the lower panel shows each evaluation's recorded interval."), _png(fig))
 
@@ -391,17 +392,21 @@ def _delta_ci(record) -> Plot | None:
                  if isinstance(c, Mapping) and isinstance(c.get("verdict"), Mapping))
     metric = first.get("metric") or (first.get("margin") or {}).get("metric") or "metric"
     margin = (first.get("margin") or {}).get("abs")
-    fig = _figure(8.0, 0.55 * len(rows) + 1.6)
+    fig = _figure(8.0, 0.75 * len(rows) + 1.6)
     ax = fig.add_subplot()
+    from quantkit.report.status import verdict_view
+
     rec = record.get("recommended")
+    views = {name: verdict_view(record, name, status) for name, status, _ in rows}
     for i, (name, status, d) in enumerate(rows):
         y = len(rows) - 1 - i
         lo = d["point"] - d["low"] if finite(d.get("low")) else 0.0
         hi = d["high"] - d["point"] if finite(d.get("high")) else 0.0
         ax.errorbar([d["point"]], [y], xerr=[[lo], [hi]], fmt="o", capsize=4, markersize=6,
-                    color=STATUS_COLORS.get(status, OTHER_COLOR))
-    labels = [f"{name}{' (recommended)' if name == rec else ''}\n{status}"
-              for name, status, _ in rows]
+                    color=OTHER_COLOR if views[name].dev_only
+                    else STATUS_COLORS.get(status, OTHER_COLOR))
+    labels = [f"{name}{' (recommended)' if name == rec else ''}\n"
+              + views[name].text.replace("; ", "\n") for name, _, _ in rows]
     ax.set_yticks(list(range(len(rows)))[::-1], labels)
     ax.axvline(0.0, color="grey", linewidth=1)
     if finite(margin):
@@ -413,9 +418,12 @@ def _delta_ci(record) -> Plot | None:
     level = rows[0][2].get("level")
     lvl = f"{level * 100:g}% " if finite(level) else ""
     ax.set_title(f"{metric} delta with {lvl}interval per candidate")
+    dev_only = [n for n, view in views.items() if view.dev_only]
     return Plot("delta", f"{metric} delta vs the margin",
                 "PASS needs the whole interval right of the -margin line; FAIL needs it "
-                "entirely left of it; otherwise INCONCLUSIVE (or FAIL on a regressed slice).",
+                "entirely left of it; otherwise INCONCLUSIVE (or FAIL on a regressed slice)."
+                + (f" Grey, dev verdicts, not signed off: {', '.join(dev_only)} (their "
+                   "intervals are on dev; the others' on test)." if dev_only else ""),
                 _png(fig))
 
 

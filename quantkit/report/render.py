@@ -180,13 +180,18 @@ def _metric_of(verdict: Mapping[str, Any]) -> str | None:
 
 
 def _verdict_block(record, cands) -> dict[str, Any]:
+    from quantkit.report.status import engine_lines, verdict_view
+
     rec = record.get("recommended")
     rows = []
     for name, c in cands.items():
         v = c.get("verdict")
         warnings = []
         bc = c.get("backend_check")
-        if isinstance(bc, Mapping) and bc.get("checked") and bc.get("ok") is False:
+        if isinstance(bc, Mapping) and bc.get("gates_recommendation") and bc.get("ok") is False:
+            warnings.append(f"engine check {bc.get('status')}: {bc.get('what_to_run') or ''}")
+        elif isinstance(bc, Mapping) and "gates_recommendation" not in bc and \
+                bc.get("checked") and bc.get("ok") is False:  # a record from before issue 24
             warnings.append(f"backend check failed: agreement {num(bc.get('agreement'))} "
                             f"on n={num(bc.get('n'))}")
         lint = _get(c, "lint", "violations")
@@ -203,12 +208,14 @@ def _verdict_block(record, cands) -> dict[str, Any]:
         d = _get(v, "deltas", metric) if metric else None
         headline = f"{metric} delta {interval(d)}" if isinstance(d, Mapping) else \
             (reasons[0] if reasons else "")
-        rows.append({"name": name, "status": str(v.get("status") or DASH),
-                     "cls": status_class(v.get("status")), "headline": headline,
+        view = verdict_view(record, name, v.get("status"))
+        rows.append({"name": name, "status": view.text, "cls": view.cls, "headline": headline,
                      "reasons": reasons, "recommended": name == rec, "warnings": warnings,
-                     "required_n": v.get("required_n")})
+                     "required_n": v.get("required_n"), "dev_only": view.dev_only})
     rec_row = next((r for r in rows if r["recommended"]), None)
-    return {"recommended": rec, "recommended_row": rec_row, "verdicts": rows}
+    return {"recommended": rec, "recommended_row": rec_row, "verdicts": rows,
+            "engine": engine_lines(record, rec),
+            "recommendation_reason": _text(_get(record, "recommendation", "reason"))}
 
 
 def _cfg(x: Any) -> str:
@@ -259,16 +266,39 @@ def _thresholds(record, v) -> list[tuple[str, str]]:
         ]
     else:
         rows.append(("verdict", NOT_MEASURED))
+    rows += _budget_rows(record)
     for key, label in (("n_boot", "bootstrap resamples"), ("min_slice_n", "min examples per slice")):
         if key in cfg_v:
             rows.append((label, _cfg(cfg_v[key])))
     for key, label in (("floor_multiple", "layer flagged when INT8 noise > this x FP16 noise"),
-                       ("numerics_margin_share", "backend check: share of the margin"),
-                       ("backend_check_subset", "backend check: examples"),
+                       ("numerics_margin_share", "engine check: its share of the margin"),
+                       ("backend_check_subset", "engine check: dev examples (at most)"),
                        ("subset", "per-layer comparison: examples")):
         if key in cfg_c:
             rows.append((label, _cfg(cfg_c[key])))
     return rows
+
+
+def _budget_rows(record) -> list[tuple[str, str]]:
+    """The declared budget's split between the sign-off and the engine check (the record's
+    ``backend_check.budget``), so the margin above reads against what was declared."""
+    b = next((_get(c, "backend_check", "budget") for c in
+              (_get(record, "candidates", default={}) or {}).values()
+              if isinstance(_get(c, "backend_check", "budget"), Mapping)), None)
+    if not b or not b.get("share"):
+        return []
+    kind = _get(record, "config", "verdict", "margin_kind", default="")
+    if b.get("metric") in ("accuracy", "macro_f1") and kind == "relative":
+        rel = " (relative: x FP32 accuracy)"
+        return [("declared margin (bounds the deployed artifact)", _cfg(b.get("declared")) + rel),
+                ("the sign-off decides at", _cfg(b.get("signoff")) + rel),
+                ("engine check tolerance", f"{_cfg(b.get('tolerance'))}{rel} as a "
+                                           f"{_text(b.get('units'))} vs the emulation; "
+                                           f"{_text(b.get('composition'))}")]
+    return [("declared budget (bounds the deployed artifact)", _cfg(b.get("declared"))),
+            ("the sign-off decides at", _cfg(b.get("signoff"))),
+            ("engine check tolerance", f"{_cfg(b.get('tolerance'))} ({_text(b.get('units'))} "
+                                       f"vs the emulation; {_text(b.get('composition'))})")]
 
 
 def _sha_for(record, path: Any) -> str:
@@ -354,6 +384,17 @@ def _plan(cands) -> dict[str, Any]:
 
 
 def _backend_text(bc: Any, *, detail: bool = True) -> str:
+    if isinstance(bc, Mapping) and "gates_recommendation" in bc:  # the engine check
+        status = str(bc.get("status"))
+        if not bc.get("checked"):
+            return {"not_run": "NOT run", "not_needed": "not needed"}.get(status, status) + \
+                (f": {bc.get('what_to_run') or bc.get('reason')}" if detail else "")
+        gate = bc.get("gate") or {}
+        text = f"{status} ({gate.get('units', '')} {sig(gate.get('observed'), 3)} <= " \
+               f"{sig(gate.get('tolerance'), 3)}?)"
+        return text + (f", n={num(bc.get('n'))}" + (f"; {bc['what_to_run']}"
+                                                    if bc.get("what_to_run") else "")
+                       if detail else "")
     if not isinstance(bc, Mapping) or not bc.get("checked"):
         return "not checked"
     if not detail:
@@ -367,12 +408,15 @@ def _backend_text(bc: Any, *, detail: bool = True) -> str:
 
 
 def _calibrator_rows(record, cands) -> list[dict[str, Any]]:
+    from quantkit.report.status import verdict_view
+
     rows = []
     for name, c in cands.items():
         v = c.get("verdict") if isinstance(c.get("verdict"), Mapping) else {}
         metric = _metric_of(v) if v else None
         mc = v.get("mcnemar") or {}
         status = v.get("status")
+        view = verdict_view(record, name, status)
         rows.append({
             "name": name,
             "recommended": name == record.get("recommended"),
@@ -385,14 +429,22 @@ def _calibrator_rows(record, cands) -> list[dict[str, Any]]:
             ("reference" if name == "fp32" else NOT_MEASURED),
             "b": num(mc.get("b")), "c": num(mc.get("c")),
             "p": sig(mc.get("p")) if mc.get("p") is not None else DASH,
-            "status": status or ("reference" if name == "fp32" else DASH),
-            "cls": status_class(status),
+            "status": view.text if status else ("reference" if name == "fp32" else DASH),
+            "cls": view.cls,
             "required_n": num(v.get("required_n")) if status == "INCONCLUSIVE" else DASH,
             "backend": _backend_text(c.get("backend_check")) if name != "fp32" else DASH,
             "backend_short": _backend_text(c.get("backend_check"), detail=False)
             if name != "fp32" else DASH,
         })
     return rows
+
+
+def _slice_status(record, name: str, status: Any) -> dict[str, str]:
+    """A slice verdict's badge: a dev-only candidate's slices are not signed off either."""
+    from quantkit.report.status import verdict_view
+
+    view = verdict_view(record, name, status)
+    return {"status": view.text if status else _text(status), "cls": view.cls}
 
 
 def _layer_row(record, cand_name, idx, tensor, stats, flagged) -> dict[str, Any]:
@@ -535,7 +587,7 @@ def _metrics(record, cands) -> dict[str, Any]:
                            if s.get("p_noninferiority_holm") is not None else DASH,
                            "p_reg": sig(s.get("p_regression_holm"))
                            if s.get("p_regression_holm") is not None else DASH,
-                           "status": _text(s.get("status")), "cls": status_class(s.get("status")),
+                           **_slice_status(record, name, s.get("status")),
                            "reason": _text(s.get("reason")) if s.get("reason") else ""})
         slice_verdicts.append({"name": name, "rows": rows_v})
     return {"names": metric_names, "rows": rows, "per_class": per_class,
@@ -699,6 +751,14 @@ def _search(record) -> dict[str, Any] | None:
     known = {k for k, _ in _SEARCH_FIELDS} | set(_SEARCH_LISTS)
     summary += [(k, _value_text(v)) for k, v in s.items() if k not in known]
     status = s.get("status")
+    from quantkit.report.status import DEV_CLASS, signed_candidates
+
+    on_dev = signed_candidates(record) is not None  # the search chooses on dev only
+
+    def badge(st: Any) -> dict[str, str]:
+        if on_dev and st:
+            return {"status": f"{_text(st)} on dev", "cls": DEV_CLASS}
+        return {"status": _text(st), "cls": status_class(st)}
 
     def fp16_text(x: Any) -> str:
         return ", ".join(str(n) for n in x) if isinstance(x, (list, tuple)) else _text(x)
@@ -710,7 +770,7 @@ def _search(record) -> dict[str, Any] | None:
         iv = search_interval(e.get("interval"))
         evals.append({"i": e.get("index", i), "phase": _text(e.get("phase")),
                       "k": num(e.get("k")), "count": num(search_k(e)),
-                      "status": _text(e.get("status")), "cls": status_class(e.get("status")),
+                      **badge(e.get("status")),
                       "metric": signed(search_metric(e)) if finite(search_metric(e)) else DASH,
                       "interval": f"[{signed(iv[0])}, {signed(iv[1])}]" if iv else DASH,
                       "seconds": num(e.get("seconds"), 1),
@@ -720,7 +780,7 @@ def _search(record) -> dict[str, Any] | None:
         if isinstance(p, Mapping):
             pareto.append({"count": num(search_k(p)), "metric": signed(search_metric(p))
                            if finite(search_metric(p)) else DASH,
-                           "status": _text(p.get("status")), "cls": status_class(p.get("status")),
+                           **badge(p.get("status")),
                            "index": num(p.get("index")), "fp16_set": fp16_text(p.get("fp16_set") or [])})
         else:
             pareto.append({"count": DASH, "metric": DASH, "status": DASH, "cls": "other",
@@ -740,7 +800,11 @@ def _search(record) -> dict[str, Any] | None:
                         "cells": [sig(pv.get(k), 4) if is_number(pv.get(k)) else DASH
                                   for k in proxy_cols],
                         "found": str(node) in found_list})
-    return {"summary": summary, "status": _text(status), "cls": status_class(status),
+    mixed_signed = "mixed" in (signed_candidates(record) or ())
+    head = badge(status)
+    if on_dev and status and not mixed_signed:
+        head["status"] += "; not signed off"
+    return {"summary": summary, **head,
             "found": found_list, "pruned": [str(n) for n in s.get("pruned") or []],
             "evaluations": evals, "pareto": pareto, "ranking": ranking, "proxy_cols": proxy_cols,
             "metric_label": metric_label}

@@ -1,23 +1,30 @@
-"""Stage "backend_check": the artifact as the backend runs it vs the execution its numbers
-come from (the FP16 emulation with exact Q/DQ), on a dev subset, gated by the margin.
+"""Stage "backend_check": the engine check. The artifact as the deployment runtime runs it
+vs the execution its signed numbers come from, on a dev subset, gated in the decision
+metric's own units at the engine's share of the declared budget (quantkit/run/deployment.py,
+quantkit/verdict/engine_gate.py).
 
-Two executions of one plan that flip a fraction ``f`` of predictions can differ in accuracy
-by up to ``f``, so the tolerance is a share of the sign-off margin
-(``compare.numerics_margin_share``, quantkit/compare/numerics.py), tested with an exact
-binomial bound. The numerics noise between two equivalent executions of the emulation
-(exact Q/DQ vs integer-exact kernels) is reported beside it: when it is above the tolerance,
-accuracy measured on this CPU does not transfer to another runtime and a TensorRT
-evaluation is required.
+Statuses (``BackendCheck.status``):
 
-On ``backend=trt`` the artifact side is the TensorRT engine and the gate decides whether the
-candidate may be recommended. On ONNX Runtime CPU with ``target=tensorrt`` the artifact side
-is ORT's own execution (which drops FP16 Casts and fuses integer kernels): the gate is
-reported, and a failure says the CPU numbers need a TensorRT evaluation."""
+* ``pass``: the engine is shown within its tolerance of the emulation; with the sign-off
+  at the rest of the budget the deployed artifact has the declared bound.
+* ``fail`` / ``inconclusive``: not shown; where the check runs on the deployment runtime
+  (``backend=trt``; ``target=ort_cpu`` on ONNX Runtime CPU) the candidate is not
+  recommended, and the record says what to run.
+* ``not_run``: the deployment runtime is not on this host (``target=tensorrt`` without
+  ``backend=trt``): the record and the summary say so and where to run it; nothing on this
+  host stands in for it (ORT's fused CPU kernels are not a TensorRT engine).
+* ``not_needed``: the signed numbers are the deployment runtime's own (``target=ort_cpu``
+  evaluated with ORT CPU's fused kernels).
+* ``disabled``: ``compare.backend_check_subset=0`` where the check would run: it gates as a
+  check that did not pass.
+"""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass
+
+import numpy as np
 
 from quantkit.run.artifacts import Artifact
 from quantkit.run.context import RunContext
@@ -26,25 +33,35 @@ __all__ = ["BackendCheck", "check_backend"]
 
 log = logging.getLogger(__name__)
 
+PASSED = ("pass", "not_needed")
+
 
 @dataclass(frozen=True)
 class BackendCheck:
-    """``result``: checked, n, agreement, accuracy per side, the gate (what the record shows)."""
+    """``result``: the record's ``backend_check`` entry (status, plan, budget, gate...)."""
 
     result: dict
 
     @property
+    def status(self) -> str:
+        return str(self.result.get("status", "not_needed"))
+
+    @property
     def ok(self) -> bool:
-        return bool(self.result.get("ok", True))
+        return self.status in PASSED
 
     @property
     def blocks(self) -> bool:
-        """True when the gate failed on the runtime the candidate deploys to (backend=trt)."""
-        return bool(self.result.get("blocks_recommendation", False))
+        """The check gates here (it runs on the deployment runtime) and did not pass."""
+        return bool(self.result.get("gates_recommendation")) and not self.ok
 
     @property
-    def tensorrt_required(self) -> bool:
-        return bool((self.result.get("gate") or {}).get("tensorrt_required", False))
+    def not_run(self) -> bool:
+        return self.status == "not_run"
+
+    @property
+    def what_to_run(self) -> str:
+        return str(self.result.get("what_to_run", ""))
 
     def to_record(self) -> dict:
         return dict(self.result)
@@ -52,90 +69,122 @@ class BackendCheck:
 
 def check_backend(ctx: RunContext, artifact: Artifact, reference) -> BackendCheck:
     """Cached by artifact, dev data, compare + backend + verdict settings and the execution
-    environment. ``reference``: the FP32 evaluation on dev (its accuracy sets the margin)."""
+    environment. ``reference``: the FP32 evaluation on dev (its accuracy converts a
+    relative margin into a flip rate)."""
+    from quantkit.run.deployment import engine_check_plan
+
     s = ctx.settings
+    plan = engine_check_plan(s)
+    if not plan.required or not plan.runs_here:
+        return BackendCheck(result=_unchecked(ctx, plan))
     inputs = {"artifact": artifact.sha256, "dev": ctx.splits.dev.sha256,
               "compare": asdict(s.compare), "backend": asdict(s.backend),
-              "verdict": [s.verdict.margin_kind, s.verdict.margin, s.verdict.alpha,
-                          *([s.verdict.min_cosine, s.verdict.min_agreement]
-                            if _embedding(ctx) else [])],
+              "verdict": asdict(s.verdict), "target": s.target, "engine_gate": 2,
               "qdq_mode": ctx.qdq_mode(), **ctx.feeds_key(), **ctx.measured_key()}
     obj, _, _ = ctx.cached("backend_check", inputs,
-                           lambda: (_check(ctx, artifact, reference), None))
+                           lambda: (_check(ctx, artifact, reference, plan), None))
     return BackendCheck(result=obj)
 
 
-def _margin_abs(ctx: RunContext, reference) -> float:
-    from quantkit.verdict import Margin, margin_abs
+def _metric(ctx: RunContext) -> str:
+    from quantkit.run.verdicts import decision_metric
 
+    return decision_metric(ctx)
+
+
+def _base(ctx: RunContext, plan) -> dict:
+    from quantkit.run.deployment import signoff_budget
+
+    metric = _metric(ctx)
+    return {"plan": plan.to_dict(), "deployment": plan.deployment, "compared": plan.compared,
+            "metric": metric, "budget": signoff_budget(ctx.settings, metric).to_dict()}
+
+
+def _unchecked(ctx: RunContext, plan) -> dict:
+    out = {**_base(ctx, plan), "checked": False, "gates_recommendation": False}
+    if not plan.required:
+        return {**out, "status": "not_needed", "ok": True, "what_to_run": "",
+                "reason": plan.reason}
+    return {**out, "status": "not_run", "ok": False, "reason": plan.reason,
+            "what_to_run": f"engine check NOT run: {plan.how_to_run}"}
+
+
+def _tolerance(ctx: RunContext, budget, reference) -> float:
+    """The engine tolerance in the gate's units: a relative accuracy margin times FP32's dev
+    accuracy is a flip rate; every other budget is in its units already."""
     v = ctx.settings.verdict
-    if ctx.splits.label_free or v.metric not in ("accuracy", "macro_f1") or _embedding(ctx):
-        return 1.0 - v.min_agreement
-    return margin_abs(Margin(v.margin_kind, v.margin), reference.metric("accuracy"))
+    if budget.metric in ("accuracy", "macro_f1") and v.margin_kind == "relative":
+        return budget.tolerance * float(reference.metric("accuracy"))
+    return budget.tolerance
 
 
-def _embedding(ctx: RunContext) -> bool:
-    return getattr(ctx.model, "output_kind", "logits") == "embedding"
+def _what_to_run(status: str, gate, n: int, plan) -> str:
+    if status == "inconclusive" and gate.n_needed:
+        return (f"engine check inconclusive on {n} dev examples: rerun with "
+                f"compare.backend_check_subset>={gate.n_needed} (and a dev split at least "
+                f"that large) to decide it")
+    if status == "inconclusive":
+        return (f"engine check inconclusive on {n} dev examples: a larger dev split "
+                "(data.dev) and compare.backend_check_subset would decide it")
+    return (f"engine check failed ({plan.compared}): the deployed engine differs from the "
+            "signed numbers by more than its tolerance; inspect the per-layer report and keep "
+            "the diverging layers out of INT8 (precision.force), then rerun")
 
 
-def _differ(ctx: RunContext, a, b):
-    """Per example: the two executions disagree (top-1 for logits; for embeddings, cosine
-    between them below ``verdict.min_cosine``)."""
-    if _embedding(ctx):
-        from quantkit.compare.embedding import cosine_per_example
-
-        return cosine_per_example(a, b) < ctx.settings.verdict.min_cosine
-    return a.argmax(axis=1) != b.argmax(axis=1)
-
-
-def _check(ctx: RunContext, art: Artifact, reference) -> dict:
+def _check(ctx: RunContext, art: Artifact, reference, plan) -> dict:
     from quantkit.backends.batched import run_split
-    from quantkit.compare.numerics import numerics_gate
+    from quantkit.run.deployment import signoff_budget
+    from quantkit.run.verdicts import example_scores
+    from quantkit.verdict.engine_gate import FLIP_METRICS, flip_gate, score_gate
 
     s, dev = ctx.settings, ctx.splits.dev
+    base = _base(ctx, plan)
     n = min(s.compare.backend_check_subset, len(dev))
-    on_trt = s.backend.name == "trt"
-    if n == 0 or (art.emulated is None and not on_trt):
-        return {"checked": False}
+    if n == 0:
+        return {**base, "checked": False, "gates_recommendation": True, "status": "disabled",
+                "ok": False, "what_to_run": "engine check disabled "
+                "(compare.backend_check_subset=0): set it > 0 to check the deployed artifact"}
     sub, lengths = ctx.head(dev, n), ctx.split_lengths("dev", n)
 
-    def predict(runner) -> object:
+    def predict(runner) -> np.ndarray:
         with runner as r:
             return run_split(r, ctx.feeds, sub, output=ctx.model.output_name,
                              batch_size=s.backend.batch_size, progress=False,
                              lengths=lengths)
 
-    emulated = art.emulated() if art.emulated is not None else art.path
-    if on_trt:
+    signed = art.emulated() if art.emulated is not None else art.path
+    if s.backend.name == "trt":
         from quantkit.backends.trt.run import runner_for
         from quantkit.run.engine import build_trt_engine
 
         engine = build_trt_engine(ctx, art.path, None)
-        artifact_side = predict(runner_for(s, engine, name="check-engine"))
-        what = "TensorRT engine vs the emulation of the same plan"
+        deployed = predict(runner_for(s, engine, name="check-engine"))
+    else:  # target=ort_cpu on ONNX Runtime CPU: its fused integer kernels
+        deployed = predict(ctx.runner(art.path, name="check-artifact", qdq_mode="fused"))
+    emulated = predict(ctx.runner(signed, name="check-emulated"))
+    budget = signoff_budget(s, base["metric"])
+    tol = _tolerance(ctx, budget, reference)
+    alpha = s.verdict.alpha / 2
+    metric = base["metric"]
+    if metric in FLIP_METRICS:
+        flips = int((deployed.argmax(axis=1) != emulated.argmax(axis=1)).sum())
+        gate = flip_gate(flips, n, tolerance=tol, alpha=alpha, metric=metric,
+                         what=plan.compared)
     else:
-        artifact_side = predict(ctx.runner(art.path, name="check-artifact", qdq_mode="fused"))
-        what = "artifact as ONNX Runtime runs it (fused kernels) vs the emulation"
-    reference_side = predict(ctx.runner(emulated, name="check-emulated"))
-    flips = int(_differ(ctx, artifact_side, reference_side).sum())
-    noise = None
-    if art.plan.int8_nodes() and ctx.qdq_mode() == "exact":  # two equivalent executions
-        noise_side = predict(ctx.runner(emulated, name="check-noise", qdq_mode="integer"))
-        noise = int(_differ(ctx, noise_side, reference_side).sum())
-    gate = numerics_gate(flips / n, n, _margin_abs(ctx, reference),
-                         noise_flip_rate=None if noise is None else noise / n,
-                         share=s.compare.numerics_margin_share, alpha=s.verdict.alpha / 2,
-                         what=what, noise_what="exact Q/DQ vs integer-exact kernels")
-    out = {"checked": True, "n": n, "agreement": 1.0 - flips / n, "compared": what,
-           "gate": gate.to_dict(), "ok": gate.status != "fail",
-           "blocks_recommendation": on_trt and gate.status == "fail"}
-    if _embedding(ctx):
-        out["compared_by"] = (f"examples whose embeddings differ (cosine below "
-                              f"verdict.min_cosine={ctx.settings.verdict.min_cosine:g})")
-    y = sub.labels
-    if y is not None and not _embedding(ctx):
-        out["accuracy"] = {"artifact": float((artifact_side.argmax(axis=1) == y).mean()),
-                           "emulated": float((reference_side.argmax(axis=1) == y).mean())}
-    if gate.status == "fail" or gate.tensorrt_required:
-        log.warning("backend check of %s: %s", art.name, " ".join(gate.reasons))
+        scores = example_scores(metric, emulated, deployed, recall_k=s.verdict.recall_k)
+        gate = score_gate(scores, metric=metric, tolerance=tol, alpha=alpha, seed=s.seed,
+                          n_boot=s.verdict.n_boot, min_n=min(s.verdict.min_n, n),
+                          what=plan.compared)
+    status = gate.status
+    out = {**base, "checked": True, "gates_recommendation": True, "n": n, "status": status,
+           "ok": status == "pass", "gate": gate.to_dict(), "engine_tolerance": tol,
+           "what_to_run": "" if status == "pass" else _what_to_run(status, gate, n, plan)}
+    if getattr(ctx.model, "output_kind", "logits") != "embedding":
+        out["agreement"] = float((deployed.argmax(axis=1) == emulated.argmax(axis=1)).mean())
+        y = sub.labels
+        if y is not None:
+            out["accuracy"] = {"artifact": float((deployed.argmax(axis=1) == y).mean()),
+                               "emulated": float((emulated.argmax(axis=1) == y).mean())}
+    if status != "pass":
+        log.warning("engine check of %s: %s", art.name, " ".join(gate.reasons))
     return out

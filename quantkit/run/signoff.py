@@ -18,7 +18,7 @@ from quantkit.run.context import RunContext
 from quantkit.run.evaluation import Evaluation, evaluate
 
 __all__ = ["SignOff", "family_members", "sign_off", "signoff_skip_reason", "recommend_signed",
-           "target_throughput"]
+           "target_throughput", "blocked_by_engine", "deployment_note"]
 
 log = logging.getLogger(__name__)
 
@@ -51,13 +51,22 @@ def family_members(ctx: RunContext, evaluations: dict[str, Evaluation],
                    mixed: Evaluation | None, mixed_fp16_layers: int = 0) -> list[str]:
     """The sign-off family, chosen on dev: fp16, the INT8 candidate with the best dev metric,
     and the mixed candidate when the search kept at least one layer out of INT8 (with none it
-    is the best INT8 candidate again)."""
+    is the best INT8 candidate again).
+
+    The best INT8 candidate: dev values within :data:`~quantkit.compare.ties.DEV_TIE_SHARE`
+    of the leader's dev interval width are tied, and the tie goes to the earliest
+    calibrator in the configured order (``calibrator.methods``), not to float noise."""
+    from quantkit.compare.ties import DEV_TIE_SHARE, best_with_ties
     from quantkit.run.verdicts import decision_value
 
     names = [n for n in ("fp16",) if n in evaluations]
     int8 = [n for n in evaluations if n.startswith("int8.")]
     if int8:  # decision_value: larger is better (kl / abs_logit negated)
-        names.append(max(int8, key=lambda n: (decision_value(ctx, evaluations[n]), n)))
+        values = {n: decision_value(ctx, evaluations[n]) for n in int8}
+        leader = max(int8, key=lambda n: (values[n], -int8.index(n)))
+        t = evaluations[leader].test
+        width = (t.high - t.low) if t is not None else 0.0
+        names.append(best_with_ties(values, order=int8, tolerance=DEV_TIE_SHARE * width))
     if mixed is not None and mixed_fp16_layers > 0:
         names.append("mixed")
     return names
@@ -127,24 +136,41 @@ def target_throughput(ctx: RunContext, latency) -> dict | None:
 def recommend_signed(ctx: RunContext, signoff: SignOff, artifacts: dict, backend_checks: dict,
                      latency) -> tuple[Any, list[str]]:
     """The recommendation among test PASSes (not slower than FP16 where latency is on the
-    target runtime) and the notes a reviewer must read beside it: a candidate whose backend
-    check failed on its deployment runtime is not recommended; one whose CPU numbers do not
-    transfer needs a TensorRT evaluation."""
+    target runtime) whose engine check PASSed where it gates (run/backend_check.py: on the
+    deployment runtime, a check that did not pass blocks), and the notes a reviewer must
+    read beside it: the deployed artifact's bound, or that the engine check has not run and
+    what to run (quantkit/run/deployment.py)."""
     from quantkit.verdict import recommend_candidate
-    from quantkit.verdict.protocol import Recommendation
 
     counts = {n: a.plan.counts().get("int8", 0) for n, a in artifacts.items()}
+    blocked = blocked_by_engine(backend_checks)
     rec = recommend_candidate(signoff.decision, int8_nodes=counts,
-                              throughput=target_throughput(ctx, latency))
-    notes = []
-    chosen = rec.candidate
-    check = backend_checks.get(chosen) if chosen else None
-    if check is not None and check.blocks:
-        why = f"backend check failed on the deployment runtime: {check.result['gate']['reasons'][0]}"
-        rec = Recommendation(None, f"no candidate recommended: {chosen} {why}", [],
-                             {**rec.excluded, chosen: why}, rec.basis)
-    elif check is not None and check.tensorrt_required:
-        notes.append(f"{chosen}: the sign-off rests on exact Q/DQ numerics on this CPU, and the "
-                     "numerics check says the CPU result does not transfer as is; confirm it "
-                     "with a TensorRT evaluation (backend=trt) before deploying")
-    return rec, notes
+                              throughput=target_throughput(ctx, latency), blocked=blocked)
+    check = backend_checks.get(rec.candidate) if rec.candidate else None
+    return rec, ([deployment_note(rec.candidate, check)] if check is not None else [])
+
+
+def blocked_by_engine(backend_checks: dict) -> dict[str, str]:
+    """name -> why it may not be recommended: its engine check gates (it ran, or should
+    have, on the deployment runtime) and did not PASS (run/backend_check.py)."""
+    return {n: f"engine check {c.status} on the deployment runtime: {c.what_to_run}"
+            for n, c in backend_checks.items() if c.blocks}
+
+
+def deployment_note(name: str, check) -> str:
+    """One line for the recommended candidate: the bound of the deployed artifact, or that
+    the engine check has not run and what to run."""
+    r = check.to_record()
+    b = r.get("budget") or {}
+    if check.not_run:
+        return (f"deployment of {name}: {check.what_to_run}; until then the sign-off "
+                f"(at {b.get('signoff', 0):.4g} of the declared {b.get('declared', 0):.4g}) "
+                f"bounds the emulation, not the deployed engine")
+    if r.get("status") == "not_needed":
+        return (f"deployment of {name}: signed on {r.get('deployment')}, the "
+                f"deployment runtime itself: the sign-off bounds the deployed artifact")
+    return (f"deployment of {name}: the deployed artifact is bounded by the declared "
+            f"{b.get('declared', 0):.4g} ({b.get('metric')}): sign-off at "
+            f"{b.get('signoff', 0):.4g} + engine check PASS within "
+            f"{r.get('engine_tolerance', b.get('tolerance', 0)):.4g} ({b.get('units')}; "
+            f"{b.get('composition')})")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from quantkit.report.record import RunRecord
 
-__all__ = ["summary_lines"]
+__all__ = ["summary_lines", "engine_check_lines", "margin_split_line"]
 
 
 def summary_lines(record: RunRecord) -> list[str]:
@@ -62,10 +62,8 @@ def summary_lines(record: RunRecord) -> list[str]:
             lines.append(f"  {'':<20} first diverging node: {c.get('first_diverging_node')} "
                          f"(tensor {c['first_diverging']})")
         bc = c.get("backend_check")
-        if bc and bc.get("checked") and not bc.get("ok"):
-            lines.append(f"  {'':<20} backend check: {bc['compared']} agree "
-                         f"{bc['agreement']:.3f} on {bc['n']} dev examples, gate "
-                         f"{(bc.get('gate') or {}).get('status')}")
+        if bc and bc.get("gates_recommendation") and not bc.get("ok"):
+            lines.append(f"  {'':<20} {bc.get('what_to_run') or 'engine check did not pass'}")
     if record.candidates:
         any_v = next((c["verdict"] for c in record.candidates.values() if "verdict" in c), None)
         if any_v:
@@ -88,8 +86,13 @@ def summary_lines(record: RunRecord) -> list[str]:
                              f"(absolute {mg['abs']:.4f})")
             else:
                 lines.append(f"margin: {mg}")
+    lines += margin_split_line(record)
     rec = record.recommendation or {}
-    lines.append(f"recommended: {record.recommended or 'none'} ({rec.get('reason', '')})")
+    bc = (record.candidates.get(record.recommended) or {}).get("backend_check") or {}
+    pending = ", engine check NOT run" if bc.get("status") == "not_run" else ""
+    lines.append(f"recommended: {record.recommended or 'none'}{pending} "
+                 f"({rec.get('reason', '')})")
+    lines += engine_check_lines(record)
     lines += [f"WARNING {n}" for n in record.notes
               if n.startswith("recommended candidate ") or "does not transfer" in n]
     lat = {n: c["latency"] for n, c in record.candidates.items() if isinstance(c.get("latency"), dict)}
@@ -110,3 +113,36 @@ def summary_lines(record: RunRecord) -> list[str]:
     if html.exists():
         lines.append(f"report: {html}")
     return lines
+
+
+def engine_check_lines(record: RunRecord) -> list[str]:
+    """What the engine check says about the recommended candidate's deployed artifact: its
+    one bound, or plainly that the check has NOT run and what to run where."""
+    from quantkit.report.status import trt_command
+
+    name = record.recommended
+    bc = (record.candidates.get(name) or {}).get("backend_check") if name else None
+    if not bc or "status" not in bc:
+        return []
+    b = bc.get("budget") or {}
+    if bc.get("status") == "not_run":
+        trt = str(bc.get("deployment", "")).startswith("a TensorRT")
+        todo = (f"run `{trt_command(record.command)}` on the target GPU (tensorrt >= 10); "
+                "its engine check gates the recommendation" if trt else bc.get("what_to_run"))
+        return [f"WARNING engine check NOT run for {name}: {bc.get('reason')}; the sign-off "
+                f"(at {b.get('signoff', 0):.4g} of the declared {b.get('declared', 0):.4g}) "
+                f"bounds the emulation, not the deployed artifact",
+                f"WARNING to do: {todo}"]
+    note = next((n for n in record.notes if n.startswith(f"deployment of {name}:")), None)
+    return [note] if note else []
+
+
+def margin_split_line(record: RunRecord) -> list[str]:
+    """How the declared margin is split between the sign-off and the engine check."""
+    b = next(((c.get("backend_check") or {}).get("budget") for c in record.candidates.values()
+              if (c.get("backend_check") or {}).get("budget")), None)
+    if not b or not b.get("share"):
+        return []
+    return [f"margin split: declared {b['declared']:.4g} = sign-off at {b['signoff']:.4g} + "
+            f"engine check tolerance {b['tolerance']:.4g} ({b['units']} vs the emulation; "
+            f"compare.numerics_margin_share={b['share']:g})"]

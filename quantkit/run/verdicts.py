@@ -20,6 +20,7 @@ from quantkit.errors import ConfigError
 from quantkit.run.context import RunContext
 
 __all__ = ["candidate_test", "decision_metric", "decision_value", "example_scores",
+           "signoff_threshold",
            "higher_is_better", "split_groups", "EMBEDDING_METRICS", "LOGIT_METRICS"]
 
 #: label-free metrics by output kind
@@ -121,6 +122,19 @@ def declared_bound(v, metric: str) -> float:
             "kl": v.max_kl, "abs_logit": v.max_abs_logit}[metric]
 
 
+def signoff_threshold(settings, metric: str) -> float:
+    """What the sign-off of ``metric`` decides at: the margin value (accuracy, macro_f1), the
+    floor or the ceiling, after the engine check's share of the declared budget
+    (:func:`quantkit.run.deployment.signoff_budget`; the whole budget when no engine check
+    stands between the signed numbers and the deployment)."""
+    from quantkit.run.deployment import signoff_budget
+
+    left = signoff_budget(settings, metric).signoff
+    if metric in ("accuracy", "macro_f1", "kl", "abs_logit"):
+        return left
+    return 1.0 - left
+
+
 def candidate_test(ctx: RunContext, split: str, ref_logits: np.ndarray, logits: np.ndarray,
                    *, name: str):
     """The candidate's :class:`~quantkit.verdict.SignoffTest` on ``split`` (one-sided alpha =
@@ -131,6 +145,10 @@ def candidate_test(ctx: RunContext, split: str, ref_logits: np.ndarray, logits: 
     against its declared bound (``verdict.min_agreement``, ``min_cosine``, ``min_recall``,
     ``max_kl``, ``max_abs_logit``; ``verdict.score_quantile`` for a quantile instead of the
     mean); agreement without ``score_quantile`` is exactly ``agreement_signoff``.
+
+    Where an engine check is part of the deployed artifact's bound (run/deployment.py), the
+    margin / floor / ceiling tested here is what is left after the engine's tolerance
+    (:func:`signoff_threshold`), on dev and on test alike.
     """
     from quantkit.verdict import (Margin, agreement_signoff, churn_gate, paired_signoff,
                                   score_signoff, with_gate)
@@ -143,21 +161,24 @@ def candidate_test(ctx: RunContext, split: str, ref_logits: np.ndarray, logits: 
     metric = decision_metric(ctx)
     if _output_kind(ctx) == "embedding":  # no top-1 predictions: no churn gate
         return score_signoff(example_scores(metric, ref_logits, logits, recall_k=v.recall_k),
-                             metric=metric, threshold=declared_bound(v, metric),
+                             metric=metric, threshold=signoff_threshold(ctx.settings, metric),
                              quantile=v.score_quantile, power=v.power, **common)
     ref_pred, pred = ref_logits.argmax(axis=1), logits.argmax(axis=1)
     if metric == "agreement" and v.score_quantile is None:
-        return agreement_signoff(ref_pred, pred, min_agreement=v.min_agreement, power=v.power,
-                                 **common)
+        return agreement_signoff(ref_pred, pred,
+                                 min_agreement=signoff_threshold(ctx.settings, metric),
+                                 power=v.power, **common)
     if metric in LOGIT_METRICS:
         test = score_signoff(example_scores(metric, ref_logits, logits), metric=metric,
-                             threshold=declared_bound(v, metric), quantile=v.score_quantile,
+                             threshold=signoff_threshold(ctx.settings, metric),
+                             quantile=v.score_quantile,
                              power=v.power, **common)
         if metric == "agreement" or v.max_flip_rate is None:
             return test
     else:
         y = ctx.split(split).labels
-        test = paired_signoff(ref_pred == y, pred == y, margin=Margin(v.margin_kind, v.margin),
+        test = paired_signoff(ref_pred == y, pred == y,
+                              margin=Margin(v.margin_kind, signoff_threshold(ctx.settings, metric)),
                               power=v.power, **common)
         if v.max_flip_rate is None:
             return test

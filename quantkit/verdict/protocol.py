@@ -393,12 +393,15 @@ def _throughputs(value: Any) -> dict[str, float]:
 
 def recommend_candidate(decision: FamilyDecision, *, int8_nodes: Mapping[str, int] | None = None,
                         throughput: Mapping[str, Any] | None = None,
-                        fp16: str = "fp16") -> Recommendation:
+                        fp16: str = "fp16",
+                        blocked: Mapping[str, str] | None = None) -> Recommendation:
     """Recommend among test PASSes only (module docstring, step 6).
 
     ``throughput``: candidate -> throughput (higher is faster) on the *target's own
     runtime*, one number or ``{batch: throughput}``; None when not measured there (then
-    speed does not filter). ``int8_nodes``: candidate -> INT8 node count.
+    speed does not filter). ``int8_nodes``: candidate -> INT8 node count. ``blocked``:
+    candidate -> why it may not be recommended although it passed (e.g. its engine check on
+    the deployment runtime did not pass); the choice is made among the rest.
     """
     counts = dict(int8_nodes or {})
     excluded: dict[str, str] = {}
@@ -406,6 +409,9 @@ def recommend_candidate(decision: FamilyDecision, *, int8_nodes: Mapping[str, in
         if r["status"] != PASS:
             excluded[r["candidate"]] = f"{r['status']} on test ({r['reason']})"
     eligible = decision.passing
+    for c in [c for c in eligible if c in (blocked or {})]:
+        excluded[c] = str(blocked[c])
+    eligible = [c for c in eligible if c not in (blocked or {})]
     basis = (f"test-split sign-off of the declared family ({decision.method}, one-sided alpha "
              f"{decision.alpha:g})")
     if throughput is not None:
@@ -433,8 +439,11 @@ def recommend_candidate(decision: FamilyDecision, *, int8_nodes: Mapping[str, in
     if not eligible:
         why = ("no candidate recommended: none PASSes on test after familywise control"
                if not decision.passing else
+               "no candidate recommended: every test PASS is blocked (" + "; ".join(
+                   f"{c}: {excluded[c]}" for c in decision.passing) + ")"
+               if all(c in (blocked or {}) for c in decision.passing) else
                "no candidate recommended: every test PASS is slower than FP16 on the target "
-               "runtime")
+               "runtime or blocked")
         return Recommendation(None, why, [], excluded, basis)
     position = {c: i for i, c in enumerate(decision.order)}
     point = {r["candidate"]: r.get("point", 0.0) for r in decision.rows}

@@ -32,3 +32,15 @@ def _record_search() -> dict:
 def record_search(_record_search) -> dict:
     """A real, trimmed record with the precision search and its `mixed` candidate."""
     return copy.deepcopy(_record_search)
+
+
+@pytest.fixture(scope="session")
+def _record_signed() -> dict:
+    return json.loads((DATA / "record_signed.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture
+def record_signed(_record_signed) -> dict:
+    """A real record with the dev / test sign-off: a recommended family member whose engine
+    check has not run (target=tensorrt on ONNX Runtime CPU) and dev-only candidates."""
+    return copy.deepcopy(_record_signed)

@@ -87,3 +87,52 @@ def test_report_renders_in_chromium(request, tmp_path, fixture, n_plots):
     assert console_lines(shot_run.stderr) == []
     assert shot.is_file() and shot.read_bytes().startswith(b"\x89PNG")
     assert shot.stat().st_size > 10_000
+
+
+def _text(html: str) -> str:
+    """The page's text: tags dropped, entities as written, whitespace collapsed."""
+    import html as html_lib
+
+    body = re.sub(r"<(script|style)\b.*?</\1>", " ", html, flags=re.S)
+    return re.sub(r"\s+", " ", html_lib.unescape(re.sub(r"<[^>]+>", " ", body)))
+
+
+def test_dev_only_candidates_read_not_signed_off_in_chromium(record_signed, tmp_path):
+    """Issue 24, point 10: in the page as Chromium renders it, every dev-only candidate
+    reads "not signed off" wherever its verdict is shown (card, candidates table, verdict
+    reasons, the delta plot's caption), no dev-only candidate shows a bare PASS badge, and
+    the recommended banner says that the engine check has NOT run and what to run."""
+    record = record_signed
+    signed = set(record["signoff"]["family"]["candidates"])
+    dev_only = [n for n, c in record["candidates"].items() if c.get("verdict") and n not in signed]
+    assert dev_only and record["recommended"] in signed
+    html = render_reports(record, tmp_path / "report", formats=("html",))["html"]
+    run = chromium(tmp_path, html, "--dump-dom")
+    assert run.returncode == 0 and console_lines(run.stderr) == [], run.stderr[-2000:]
+    dom = run.stdout
+    for name in dev_only:
+        status = record["candidates"][name]["verdict"]["status"]
+        card = re.search(rf'data-candidate="{re.escape(name)}">(.*?)</div>\s*</div>', dom, re.S)
+        assert card and f"{status} on dev; not signed off" in _text(card.group(1)), name
+        assert 'class="badge dev"' in card.group(1), name
+        rows = [r for r in re.findall(r"<tr>(.*?)</tr>", dom, re.S)
+                if re.search(rf">\s*{re.escape(name)}\s*<", r) and "badge" in r]
+        assert rows and all("not signed off" in _text(r) for r in rows), name
+        # no badge of this candidate anywhere says a bare PASS / INCONCLUSIVE / FAIL
+        for r in rows:
+            assert not re.search(r'class="badge (pass|fail|inconclusive)"', r), name
+        summary = re.search(rf"<summary>\s*{re.escape(name)}: (.*?)</summary>", dom, re.S)
+        assert summary is None or "not signed off" in _text(summary.group(1)), name
+    caption = re.search(r'id="plot-delta">.*?<figcaption>(.*?)</figcaption>', dom, re.S)
+    assert caption and "not signed off" in _text(caption.group(1))
+    assert all(name in caption.group(1) for name in dev_only)
+    for name in signed:  # the signed-off members show their test verdict as it is
+        card = re.search(rf'data-candidate="{re.escape(name)}">(.*?)</div>\s*</div>', dom, re.S)
+        assert card and "not signed off" not in _text(card.group(1)), name
+    hero = re.search(r'id="recommended">(.*?)</div>\s*(?:<h2|</section>)', dom, re.S)
+    text = _text(hero.group(1))
+    assert "Engine check NOT run" in text and "backend=trt" in text and "target GPU" in text
+
+    shot = tmp_path / "report.png"
+    run = chromium(tmp_path, html, f"--screenshot={shot}", "--window-size=1280,1400")
+    assert run.returncode == 0 and shot.read_bytes().startswith(b"\x89PNG")

@@ -265,3 +265,21 @@ def test_rewrite_replaces_atomically(record, tmp_path):
     paths = render_reports(record, tmp_path)
     assert "second run" in paths["md"].read_text()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html", "report.json", "report.md"]
+
+
+def test_markdown_marks_dev_only_candidates_and_the_engine_check(record_signed):
+    """report.md, like report.html: a dev-only candidate's verdict reads 'not signed off'
+    in every table that shows it; the banner says the engine check has NOT run."""
+    from quantkit.report.render import render_markdown
+
+    md = render_markdown(record_signed)
+    signed = set(record_signed["signoff"]["family"]["candidates"])
+    for name, c in record_signed["candidates"].items():
+        if not c.get("verdict"):
+            continue
+        lines = [ln for ln in md.splitlines() if ln.startswith(f"| `{name}`")
+                 and c["verdict"]["status"] in ln]
+        assert lines, name
+        assert all(("not signed off" in ln) == (name not in signed) for ln in lines), name
+    head = md.split("## Verdict per candidate")[0]
+    assert "Engine check NOT run" in head and "backend=trt" in head

@@ -17,6 +17,14 @@ compare.max_outputs_per_run, search.proxy_remeasured_tensors: additions only). S
 moved to the record's own ``ptq`` section and ``config.ptq`` gaining ``recipe`` / ``auto``
 (the generic recipe's range search now comes from the recipe, so the ``range_search`` key
 reads false); every number, artifact and verdict unchanged.
+Issue 24 (engine check, dev tie rule) remade them on purpose: every candidate's
+``backend_check`` is the engine check (status not_run for target=tensorrt on ORT CPU,
+not_needed for ort_cpu; plan, budget, what_to_run; the old gate / agreement / accuracy /
+blocks_recommendation keys are gone); verdict margins / thresholds are the sign-off's share
+of the declared margin (relative 0.005 of 0.01 for target=tensorrt, where the engine
+check is part of the bound; unchanged for ort_cpu), with the p-values, plan_n and reasons
+that follow; the family's INT8 member is int8.minmax instead of int8.percentile (equal dev
+accuracies: ties now go to the earliest calibrator).
 tests/run/test_record_fixture.py reruns the same configs and
 compares, so any later change to a record is a visible, deliberate fixture update.
 """

@@ -1,28 +1,88 @@
-"""Stage backend_check: the artifact as ONNX Runtime runs it vs its FP16 emulation, gated at a
-share of the sign-off margin, with the numerics noise of two equivalent executions."""
+"""Stage backend_check, the engine check: not run (and saying where to run it) for
+target=tensorrt on a host without TensorRT, not needed where the signed numbers are the
+deployment runtime's own, and a gate in the metric's units on ONNX Runtime CPU when the
+signed numbers come from another execution (target=ort_cpu with qdq_mode=exact)."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from quantkit.run import check_backend
+import pytest
+
+from quantkit.run import (build_artifacts, calibrate, check_backend, check_fp16_range,
+                          quant_scope)
+from quantkit.run.deployment import engine_check_plan, signoff_budget
+from quantkit.run.verdicts import signoff_threshold
 
 
-def test_int8_artifact_is_gated_against_its_emulation(ctx, artifacts, reference):
-    res = check_backend(ctx, artifacts["int8.minmax"], reference).to_record()
-    assert res["checked"] and res["n"] == min(16, len(ctx.splits.dev))
-    assert 0.0 <= res["agreement"] <= 1.0 and set(res["accuracy"]) == {"artifact", "emulated"}
-    gate = res["gate"]
-    # the tolerance is a share of the absolute margin (relative 1% of FP32 dev accuracy)
-    margin = ctx.settings.verdict.margin * reference.metric("accuracy")
-    assert abs(gate["tolerance"] - ctx.settings.compare.numerics_margin_share * margin) < 1e-12
-    assert gate["n"] == res["n"] and res["ok"] == (gate["status"] != "fail")
-    # 16 examples can never show a flip rate below a tolerance of 0.005: not a pass
-    assert gate["status"] in ("fail", "inconclusive")
-    assert gate["noise_flip_rate"] is not None  # exact vs integer-exact kernels measured
-    assert res["blocks_recommendation"] is False  # ORT CPU is not target=tensorrt's runtime
+def _with(ctx, tmp_path, **changes):
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    return dataclasses.replace(ctx, settings=dataclasses.replace(ctx.settings, **changes),
+                               run_dir=tmp_path)
 
 
-def test_nothing_to_check_without_an_emulation(ctx, artifacts, reference):
-    art = dataclasses.replace(artifacts["int8.minmax"], emulated=None)
-    assert check_backend(ctx, art, reference).to_record() == {"checked": False}
+def test_tensorrt_target_on_a_cpu_host_says_the_engine_check_has_not_run(ctx, artifacts,
+                                                                          reference):
+    assert ctx.settings.target == "tensorrt" and ctx.settings.backend.name == "ort"
+    res = check_backend(ctx, artifacts["int8.minmax"], reference)
+    r = res.to_record()
+    assert r["status"] == "not_run" and not r["checked"] and not r["gates_recommendation"]
+    assert res.not_run and not res.blocks and not res.ok
+    assert "NOT run" in r["what_to_run"] and "backend=trt" in r["what_to_run"]
+    assert "target GPU" in r["what_to_run"]
+    assert "gate" not in r  # ORT's fused CPU kernels are not compared with the emulation
+    # the tolerance is out of the margin: the sign-off decides at (1 - share) x margin
+    share = ctx.settings.compare.numerics_margin_share
+    assert r["budget"]["share"] == share
+    assert signoff_threshold(ctx.settings, "accuracy") == pytest.approx(
+        (1 - share) * ctx.settings.verdict.margin)
+
+
+def test_signed_numbers_from_the_deployment_runtime_need_no_check(ctx, artifacts, reference,
+                                                                   tmp_path):
+    c = _with(ctx, tmp_path, target="ort_cpu",
+              precision=dataclasses.replace(ctx.settings.precision, remainder="fp32"))
+    plan = engine_check_plan(c.settings)
+    assert not plan.required and plan.runs_here
+    r = check_backend(c, artifacts["int8.minmax"], reference).to_record()
+    assert r["status"] == "not_needed" and r["ok"] and not r["gates_recommendation"]
+    assert signoff_budget(c.settings, "accuracy").signoff == c.settings.verdict.margin
+
+
+@pytest.fixture(scope="module")
+def ort_exact(ctx, tmp_path_factory):
+    """target=ort_cpu evaluated with exact Q/DQ: the deployment (fused kernels) differs from
+    the execution the numbers come from, and runs here."""
+    c = _with(ctx, tmp_path_factory.mktemp("ort-exact"), target="ort_cpu",
+              precision=dataclasses.replace(ctx.settings.precision, remainder="fp32"),
+              backend=dataclasses.replace(ctx.settings.backend, qdq_mode="exact"))
+    cal = calibrate(c, quant_scope(c))
+    return c, build_artifacts(c, cal, check_fp16_range(c))
+
+
+def test_the_check_gates_on_the_deployment_runtime(ort_exact, reference):
+    c, arts = ort_exact
+    plan = engine_check_plan(c.settings)
+    assert plan.required and plan.runs_here
+    res = check_backend(c, arts["int8.minmax"], reference)
+    r = res.to_record()
+    n = min(c.settings.compare.backend_check_subset, len(c.splits.dev))
+    assert r["checked"] and r["gates_recommendation"] and r["n"] == n
+    gate = r["gate"]
+    assert gate["units"] == "top-1 flip rate" and gate["n"] == n
+    # the tolerance in flip-rate units: share x relative margin x FP32 dev accuracy
+    share, margin = c.settings.compare.numerics_margin_share, c.settings.verdict.margin
+    assert gate["tolerance"] == pytest.approx(share * margin * reference.metric("accuracy"))
+    # 16 examples can never show a flip rate below 0.005: not a PASS, so it blocks
+    assert r["status"] in ("fail", "inconclusive") and res.blocks and not res.ok
+    assert r["what_to_run"] and "compare.backend_check_subset" in r["what_to_run"] \
+        or r["status"] == "fail"
+    assert set(r["accuracy"]) == {"artifact", "emulated"}
+
+
+def test_a_disabled_check_blocks_where_it_would_gate(ort_exact, reference):
+    c, arts = ort_exact
+    off = dataclasses.replace(c, settings=dataclasses.replace(
+        c.settings, compare=dataclasses.replace(c.settings.compare, backend_check_subset=0)))
+    res = check_backend(off, arts["int8.minmax"], reference)
+    assert res.status == "disabled" and res.blocks and "backend_check_subset" in res.what_to_run

@@ -1,0 +1,96 @@
+"""How the report shows a verdict and an engine check: what was signed off, what was not.
+
+A run signs off only the family it declared on dev (``record.signoff.family``), once on
+the test split; every other candidate carries a *dev* verdict (``verdict.split == "dev"``),
+which chose but proves nothing. Wherever the report shows a verdict (cards, tables, plots)
+a dev-only candidate reads "<STATUS> on dev; not signed off", never a bare PASS, and is
+drawn in the neutral colour, as the terminal summary says it ("(PASS on dev; not signed
+off)"). Records from before the dev / test sign-off (no ``signoff``, no ``verdict.split``)
+are shown as recorded.
+
+The engine check (run/backend_check.py) of the recommended candidate goes into the
+recommended banner: the deployed artifact's bound when it passed, and what to run when it
+has not run or did not pass.
+
+Formatting only: every text comes from the record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["NOT_SIGNED_OFF", "VerdictView", "engine_lines", "signed_candidates", "trt_command",
+           "verdict_view"]
+
+NOT_SIGNED_OFF = "not signed off"
+DEV_CLASS = "dev"
+
+
+@dataclass(frozen=True)
+class VerdictView:
+    """``text``: what the badge says; ``cls``: its CSS class; ``dev_only``: not signed off."""
+
+    text: str
+    cls: str
+    dev_only: bool
+
+
+def signed_candidates(record: Mapping[str, Any]) -> frozenset[str] | None:
+    """The candidates signed off on test (the declared family), an empty set when the run
+    signed nothing off (a sweep job, or no family), None for a record from before the
+    dev / test sign-off."""
+    so = record.get("signoff")
+    fam = (so or {}).get("family") if isinstance(so, Mapping) else None
+    if isinstance(fam, Mapping) and fam.get("candidates"):
+        return frozenset(str(c) for c in fam["candidates"])
+    cands = record.get("candidates") or {}
+    has_split = any(isinstance(c, Mapping) and isinstance(c.get("verdict"), Mapping)
+                    and c["verdict"].get("split") for c in cands.values())
+    return frozenset() if (so or has_split) else None
+
+
+def verdict_view(record: Mapping[str, Any], name: str, status: Any) -> VerdictView:
+    """The badge of candidate ``name`` whose recorded verdict status is ``status``."""
+    from quantkit.report.fmt import DASH, status_class
+
+    text = str(status) if status not in (None, "") else DASH
+    signed = signed_candidates(record)
+    c = (record.get("candidates") or {}).get(name) or {}
+    v = c.get("verdict") if isinstance(c, Mapping) else None
+    if signed is None or name in signed or not isinstance(v, Mapping) or status in (None, ""):
+        return VerdictView(text, status_class(status), False)
+    return VerdictView(f"{text} on dev; {NOT_SIGNED_OFF}", DEV_CLASS, True)
+
+
+def trt_command(command: str | None) -> str:
+    """The run's command with ``backend=trt`` (any ``backend=`` group choice replaced)."""
+    words = [w for w in str(command or "python -m quantkit ...").split()
+             if not w.strip("'\"").startswith("backend=")]
+    return " ".join([*words, "backend=trt"])
+
+
+def engine_lines(record: Mapping[str, Any], name: str | None) -> list[dict[str, Any]]:
+    """What the banner of candidate ``name`` says about its engine check: the deployed
+    artifact's bound (pass; ``todo`` False), or plainly what to run (not run, failed,
+    inconclusive; ``todo`` True). Each line: ``{"text", "todo"}``."""
+    c = (record.get("candidates") or {}).get(name) if name else None
+    bc = c.get("backend_check") if isinstance(c, Mapping) else None
+    if not isinstance(bc, Mapping) or "status" not in bc:
+        return []
+    status = bc.get("status")
+    note = next((str(n) for n in record.get("notes") or []
+                 if str(n).startswith(f"deployment of {name}:")), "")
+    if status == "not_run":
+        trt = str(bc.get("deployment", "")).startswith("a TensorRT")
+        run = (f"run `{trt_command(record.get('command'))}` on the target GPU (tensorrt >= 10) "
+               f"before deploying {name}" if trt else str(bc.get("what_to_run") or ""))
+        return [{"text": f"Engine check NOT run: {bc.get('reason', '')}. To do: {run}.",
+                 "todo": True}]
+    if status in ("pass", "not_needed"):
+        rest = note.split(": ", 1)[1] if ": " in note else str(bc.get("reason") or "")
+        return [{"text": f"Engine check {'PASS' if status == 'pass' else 'not needed'}: {rest}",
+                 "todo": False}]
+    return [{"text": f"Engine check {status}: {bc.get('what_to_run') or 'it did not pass'}.",
+             "todo": True}]
