@@ -9,8 +9,8 @@ import dataclasses
 
 import pytest
 
-from quantkit.run import (build_artifacts, calibrate, check_backend, check_fp16_range,
-                          quant_scope)
+from quantkit.run import (apply_ptq, build_artifacts, calibrate, check_backend,
+                          check_fp16_range, quant_scope)
 from quantkit.run.deployment import engine_check_plan, signoff_budget
 from quantkit.run.verdicts import signoff_threshold
 
@@ -56,8 +56,9 @@ def ort_exact(ctx, tmp_path_factory):
     c = _with(ctx, tmp_path_factory.mktemp("ort-exact"), target="ort_cpu",
               precision=dataclasses.replace(ctx.settings.precision, remainder="fp32"),
               backend=dataclasses.replace(ctx.settings.backend, qdq_mode="exact"))
-    cal = calibrate(c, quant_scope(c))
-    return c, build_artifacts(c, cal, check_fp16_range(c))
+    overflow = check_fp16_range(c)
+    source = apply_ptq(c, quant_scope(c), overflow)
+    return c, build_artifacts(c, calibrate(c, source), overflow, source)
 
 
 def test_the_check_gates_on_the_deployment_runtime(ort_exact, reference):
