@@ -58,7 +58,7 @@ Recipes map to CLI overrides in RECIPE_OVERRIDES (default: the generic conf/ptq/
 auto: `ptq.recipe=auto`); each is checked with `--cfg job` first, so a recipe this checkout
 does not know stops the benchmark with one line and exit 2.
 
-Measured at 409a266+ (--cases none --recipes default, the generic default; 2 CPU cores
+Measured at f171e19 (--cases none --recipes default, the generic default; 2 CPU cores
 shared with other jobs; exact Q/DQ emulation, target tensorrt), full-INT8 score on test /
 recommended / wall time:
 
