@@ -761,7 +761,10 @@ def read_run(recipe: str, rc: int, seconds: float, run_dir: Path, metric: str,
     statuses = tuple((n, (e.get("verdict") or {}).get("status", "-"), e.get("split", ""))
                      for n, e in cands.items() if n != "fp32")
     ptq = (rec.get("config") or {}).get("ptq") or {}
-    steps = ptq.get("recipe") or ",".join(
+    # record.ptq.recipe where the PTQ stage records it (e.g. "auto: search(tensor)"), else the
+    # configured recipe, else (older records) the steps switched on in config.ptq
+    steps = ((rec.get("ptq") or {}).get("recipe") if isinstance(rec.get("ptq"), dict) else None) \
+        or ptq.get("recipe") or ",".join(
         f"{k}={v}" for k, v in ptq.items()
         if k in ("smoothquant_alpha", "equalization", "range_search", "bias_correction",
                  "weight_rounding") and v not in (None, False, "off", "nearest"))
