@@ -83,7 +83,10 @@ def evaluate(ctx: RunContext, name: str, path, *, split: str = "dev",
     s = ctx.settings
     if reference is not None and reference.split != split:
         raise ValueError(f"reference evaluated on {reference.split}, candidate on {split}")
-    inputs = {"name": name, "artifact": artifact_sha or sha256_file(path),
+    # the artifact's bytes decide its evidence, not its name: calibrators whose searched
+    # ranges converged write byte-identical files, evaluated once (the file name is set below)
+    role = name if name in ("fp32", "fp16") else "candidate"
+    inputs = {"name": role, "artifact": artifact_sha or sha256_file(path),
               "model": ctx.model.sha256, "emulated": emulated is not None,
               "split": split, "data": ctx.split(split).sha256,
               "reference": reference is not None, "qdq_mode": ctx.qdq_mode(),
@@ -99,7 +102,7 @@ def evaluate(ctx: RunContext, name: str, path, *, split: str = "dev",
 
     evidence, arrays, hit = ctx.cached("evaluation", inputs, compute)
     logits = arrays["logits"]
-    evidence = {**evidence, "split": split}
+    evidence = {**evidence, "split": split, "artifact": Path(path).name}
     test = None
     if reference is not None:
         from quantkit.run.verdicts import candidate_test
