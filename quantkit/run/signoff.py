@@ -231,7 +231,7 @@ def sign_off(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str
              "artifact_sha256": artifacts[r["candidate"]].sha256} for r in decision.rows])
         read = not first  # another run with the same inputs decided it first: that stands
         look = stored
-    if read and family.sha256 == look.family_sha256 and look.decision:
+    if read and look.decision:  # same decision key: the same inputs; the first decision stands
         d = look.decision
         stored_decision = FamilyDecision(d["method"], d["alpha_one_sided"], tuple(d["order"]),
                                          d["rows"], d["family_sha256"], d.get("stopped_at"),

@@ -29,7 +29,9 @@ decided by the run's own functions (``paired_signoff``, ``churn_gate``, ``with_g
 
 The size for a target power ``1 - beta`` rescales through the normal model
 ``power ~ Phi(c sqrt(n) - z_{1-alpha})``: ``c`` from the simulated power at the analytic
-size, then once more from the simulated power at the rescaled size.
+size, then once more from the simulated power at the rescaled size. When the simulated
+power is 0 or 1 there (a rule that is a step in ``n``, e.g. no flips on dev), ``n`` is
+doubled or halved until it is not, or the step is bisected to 2%.
 
 :data:`POWER_SIMS` = 400 simulations: the standard error of a planned power is at most
 0.025 (at 0.5, where ``verdict.min_power`` decides). Seeded; no I/O.
@@ -186,8 +188,8 @@ def rule_power(test, *, n: int, alpha: float, n_boot: int = 2000, seed: Any = 0,
     if n < min_n or (grouped and n_groups is not None and n_groups < min_groups) \
             or alpha <= 0.0:
         why = "below verdict.min_n" if n < min_n else (
-            "below verdict.min_groups" if alpha > 0 else "no alpha left")
-        return RulePower(0.0, n, f"the rule is INCONCLUSIVE here ({why})", 0)
+            "too few groups (verdict.min_groups)" if alpha > 0 else "no alpha left")
+        return RulePower(0.0, n, f"{why}: the rule is INCONCLUSIVE whatever the data", 0)
     rng = _rng(seed, test.candidate, n, f"{kind}{alpha:.6g}")
     where = f" at effective n {n_eff} (n / design effect {deff:.2f})" if grouped else ""
     if kind == "accuracy":
@@ -252,7 +254,29 @@ def rule_size(test, *, power: float, alpha: float, n_boot: int = 2000, seed: Any
         c = (float(norm.ppf(min(max(p, clip), 1.0 - clip))) + za) / math.sqrt(n)
         return N_MAX if c <= 0 else min(int(math.ceil(((zt + za) / c) ** 2)), N_MAX)
 
-    n1 = rescale(start, at(start))
+    n, p = start, at(start)
+    lo = hi = None  # sizes known to give power <= clip / >= 1 - clip
+    for _ in range(40):  # the normal model needs a power strictly inside (0, 1)
+        if clip < p < 1.0 - clip:
+            break
+        if p <= clip:
+            lo = n
+        else:
+            hi = n
+        if lo is not None and hi is not None:  # a step (e.g. no flips on dev): bisect it
+            if hi - lo <= max(1, lo // 50):
+                return max(hi, int(min_n))
+            n = max(int(math.sqrt(lo * hi)), lo + 1)
+        elif hi is None:
+            if n >= N_MAX:
+                return N_MAX
+            n = min(2 * n, N_MAX)
+        else:
+            if n <= 1:
+                return max(1, int(min_n))
+            n = max(n // 2, 1)
+        p = at(n)
+    n1 = rescale(n, p)
     n2 = rescale(n1, at(n1)) if n1 < N_MAX else N_MAX
     return max(n2, int(min_n))
 
@@ -276,7 +300,9 @@ def plan_by_rule(test, *, n_available: int | None, power: float, alpha: float,
         min_groups=min_groups, n_groups=n_groups, sims=sims)
     tested = True if (min_power is None or planned is None) else planned.power >= min_power
     name = test.candidate
-    reason = (f"{name}: " + (f"about {need} test examples give {100 * power:g}% power"
+    reason = (f"{name}: " + (f"more than {N_MAX} test examples needed for {100 * power:g}% "
+                             "power" if need is not None and need >= N_MAX else
+                             f"about {need} test examples give {100 * power:g}% power"
                              if need is not None else
                              f"no test size gives {100 * power:g}% power (the dev estimate "
                              "is at or beyond the bound)")

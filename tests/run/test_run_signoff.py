@@ -103,3 +103,17 @@ def test_a_re_test_is_another_look_linked_to_the_one_it_replaces(artifacts, eval
     assert so.family.to_dict()["supersedes"] is None
     with pytest.raises(ConfigError, match="verdict.supersedes"):
         settings_for(tiny, "verdict.supersedes=abc")
+
+
+def test_a_test_split_decision_outside_the_ledger_is_refused(ctx, artifacts, signed):
+    """Cached test outputs cannot be re-decided silently: a paired test on the test split
+    needs the look the ledger reserved (sign_off); evaluate() without one refuses."""
+    from quantkit.run import evaluate
+
+    members, ref_test, so, _ = signed
+    art = artifacts[members[0]]
+    with pytest.raises(TestSplitReuse, match="outside the persistent test ledger"):
+        evaluate(ctx, art.name, art.path, split="test", reference=ref_test,
+                 artifact_sha=art.sha256)
+    plain = evaluate(ctx, "fp32", ctx.model.path, split="test")  # FP32 alone decides nothing
+    assert plain.test is None
