@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from quantkit.errors import LedgerError
-from quantkit.verdict.ledger import RULE, LookAlpha, SpentLook, look_alpha
+from quantkit.verdict.ledger import LookAlpha, SpentLook, join_lineages, look_alpha
 
 __all__ = ["BUSY_TIMEOUT_S", "DEFAULT_NAME", "LedgerStore", "Look", "Reservation", "SCHEMA",
            "example_hashes", "ledger_path"]
@@ -360,17 +360,15 @@ class LedgerStore:
             "SELECT l.id, COUNT(*) FROM set_examples a JOIN set_examples b ON b.hash = a.hash "
             "JOIN looks l ON l.example_set = b.set_id WHERE a.set_id = ? AND "
             "l.model_sha256 = ? GROUP BY l.id", (set_id, model))}
-        lineages = {r[0] for r in con.execute(
-            f"SELECT DISTINCT lineage FROM looks WHERE id IN ({','.join('?' * len(shared))})",
-            tuple(shared))} if shared else set()
-        if supersedes is not None:
-            lineages.add(supersedes.lineage)
-        if not lineages:
-            return None, shared
-        first = {lin: con.execute("SELECT MIN(rowid) FROM looks WHERE model_sha256 = ? AND "
-                                  "lineage = ?", (model, lin)).fetchone()[0] for lin in lineages}
-        target = min(lineages, key=lambda lin: first[lin])
-        for lin in lineages - {target}:
+        lineage_of = {r[0]: r[1] for r in con.execute(
+            f"SELECT id, lineage FROM looks WHERE id IN ({','.join('?' * len(shared))})",
+            tuple(shared))} if shared else {}
+        first = {r[0]: r[1] for r in con.execute(
+            "SELECT lineage, MIN(rowid) FROM looks WHERE model_sha256 = ? GROUP BY lineage",
+            (model,))}
+        target, merged = join_lineages(lineage_of, shared, first,
+                                       supersedes.lineage if supersedes is not None else None)
+        for lin in merged:
             con.execute("UPDATE looks SET lineage = ? WHERE model_sha256 = ? AND lineage = ?",
                         (target, model, lin))
         return target, shared

@@ -663,7 +663,8 @@ def validate_ledger(v: VerdictConfig) -> None:
         path = str(v.ledger_path).strip()
         target = Path(path).expanduser() if path else None
         if target is None or target.is_dir() or path.endswith(("/", os.sep)):
-            raise ConfigError("config key verdict.ledger_path must name a file", value=v.ledger_path,
+            raise ConfigError("config key verdict.ledger_path must name a file",
+                              value=v.ledger_path,
                               fix="e.g. verdict.ledger_path=/srv/quantkit/ledger.sqlite (a local "
                                   "file system: SQLite's WAL mode does not work over NFS), or "
                                   "null for <cache_dir>/ledger.sqlite")

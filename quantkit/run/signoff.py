@@ -213,7 +213,7 @@ def sign_off(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str
         family, plan = held["family"], held["plan"]
     look_info = {"look": look.number, "id": look.id, "alpha_one_sided": la.alpha,
                  "alpha_declared": la.alpha_declared, "rule": la.rule}
-    line = f"{la.describe()} (test ledger look {look.id[:12]})"
+    line = f"{la.describe()} (persistent test ledger: record.signoff.ledger)"
     ledger = TestLedger(family, split_sha256=test_split.sha256)
     tests, evals = {}, {}
     for name in family.candidates:  # in the declared order; each exactly once

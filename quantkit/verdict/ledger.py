@@ -58,12 +58,12 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from quantkit.errors import ConfigError
 
-__all__ = ["LookAlpha", "RULE", "SPENDING_RATIO", "SpentLook", "decision_key", "look_alpha",
-           "same_data_rule"]
+__all__ = ["LookAlpha", "MIN_SHARED_EXAMPLES", "RULE", "SPENDING_RATIO", "SpentLook",
+           "decision_key", "join_lineages", "look_alpha", "same_data", "same_data_rule"]
 
 #: gamma of the geometric spending sequence (module docstring: why 0.1)
 SPENDING_RATIO = 0.1
@@ -71,6 +71,35 @@ SPENDING_RATIO = 0.1
 RULE = f"geometric alpha spending over the looks of a data lineage, gamma={SPENDING_RATIO:g}"
 #: below this a look has no alpha left to test with ("alpha of this data is spent")
 MIN_ALPHA = 1e-12
+
+
+#: two looks are on the same data when they share at least this many examples
+MIN_SHARED_EXAMPLES = 1
+
+
+def same_data(shared_examples: int) -> bool:
+    """Whether two looks of one model that share ``shared_examples`` examples are on the
+    same data (module docstring: any overlap)."""
+    return int(shared_examples) >= MIN_SHARED_EXAMPLES
+
+
+def join_lineages(lineage_of: Mapping[str, str], shared: Mapping[str, int],
+                  first_look: Mapping[str, int], superseded: str | None = None
+                  ) -> tuple[str | None, set[str]]:
+    """The lineage a new look joins and the lineages merged into it.
+
+    ``lineage_of``: earlier look id -> its lineage; ``shared``: earlier look id -> examples
+    it shares with the new look; ``first_look``: lineage -> position of its first look
+    (older first); ``superseded``: the lineage of the look named by verdict.supersedes.
+    Returns (None, set()) when the new look starts a lineage of its own.
+    """
+    joined = {lineage_of[i] for i, k in shared.items() if same_data(k)}
+    if superseded is not None:
+        joined.add(superseded)
+    if not joined:
+        return None, set()
+    target = min(joined, key=lambda lin: first_look[lin])
+    return target, joined - {target}
 
 
 def same_data_rule() -> str:
@@ -129,14 +158,19 @@ def _alpha(value: Any, where: str) -> float:
     return float(value)
 
 
+def _down(x: float) -> float:
+    """``x`` rounded down to 15 decimals (0.0225, not 0.022500000000000003): never more."""
+    return math.floor(x * 1e15) / 1e15
+
+
 def look_alpha(alpha_declared: float, earlier: Sequence[SpentLook]) -> LookAlpha:
     """The alpha of the next look of a lineage whose earlier looks are ``earlier``."""
     a = _alpha(alpha_declared, "verdict.alpha")
     budget = min([a, *(_alpha(e.alpha_declared, "ledger look") for e in earlier)])
     spent = float(sum(max(float(e.alpha), 0.0) for e in earlier))
     k = len(earlier) + 1
-    share = budget * (1.0 - SPENDING_RATIO) * SPENDING_RATIO ** (k - 1)
-    alpha = max(0.0, min(share, budget - spent))
+    share = _down(budget * (1.0 - SPENDING_RATIO) * SPENDING_RATIO ** (k - 1))
+    alpha = max(0.0, min(share, _down(budget - spent)))
     return LookAlpha(number=k, alpha=alpha, alpha_declared=a, budget=budget,
                      spent_before=spent, share=share)
 

@@ -9,10 +9,16 @@ Order of calls (the run's stages; every choice before step 3 sees dev only):
    non-inferiority p-value; ties keep the order given). ``family.to_dict()`` records the
    dev basis of the order and a sha256 of the declaration.
 3. ``plan = plan_family(family, dev, n_test=...)``: test size for 80% power per candidate
-   at the level the family tests it, and whether the test split is large enough.
+   at the level the family tests it, for the decision rule actually used
+   (:mod:`quantkit.verdict.rule_power`), the planned power on the test split, and whether
+   the split is large enough. ``declare_powered_family`` declares and plans in one step and
+   leaves out the members whose planned power is below ``min_power`` (not tested). In a
+   run, ``alpha`` is the look's alpha from the persistent test ledger
+   (:mod:`quantkit.verdict.ledger`: look k of a model on overlapping test data).
 4. ``ledger = TestLedger(family)``; for each candidate ``ledger.record(name, n=...)`` then
    ``paired_signoff(test evidence)``. A second test evaluation of a candidate, or one of an
-   undeclared candidate, raises :class:`TestSplitReuse`.
+   undeclared candidate, raises :class:`TestSplitReuse` (within one run; across runs the
+   persistent ledger charges every look).
 5. ``decision = decide_family(family, tests, ledger=ledger)``:
 
    * ``fixed_sequence`` (default): candidates are tested in the declared order, each at the

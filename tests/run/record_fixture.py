@@ -12,7 +12,17 @@ the commit that added both. Session 4 remade them once more after the label-free
 (metrics.kl / abs_logit, agreement_slices, model.output / model.inputs) and the new verdict
 keys (signoff_in_sweeps, supersedes, score floors): the comparator showed additions only, no
 changed value; again after the merges of that session (data.info, ptq.range_search_error,
-compare.max_outputs_per_run, search.proxy_remeasured_tensors: additions only).
+compare.max_outputs_per_run, search.proxy_remeasured_tensors: additions only). Issue 24's
+persistent test ledger remade them on purpose (branch ledger, on an avx512_vnni host): added
+``config.verdict.ledger_path / min_power``, ``signoff.ledger`` (the look, its alpha, earlier
+looks), ``signoff.not_tested``, ``signoff.decision.look`` and each row's ``look`` /
+``alpha_one_sided``, the members' ``signoff.look / look_id / alpha_one_sided``, and the power
+plan rows' ``planned_power / power_method / power_sims / n_required_formula / min_power /
+tested``; changed: look 1 tests at one-sided 0.0225 (0.9 x 0.025), so every test-split
+interval is a 95.5% one (low / high / level / alpha, the gate's too), ``plan_n`` and the
+reasons (one more: the look), the family and decision sha256, the recommendation basis, and
+the power plan's ``n_required`` (simulated for the rule actually used, 398 instead of Nam's
+381); no status changed.
 tests/run/test_record_fixture.py reruns the same configs and
 compares, so any later change to a record is a visible, deliberate fixture update.
 """

@@ -69,9 +69,8 @@ def test_first_look_is_tested_at_its_share_of_alpha_and_says_so(looks):
                    for r in c["verdict"]["reasons"])
     assert "test ledger: look 1 of this model on these test examples: one-sided alpha 0.0225" \
         in out
-    md = (rec_dir := os.path.dirname(rec["run_dir"] + "/")) and \
-        open(os.path.join(rec_dir, "report.md")).read()
-    assert "Test ledger: look 1 of this model" in md
+    md = open(os.path.join(rec["run_dir"], "report.md"), encoding="utf-8").read()
+    assert "Test ledger: look 1 of this model" in md and "| planned power | tested |" in md
 
 
 def test_another_seed_is_a_second_look_at_the_same_test_data_and_is_charged(looks):
@@ -108,6 +107,8 @@ def test_an_identical_rerun_reads_the_decision_instead_of_testing_again(looks, w
     assert led["look_id"] == first["signoff"]["ledger"]["look_id"]
     assert rec["signoff"]["decision"] == first["signoff"]["decision"]
     assert "sign-off read from the test ledger" in out
+    html = open(os.path.join(rec["run_dir"], "report.html"), encoding="utf-8").read()
+    assert "read from the ledger" in html and 'id="signoff-ledger"' in html
     r = _ledger(world["root"] / "again")  # a run dir: its record names model and ledger
     assert r.returncode == 0, r.stderr
     rows = [ln for ln in r.stdout.splitlines() if ln.startswith("  ") and "look id" not in ln]
@@ -141,6 +142,8 @@ def test_an_underpowered_family_is_not_tested_and_no_look_is_written(looks, worl
     assert all(rec["candidates"][n]["split"] == "dev" for n in so["not_tested"])
     assert rec["recommended"] is None and "planned power" in rec["recommendation"]["reason"]
     assert "not tested:" in out
+    html = open(os.path.join(rec["run_dir"], "report.html"), encoding="utf-8").read()
+    assert "No declared member was tested" in html and "not tested: " in html
     model = rec["model"]["sha256"]
     r = _ledger(model[:12], "--db", so["ledger"]["path"], "--json")
     assert r.returncode == 0 and len(json.loads(r.stdout)) == 5  # unchanged

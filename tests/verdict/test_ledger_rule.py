@@ -33,7 +33,8 @@ def test_first_looks_get_the_declared_shares():
 def test_the_looks_of_a_lineage_never_spend_more_than_the_budget(k):
     looks = _looks(k)
     assert sum(x.alpha for x in looks) <= 0.025 + 1e-15
-    assert all(a.alpha > b.alpha for a, b in zip(looks, looks[1:]))  # later looks get less
+    assert all(a.alpha >= b.alpha for a, b in zip(looks, looks[1:]))  # later looks get less
+    assert all(a.alpha > b.alpha for a, b in zip(looks[:10], looks[1:10]))
 
 
 def test_raising_alpha_later_buys_nothing_and_lowering_it_caps_the_rest():
@@ -63,3 +64,15 @@ def test_decision_key_changes_with_any_input_and_not_with_dict_order():
     assert a != decision_key(model="m", test_split="t", verdict={"margin": 0.01, "alpha": 0.05},
                              seed=1)
     assert "share at least one example" in same_data_rule()
+
+
+def test_same_data_is_any_shared_example_and_lineages_merge_into_the_oldest():
+    from quantkit.verdict.ledger import join_lineages, same_data
+
+    assert same_data(1) and not same_data(0)
+    lineage_of = {"a1": "A", "a2": "A", "b1": "B"}
+    first = {"A": 1, "B": 3, "C": 7}
+    assert join_lineages(lineage_of, {}, first) == (None, set())
+    assert join_lineages(lineage_of, {"a2": 5, "b1": 0}, first) == ("A", set())
+    assert join_lineages(lineage_of, {"a2": 5, "b1": 1}, first) == ("A", {"B"})
+    assert join_lineages(lineage_of, {"b1": 2}, first, superseded="C") == ("B", {"C"})
