@@ -1,8 +1,9 @@
 """``quantkit ledger [MODEL | RUN_DIR | record.json] [--db PATH]``: the looks at the test split.
 
 Lists the looks the persistent test ledger (quantkit/ledger_store.py) holds for a model:
-given a sha256 prefix of the FP32 model, or a run dir / its record.json (whose
-``model.sha256`` and ``signoff.ledger.path`` are read), or nothing (every model). One line
+given a prefix of the FP32 model's sha256 (``record.model.sha256``) or of its ledger key
+(``record.signoff.ledger.model_key``: a zoo model's looks across seeds), or a run dir / its
+record.json (whose ``signoff.ledger`` is read), or nothing (every model). One line
 per look: id, look number in its data lineage, when, examples, the one-sided alpha it
 was tested at (of the declared), the family in test order with each member's status, and
 whether it superseded an earlier look. Errors (no ledger, a corrupt file, an unknown
@@ -31,11 +32,12 @@ def _from_record(path: Path) -> tuple[str, str | None]:
                           value=type(exc).__name__,
                           fix="pass a run dir that holds record.json, or a model sha256 prefix"
                           ) from exc
-    sha = (rec.get("model") or {}).get("sha256")
+    facts = (rec.get("signoff") or {}).get("ledger") or {}
+    sha = facts.get("model_key") or (rec.get("model") or {}).get("sha256")
     if not isinstance(sha, str) or not sha:
         raise LedgerError("the record names no model sha256", where=str(rec_path),
                           fix="pass the model's sha256 prefix instead")
-    return sha, ((rec.get("signoff") or {}).get("ledger") or {}).get("path")
+    return sha, facts.get("path")
 
 
 def format_looks(looks) -> list[str]:
@@ -43,13 +45,15 @@ def format_looks(looks) -> list[str]:
     lines = []
     by_model: dict[str, list] = {}
     for look in looks:
-        by_model.setdefault(look.model_sha256, []).append(look)
+        by_model.setdefault(look.model_key, []).append(look)
     for model, items in by_model.items():
         lineages = {}
         for look in items:
             lineages.setdefault(look.lineage, len(lineages) + 1)
+        files = sorted({lk.model_sha256[:12] for lk in items if lk.model_sha256 != model})
         lines.append(f"model {model[:12]}: {len(items)} look(s) on {len(lineages)} test data "
-                     f"lineage(s)")
+                     f"lineage(s)" + (f" (prepared FP32 files {', '.join(files)})"
+                                      if files else ""))
         lines.append(f"  {'look id':<12}  {'data':<4} {'look':>4}  {'started (UTC)':<25} "
                      f"{'n':>6}  {'alpha (declared)':<18} family: status")
         for look in items:
@@ -93,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
                               value=prefix, fix="check the prefix (`quantkit ledger` lists "
                                                 "every model) or the ledger (--db)")
         if a.json:
-            print(json.dumps([{**lk.summary(), "model_sha256": lk.model_sha256,
+            print(json.dumps([{**lk.summary(), "model_key": lk.model_key,
+                               "model_sha256": lk.model_sha256,
                                "lineage": lk.lineage, "decision": lk.decision}
                               for lk in looks], indent=1, default=str))
         else:

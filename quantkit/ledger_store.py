@@ -10,7 +10,7 @@ Layout (``meta.schema`` = :data:`SCHEMA`)::
     meta(key, value)                          schema version, rule of the first writer
     example_sets(id, n)                       id = sha256 of the sorted distinct example hashes
     set_examples(set_id, hash)                one row per distinct example of a set
-    looks(id, model_sha256, number, lineage, example_set, ..., state, alpha, ...)
+    looks(id, model_key, model_sha256, number, lineage, example_set, ..., state, alpha, ...)
     look_members(look_id, candidate, ...)     each tested member's verdict in that look
 
 Concurrency: WAL journal, a busy timeout of :data:`BUSY_TIMEOUT_S`, ``synchronous=FULL``.
@@ -64,7 +64,8 @@ CREATE TABLE IF NOT EXISTS set_examples (
     PRIMARY KEY (set_id, hash)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS set_examples_hash ON set_examples(hash, set_id);
 CREATE TABLE IF NOT EXISTS looks (
-    id TEXT PRIMARY KEY, model_sha256 TEXT NOT NULL, number INTEGER NOT NULL,
+    id TEXT PRIMARY KEY, model_key TEXT NOT NULL, model_sha256 TEXT NOT NULL,
+    number INTEGER NOT NULL,
     lineage TEXT NOT NULL, example_set TEXT NOT NULL REFERENCES example_sets(id),
     n_examples INTEGER NOT NULL, split_sha256 TEXT NOT NULL, decision_key TEXT NOT NULL,
     state TEXT NOT NULL CHECK (state IN ('reserved', 'decided')),
@@ -75,8 +76,8 @@ CREATE TABLE IF NOT EXISTS looks (
     run_dir TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL,
     family_json TEXT NOT NULL, plan_json TEXT NOT NULL, facts_json TEXT NOT NULL,
     earlier_json TEXT NOT NULL, other_data_looks INTEGER NOT NULL, decision_json TEXT);
-CREATE INDEX IF NOT EXISTS looks_model ON looks(model_sha256, lineage);
-CREATE INDEX IF NOT EXISTS looks_key ON looks(model_sha256, decision_key);
+CREATE INDEX IF NOT EXISTS looks_model ON looks(model_key, lineage);
+CREATE INDEX IF NOT EXISTS looks_key ON looks(model_key, decision_key);
 CREATE INDEX IF NOT EXISTS looks_set ON looks(example_set);
 CREATE TABLE IF NOT EXISTS look_members (
     look_id TEXT NOT NULL REFERENCES looks(id), candidate TEXT NOT NULL,
@@ -131,7 +132,8 @@ class Look:
     reserved, each with its alpha, family, statuses and examples shared with this one)."""
 
     id: str
-    model_sha256: str
+    model_key: str  # quantkit.verdict.ledger.model_key: the model the look is about
+    model_sha256: str  # the prepared FP32 file's sha256 (record.model.sha256)
     number: int
     lineage: str
     example_set: str
@@ -302,7 +304,8 @@ class LedgerStore:
         alpha = LookAlpha(number=r["number"], alpha=r["alpha"], alpha_declared=r["alpha_declared"],
                           budget=r["budget"], spent_before=r["spent_before"], share=r["share"],
                           rule=r["rule"])
-        return Look(id=r["id"], model_sha256=r["model_sha256"], number=r["number"],
+        return Look(id=r["id"], model_key=r["model_key"], model_sha256=r["model_sha256"],
+                    number=r["number"],
                     lineage=r["lineage"], example_set=r["example_set"],
                     n_examples=r["n_examples"], split_sha256=r["split_sha256"],
                     decision_key=r["decision_key"], state=r["state"], alpha=alpha,
@@ -319,8 +322,9 @@ class LedgerStore:
         """Every look (of the models whose sha256 starts with ``model_prefix``), oldest first."""
         with self._connect() as con:
             if model_prefix:
-                rows = con.execute("SELECT * FROM looks WHERE model_sha256 LIKE ? ORDER BY "
-                                   "rowid", (model_prefix.lower() + "%",)).fetchall()
+                p = model_prefix.lower() + "%"
+                rows = con.execute("SELECT * FROM looks WHERE model_key LIKE ? OR model_sha256 "
+                                   "LIKE ? ORDER BY rowid", (p, p)).fetchall()
             else:
                 rows = con.execute("SELECT * FROM looks ORDER BY rowid").fetchall()
             return [self._look(con, r) for r in rows]
@@ -359,24 +363,25 @@ class LedgerStore:
         shared = {r[0]: int(r[1]) for r in con.execute(
             "SELECT l.id, COUNT(*) FROM set_examples a JOIN set_examples b ON b.hash = a.hash "
             "JOIN looks l ON l.example_set = b.set_id WHERE a.set_id = ? AND "
-            "l.model_sha256 = ? GROUP BY l.id", (set_id, model))}
+            "l.model_key = ? GROUP BY l.id", (set_id, model))}
         lineage_of = {r[0]: r[1] for r in con.execute(
             f"SELECT id, lineage FROM looks WHERE id IN ({','.join('?' * len(shared))})",
             tuple(shared))} if shared else {}
         first = {r[0]: r[1] for r in con.execute(
-            "SELECT lineage, MIN(rowid) FROM looks WHERE model_sha256 = ? GROUP BY lineage",
+            "SELECT lineage, MIN(rowid) FROM looks WHERE model_key = ? GROUP BY lineage",
             (model,))}
         target, merged = join_lineages(lineage_of, shared, first,
                                        supersedes.lineage if supersedes is not None else None)
         for lin in merged:
-            con.execute("UPDATE looks SET lineage = ? WHERE model_sha256 = ? AND lineage = ?",
+            con.execute("UPDATE looks SET lineage = ? WHERE model_key = ? AND lineage = ?",
                         (target, model, lin))
         return target, shared
 
-    def reserve(self, *, model_sha256: str, examples: Sequence[bytes], split_sha256: str,
+    def reserve(self, *, model_key: str, examples: Sequence[bytes], split_sha256: str,
                 decision_key: str, alpha_declared: float, supersedes: str | None,
                 planner: Callable[[LookAlpha], dict[str, Any] | None], run_dir: str = "",
-                facts: dict[str, Any] | None = None) -> Reservation:
+                facts: dict[str, Any] | None = None,
+                model_sha256: str | None = None) -> Reservation:
         """Read, adopt or reserve the look of ``decision_key`` (class docstring).
 
         ``planner(alpha)`` declares the family at the look's alpha and plans its power; it
@@ -389,21 +394,23 @@ class LedgerStore:
             raise LedgerError("a look needs the test examples", where="ledger reserve",
                               value=0, fix="sign off on a non-empty test split")
         try:
-            return self._reserve(model_sha256=model_sha256, examples=examples,
+            return self._reserve(model_key=model_key, model_sha256=model_sha256 or model_key,
+                                 examples=examples,
                                  split_sha256=split_sha256, decision_key=decision_key,
                                  alpha_declared=alpha_declared, supersedes=supersedes,
                                  planner=planner, run_dir=run_dir, facts=facts)
         except _NoLook as none:  # rolled back: no look, no merged lineage
             return none.reservation
 
-    def _reserve(self, *, model_sha256: str, examples: Sequence[bytes], split_sha256: str,
+    def _reserve(self, *, model_key: str, model_sha256: str, examples: Sequence[bytes],
+                 split_sha256: str,
                  decision_key: str, alpha_declared: float, supersedes: str | None,
                  planner: Callable[[LookAlpha], dict[str, Any] | None], run_dir: str,
                  facts: dict[str, Any] | None) -> Reservation:
         with self._write() as con:
-            same = con.execute("SELECT * FROM looks WHERE model_sha256 = ? AND decision_key = ? "
+            same = con.execute("SELECT * FROM looks WHERE model_key = ? AND decision_key = ? "
                                "ORDER BY (state = 'decided') DESC, rowid LIMIT 1",
-                               (model_sha256, decision_key)).fetchone()
+                               (model_key, decision_key)).fetchone()
             if same is not None:
                 look = self._look(con, same)
                 if look.state == "decided":
@@ -416,16 +423,16 @@ class LedgerStore:
                              "with the same inputs", look.number, look.id[:12])
                     return Reservation("adopted", self.path, look.alpha, look, planned)
             sup = self._resolve(con, supersedes) if supersedes else None
-            if sup is not None and sup.model_sha256 != model_sha256:
+            if sup is not None and sup.model_key != model_key:
                 raise LedgerError("verdict.supersedes names a look of another model",
                                   where=str(self.path), value=supersedes,
-                                  fix=f"name a look of model {model_sha256[:12]} (`quantkit "
-                                      f"ledger {model_sha256[:12]}`)")
+                                  fix=f"name a look of model {model_key[:12]} (`quantkit "
+                                      f"ledger {model_key[:12]}`)")
             set_id, n = self._example_set(con, examples)
-            lineage, shared = self._lineage(con, model_sha256, set_id, sup)
-            earlier_rows = con.execute("SELECT * FROM looks WHERE model_sha256 = ? AND "
+            lineage, shared = self._lineage(con, model_key, set_id, sup)
+            earlier_rows = con.execute("SELECT * FROM looks WHERE model_key = ? AND "
                                        "lineage = ? ORDER BY rowid",
-                                       (model_sha256, lineage)).fetchall() if lineage else []
+                                       (model_key, lineage)).fetchall() if lineage else []
             earlier = [self._look(con, r) for r in earlier_rows]
             alpha = look_alpha(alpha_declared, [SpentLook(e.alpha.alpha, e.alpha.alpha_declared)
                                                 for e in earlier])
@@ -437,12 +444,12 @@ class LedgerStore:
                                           earlier=tuple(earlier_summary)))
             family = planned["family"]
             look_id = secrets.token_hex(32)
-            others = con.execute("SELECT COUNT(*) FROM looks WHERE model_sha256 = ? AND "
-                                 "lineage != ?", (model_sha256, lineage or look_id)).fetchone()[0]
+            others = con.execute("SELECT COUNT(*) FROM looks WHERE model_key = ? AND "
+                                 "lineage != ?", (model_key, lineage or look_id)).fetchone()[0]
             con.execute(
-                "INSERT INTO looks VALUES (?,?,?,?,?,?,?,?,'reserved',?,?,?,?,?,?,?,?,?,?,?,?,"
+                "INSERT INTO looks VALUES (?,?,?,?,?,?,?,?,?,'reserved',?,?,?,?,?,?,?,?,?,?,?,?,"
                 "NULL,?,?,?,?,?,?,?,?,NULL)",
-                (look_id, model_sha256, alpha.number, lineage or look_id, set_id, n,
+                (look_id, model_key, model_sha256, alpha.number, lineage or look_id, set_id, n,
                  split_sha256, decision_key, alpha.alpha, alpha.alpha_declared, alpha.budget,
                  alpha.spent_before, alpha.share, alpha.rule, family["sha256"],
                  family.get("method", ""), str(planned.get("metric", "")),

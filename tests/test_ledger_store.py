@@ -37,7 +37,7 @@ def _planner(candidates=("fp16", "int8"), sleep_s: float = 0.0, test: bool = Tru
 
 
 def _reserve(store, ids, key, *, model=MODEL, supersedes=None, planner=None, alpha=A):
-    return store.reserve(model_sha256=model, examples=_ex(ids), split_sha256="s" + key,
+    return store.reserve(model_key=model, examples=_ex(ids), split_sha256="s" + key,
                          decision_key=key, alpha_declared=alpha, supersedes=supersedes,
                          planner=planner or _planner(), run_dir=f"/runs/{key}")
 

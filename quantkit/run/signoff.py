@@ -121,13 +121,14 @@ def _decision_key(ctx: RunContext, members: list[str], artifacts: dict,
         feeds=ctx.feeds_key(), environment=ctx.measured_key())
 
 
-def _ledger_facts(res, *, read: bool) -> dict:
+def _ledger_facts(res, *, read: bool, key: str, key_basis: str) -> dict:
     """``record.signoff.ledger``: where the ledger is, which look this is, its alpha, the
     earlier looks it was charged against (the same for a run that reads it)."""
     from quantkit.verdict.ledger import same_data_rule
 
     la, look = res.alpha, res.look
-    facts = {"path": str(res.path), "rule": la.rule, "same_data": same_data_rule(),
+    facts = {"path": str(res.path), "model_key": key, "model_key_basis": key_basis,
+             "rule": la.rule, "same_data": same_data_rule(),
              "alpha_one_sided": la.alpha, "alpha_declared": la.alpha_declared,
              "budget": la.budget, "spent_before": la.spent_before,
              "read_from_ledger": read}
@@ -159,6 +160,7 @@ def sign_off(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str
     from quantkit.ledger_store import LedgerStore, example_hashes, ledger_path
     from quantkit.run.verdicts import decision_metric, split_groups
     from quantkit.verdict import TestLedger, decide_family, declare_powered_family
+    from quantkit.verdict.ledger import model_key
     from quantkit.verdict.protocol import FamilyDecision, FamilyPlan, SignoffFamily
 
     s, v = ctx.settings, ctx.settings.verdict
@@ -185,9 +187,13 @@ def sign_off(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str
         return None if fam is None else {"family": fam.to_dict(), "plan": held["plan"].to_dict(),
                                          "metric": decision_metric(ctx)}
 
+    key, key_basis = model_key(kind=s.model.kind, sha256=ctx.model.sha256,
+                               source=getattr(ctx.model, "source", ""),
+                               name=getattr(s.model, "name", None))
     store = LedgerStore(ledger_path(s, ctx.cache_dir))
     supersedes = store.look(v.supersedes).id if v.supersedes else None  # the full id
-    res = store.reserve(model_sha256=ctx.model.sha256, examples=example_hashes(test_split),
+    res = store.reserve(model_key=key, model_sha256=ctx.model.sha256,
+                        examples=example_hashes(test_split),
                         split_sha256=test_split.sha256,
                         decision_key=_decision_key(ctx, members, artifacts, dev_tests),
                         alpha_declared=v.alpha / 2, supersedes=supersedes, planner=planner,
@@ -199,7 +205,8 @@ def sign_off(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str
         log.warning("sign-off: no family member tested (%s); the test split is not spent",
                     "; ".join(r["reason"] for r in held["plan"].rows))
         return SignOff(family=None, plan=held["plan"], ledger=None, dev=dev_tests, tests={},
-                       decision=None, look=_ledger_facts(res, read=False))
+                       decision=None, look=_ledger_facts(res, read=False, key=key,
+                                                          key_basis=key_basis))
     look, la = res.look, res.alpha
     read = res.kind == "read"
     if read:  # the identical earlier look: its family, plan and decision stand
@@ -245,7 +252,8 @@ def sign_off(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str
     log.info("sign-off on test (%s, %s): %s", family.method, la.describe(),
              ", ".join(f"{n} {decision.status(n)}" for n in family.candidates))
     return SignOff(family=family, plan=plan, ledger=ledger, dev=dev_tests, tests=tests,
-                   decision=decision, evaluations=evals, look=_ledger_facts(res, read=read))
+                   decision=decision, evaluations=evals, look=_ledger_facts(res, read=read, key=key,
+                                                          key_basis=key_basis))
 
 
 def target_throughput(ctx: RunContext, latency) -> dict | None:

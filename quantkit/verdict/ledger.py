@@ -9,8 +9,14 @@ Definitions
 * **Example hash**: sha256 of one test example's *input* (a text's UTF-8 bytes; an image's
   dtype, shape and pixels). Labels are left out, so a relabelled copy of an example is the
   same example.
-* **Look**: one familywise decision of a declared sign-off family of one FP32 model
-  (``record.model.sha256``) from test-split evaluations. Every run that decides anything
+* **Model** (:func:`model_key`): an ONNX file the user brings is its sha256
+  (``record.model.sha256``). A model quantkit prepares (zoo / hub: a pretrained encoder
+  with a classification head fitted on the seeded train split) is its source and name:
+  each ``seed`` fits another head, so its file sha256 changes with the seed, and re-drawing
+  the seed to get another head and another test split is still a re-look at the same
+  model.
+* **Look**: one familywise decision of a declared sign-off family of one model from
+  test-split evaluations. Every run that decides anything
   from test outputs (new logits or cached ones) makes a look, whatever changed (seed,
   margin, metric, family, order, alpha, settings). Not a look: reading the decision of an
   identical earlier look (:func:`decision_key`), or a sign-off in which no member was tested
@@ -65,7 +71,8 @@ from typing import Any, Mapping, Sequence
 from quantkit.errors import ConfigError
 
 __all__ = ["LookAlpha", "MIN_SHARED_EXAMPLES", "RULE", "SPENDING_RATIO", "SpentLook",
-           "decision_key", "join_lineages", "look_alpha", "same_data", "same_data_rule"]
+           "decision_key", "join_lineages", "look_alpha", "model_key", "same_data",
+           "same_data_rule"]
 
 #: gamma of the geometric spending sequence (module docstring: why 0.1)
 SPENDING_RATIO = 0.1
@@ -175,6 +182,18 @@ def look_alpha(alpha_declared: float, earlier: Sequence[SpentLook]) -> LookAlpha
     alpha = max(0.0, min(share, _down(budget - spent)))
     return LookAlpha(number=k, alpha=alpha, alpha_declared=a, budget=budget,
                      spent_before=spent, share=share)
+
+
+def model_key(*, kind: str, sha256: str, source: str = "", name: str | None = None
+              ) -> tuple[str, str]:
+    """(the key the ledger files a model's looks under, what it rests on): module docstring,
+    "Model"."""
+    if kind == "onnx" or not source:
+        return sha256, "the sha256 of the ONNX file"
+    body = f"quantkit-prepared\x1f{kind}\x1f{name or ''}\x1f{source}"
+    return (hashlib.sha256(body.encode()).hexdigest(),
+            f"{kind} model {name or ''} prepared by quantkit from {source}: the head fitted per "
+            "seed and head settings are the same model for the ledger")
 
 
 def decision_key(**parts: Any) -> str:

@@ -15,7 +15,7 @@ changed value; again after the merges of that session (data.info, ptq.range_sear
 compare.max_outputs_per_run, search.proxy_remeasured_tensors: additions only). Issue 24's
 persistent test ledger remade them on purpose (branch ledger, on an avx512_vnni host): added
 ``config.verdict.ledger_path / min_power``, ``signoff.ledger`` (the look, its alpha, earlier
-looks), ``signoff.not_tested``, ``signoff.decision.look`` and each row's ``look`` /
+looks, the model key), ``signoff.not_tested``, ``signoff.decision.look`` and each row's ``look`` /
 ``alpha_one_sided``, the members' ``signoff.look / look_id / alpha_one_sided``, and the power
 plan rows' ``planned_power / power_method / power_sims / n_required_formula / min_power /
 tested``; changed: look 1 tests at one-sided 0.0225 (0.9 x 0.025), so every test-split

