@@ -35,8 +35,12 @@ def host_info() -> dict[str, Any]:
 #: Version of the record's layout; bump when a field changes meaning. 1: issue 14's spine
 #: (the recorded config is the one that ran). 2: dev / test sign-off (``signoff``; a family
 #: member's ``metrics`` / ``verdict`` are on test, its ``dev`` entry on dev; every other
-#: candidate's verdict is a dev verdict, ``verdict.split == "dev"``). Older records lack it.
-SCHEMA_VERSION = 2
+#: candidate's verdict is a dev verdict, ``verdict.split == "dev"``). 3: the persistent test
+#: ledger (issue 24): ``signoff.alpha_one_sided`` is the look's alpha (``signoff.ledger``:
+#: look number, declared alpha, earlier looks), ``signoff.decision`` / ``family`` may be
+#: empty when no member had the planned power to be tested (``signoff.not_tested``). Older
+#: records lack it.
+SCHEMA_VERSION = 3
 
 
 @dataclass

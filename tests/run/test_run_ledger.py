@@ -167,3 +167,27 @@ def test_ledger_command_lists_looks_and_fails_in_one_line(looks, world, tmp_path
     assert len(corrupt.stderr.strip().splitlines()) == 1
     unknown = _ledger("ffffffff", "--db", db)
     assert unknown.returncode == 2 and "no look of this model" in unknown.stderr
+
+
+@pytest.mark.slow
+def test_bert_int8_with_another_seed_or_margin_is_a_charged_second_look(minilm_model, cli,
+                                                                       tmp_path):
+    """The issue's acceptance case on the real default experiment (reduced sizes): seed 1
+    fits another head (another FP32 file) and re-draws the test split from the same pool,
+    yet it is look 2 of the same model on the same test data; another margin is look 3."""
+    args = ["experiment=bert_int8", "data.test.limit=1000", "data.dev.limit=300",
+            "data.calib.num_samples=64", "calibrator=minmax", "precision.search.enabled=false",
+            "bench.enabled=false", "compare.subset=32", "compare.backend_check_subset=32",
+            "verdict.n_boot=300", "verdict.min_power=0", "progress=false"]
+    recs = []
+    for i, extra in enumerate([(), ("seed=1",), ("verdict.margin=0.02",)]):
+        r = cli(*args, *extra, f"hydra.run.dir={tmp_path / f'run{i}'}")
+        assert r.returncode == 0, r.stderr[-3000:]
+        recs.append(json.loads((tmp_path / f"run{i}" / "record.json").read_text()))
+    first, seed1, margin = (x["signoff"]["ledger"] for x in recs)
+    assert recs[0]["model"]["sha256"] != recs[1]["model"]["sha256"]  # another head
+    assert first["model_key"] == seed1["model_key"] == margin["model_key"]
+    assert [first["look"], seed1["look"], margin["look"]] == [1, 2, 3]
+    assert seed1["lineage"] == first["lineage"] and seed1["earlier_looks"][0]["shared_examples"]
+    assert seed1["alpha_one_sided"] == pytest.approx(LOOK[1])
+    assert margin["alpha_one_sided"] == pytest.approx(LOOK[2])
