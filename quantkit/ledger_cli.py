@@ -73,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     from quantkit.assets import cache_root
     from quantkit.ledger_store import DEFAULT_NAME, LedgerStore
 
-    ap = argparse.ArgumentParser(prog="quantkit ledger", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="quantkit ledger", description=(
+        "List the looks at the test split that the persistent test ledger holds for a model."))
     ap.add_argument("model", nargs="?", default=None,
                     help="model sha256 prefix, a run dir, or a record.json (default: all)")
     ap.add_argument("--db", default=None, help="the ledger file (default: the record's, else "

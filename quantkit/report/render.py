@@ -776,7 +776,7 @@ def _family(record) -> dict[str, Any] | None:
     level = f"{100 * (1 - 2 * alpha):.4g}% CI" if finite(alpha) else "CI"
     return {"order": [str(c) for c in fam.get("candidates") or []],
             "method": _text(so.get("method")),
-            "alpha": _value_text(alpha), "basis": _text(fam.get("basis_rule")
+            "alpha": _alpha_text(alpha), "basis": _text(fam.get("basis_rule")
                                                          or fam.get("rule")),
             "ci": f"test delta [{level}]", "rows": rows, "plan": plan,
             "ledger": [f"{e.get('candidate')}: {e.get('n')} test examples"
@@ -786,6 +786,11 @@ def _family(record) -> dict[str, Any] | None:
             "not_tested": [f"{k}: {v}" for k, v in (so.get("not_tested") or {}).items()],
             "recommendation": _text(rec.get("reason")),
             "excluded": [f"{k}: {v}" for k, v in (rec.get("excluded") or {}).items()]}
+
+
+def _alpha_text(a: Any) -> str:
+    """A one-sided alpha with 4 significant digits (a look's alpha may be 0.000225)."""
+    return f"{a:.4g}" if finite(a) else _value_text(a)
 
 
 def _look(facts) -> dict[str, Any] | None:
@@ -798,14 +803,14 @@ def _look(facts) -> dict[str, Any] | None:
             (e.get("state") or "")
         earlier.append(f"look {_text(e.get('look'))} ({str(e.get('id'))[:12]}, "
                        f"{_text(e.get('started'))}): one-sided alpha "
-                       f"{_value_text(e.get('alpha_one_sided'))}, {_text(e.get('metric'))}, "
+                       f"{_alpha_text(e.get('alpha_one_sided'))}, {_text(e.get('metric'))}, "
                        f"{st}; {_text(e.get('shared_examples'))} examples shared")
     read = bool(facts.get("read_from_ledger"))
     return {"summary": _text(facts.get("summary")), "path": _text(facts.get("path")),
             "id": _text(facts.get("look_id")), "rule": _text(facts.get("rule")),
             "same_data": _text(facts.get("same_data")),
-            "alpha": _value_text(facts.get("alpha_one_sided")),
-            "declared": _value_text(facts.get("alpha_declared")),
+            "alpha": _alpha_text(facts.get("alpha_one_sided")),
+            "declared": _alpha_text(facts.get("alpha_declared")),
             "supersedes": _text(facts.get("supersedes")) if facts.get("supersedes") else "",
             "other_data_looks": int(facts.get("other_data_looks") or 0),
             "earlier": earlier, "read": read}
