@@ -415,6 +415,9 @@ class VerdictConfig:
     # a family member whose planned power on the test split (for the decision rule used,
     # at the look's alpha) is below this is not tested: the test split is not spent on it
     min_power: float = 0.5
+    # simulated test splits per planned power (quantkit/verdict/rule_power.py); 0: the
+    # analytic approximation only (simulation benchmarks that plan thousands of times)
+    power_sims: int = 400
     min_cosine: float = 0.99  # metric=cosine: floor of the mean per-example cosine to FP32
     recall_k: int = 10  # metric=recall_at_k: neighbours per query among the eval embeddings
     min_recall: float = 0.9  # metric=recall_at_k: floor of the mean recall@k of FP32's
@@ -673,6 +676,7 @@ def validate_ledger(v: VerdictConfig) -> None:
             raise ConfigError("config key verdict.ledger_path lies under a file",
                               value=v.ledger_path, fix=f"{parent} is a file: choose a path in a "
                                                        "directory")
+    _positive("verdict.power_sims", v.power_sims, allow_zero=True)
     if isinstance(v.min_power, bool) or not isinstance(v.min_power, (int, float)) \
             or not 0.0 <= v.min_power < 1.0:
         raise ConfigError("config key verdict.min_power must be in [0, 1)", value=v.min_power,

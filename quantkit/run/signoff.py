@@ -182,7 +182,8 @@ def sign_off(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str
         held["family"], held["plan"] = declare_powered_family(
             dev_tests, method=v.family, alpha=alpha.alpha, supersedes=supersedes,
             n_test=len(test_split), power=v.power, min_power=v.min_power, n_boot=v.n_boot,
-            seed=s.seed, min_n=v.min_n, min_groups=v.min_groups, n_groups=n_groups)
+            seed=s.seed, min_n=v.min_n, min_groups=v.min_groups, n_groups=n_groups,
+            sims=v.power_sims)
         fam = held["family"]
         return None if fam is None else {"family": fam.to_dict(), "plan": held["plan"].to_dict(),
                                          "metric": decision_metric(ctx)}

@@ -189,16 +189,18 @@ class FamilyPlan:
 def plan_family(family: SignoffFamily, dev: Mapping[str, SignoffTest], *, n_test: int | None,
                 power: float = 0.8, min_n: int = MIN_N, min_power: float | None = None,
                 n_boot: int = 2000, seed: Any = 0, min_groups: int = MIN_GROUPS,
-                n_groups: int | None = None, by_rule: bool = True) -> FamilyPlan:
+                n_groups: int | None = None, by_rule: bool = True,
+                sims: int | None = None) -> FamilyPlan:
     """Per candidate, the test size for ``power`` at the level the family tests it at, for
-    the decision rule actually used (``by_rule``: simulated, :mod:`quantkit.verdict.rule_power`;
-    False: the Tango-only Nam formula), and the planned power on ``n_test`` examples.
+    the decision rule actually used (``by_rule``: simulated, :mod:`quantkit.verdict.rule_power`,
+    ``sims`` simulations, default ``POWER_SIMS``, 0: its analytic approximation; False: the
+    Tango-only Nam formula), and the planned power on ``n_test`` examples.
 
     ``adequate`` is about the *first* candidate of the order (the one the sequence rests
     on); every row says whether it is large enough for that candidate, and with
     ``min_power`` whether it is to be tested (``tested``).
     """
-    from quantkit.verdict.rule_power import plan_by_rule
+    from quantkit.verdict.rule_power import POWER_SIMS, plan_by_rule
 
     rows = []
     for i, name in enumerate(family.candidates):
@@ -210,7 +212,8 @@ def plan_family(family: SignoffFamily, dev: Mapping[str, SignoffTest], *, n_test
         if by_rule:
             p = plan_by_rule(dev[name], n_available=n_test, power=power, alpha=level,
                              min_power=min_power, n_boot=n_boot, seed=seed, min_n=min_n,
-                             min_groups=min_groups, n_groups=n_groups)
+                             min_groups=min_groups, n_groups=n_groups,
+                             sims=POWER_SIMS if sims is None else sims)
         else:
             p = plan_power(dev[name], n_available=n_test, power=power, alpha=level,
                            basis="dev", min_n=min_n)

@@ -14,7 +14,7 @@ keys (signoff_in_sweeps, supersedes, score floors): the comparator showed additi
 changed value; again after the merges of that session (data.info, ptq.range_search_error,
 compare.max_outputs_per_run, search.proxy_remeasured_tensors: additions only). Issue 24's
 persistent test ledger remade them on purpose (branch ledger, on an avx512_vnni host): added
-``config.verdict.ledger_path / min_power``, ``signoff.ledger`` (the look, its alpha, earlier
+``config.verdict.ledger_path / min_power / power_sims``, ``signoff.ledger`` (the look, its alpha, earlier
 looks, the model key), ``signoff.not_tested``, ``signoff.decision.look`` and each row's ``look`` /
 ``alpha_one_sided``, the members' ``signoff.look / look_id / alpha_one_sided``, and the power
 plan rows' ``planned_power / power_method / power_sims / n_required_formula / min_power /

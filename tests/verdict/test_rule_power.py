@@ -93,3 +93,11 @@ def test_the_family_keeps_only_members_worth_testing():
     assert none is None and nplan.rows[0]["tested"] is False
     everyone, _ = declare_powered_family(dev, alpha=0.0225, n_test=2500, min_power=0.0, **kw)
     assert set(everyone.candidates) == set(dev)  # min_power 0: every member is tested
+
+
+def test_zero_simulations_plan_with_the_analytic_approximation():
+    dev = _dev(4000, 0.012, 0.012, seed=8, name="int8")
+    fast = rule_power(dev, n=1500, alpha=0.025, sims=0)
+    assert fast.sims == 0 and "analytic" in fast.method and 0.2 < fast.power < 0.95
+    assert rule_size(dev, power=0.8, alpha=0.025, sims=0) == plan_by_rule(
+        dev, n_available=1500, power=0.8, alpha=0.025, sims=0).extra["n_required_formula"]
