@@ -1,4 +1,6 @@
-"""``python -m quantkit experiment=bert_int8``: the Hydra entry point. Nothing else lives here.
+"""``python -m quantkit experiment=bert_int8``: the Hydra entry point. Nothing else lives here,
+except the dispatch of ``quantkit ledger ...`` (quantkit/ledger_cli.py: the looks at the test
+split that the persistent ledger holds).
 
 Errors become one line on stderr and a non-zero exit code: a QuantkitError (our own checks),
 a Hydra / OmegaConf composition error (a typo in a group, key or value), or an OSError while
@@ -139,6 +141,10 @@ def check_overrides(argv: list[str]) -> None:
 
 
 def cli() -> None:
+    if sys.argv[1:2] == ["ledger"]:  # `quantkit ledger ...`: the test ledger, no Hydra
+        from quantkit.ledger_cli import main as ledger_main
+
+        sys.exit(ledger_main(sys.argv[2:]))
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 

@@ -163,7 +163,8 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
     else:
         with stage("signoff") as info:  # declared on dev, then the test split, once per member
             res.signoff = sign_off(ctx, members, every, dev, res.reference_test)
-            info["family"] = list(res.signoff.family.candidates)
+            fam = res.signoff.family  # None: no member had the power to be tested
+            info["family"] = list(fam.candidates) if fam is not None else []
 
     if settings.bench.enabled:
         with stage("latency") as info:  # timings: reused only for the same artifact and host

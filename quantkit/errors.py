@@ -55,3 +55,7 @@ class BackendUnavailable(QuantkitError):
 
 class BackendError(QuantkitError):
     """A backend failed while building or running a model."""
+
+
+class LedgerError(QuantkitError):
+    """The persistent test ledger (SQLite) is missing, unreadable or refuses a look."""

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import importlib
 import numbers
+import os
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Optional
 
 from omegaconf import MISSING, DictConfig, OmegaConf
@@ -408,9 +410,20 @@ class VerdictConfig:
     # Hydra multirun jobs compare settings on dev and leave the test split alone; the
     # sweep's chosen setting is signed off by one plain run (true: every job signs off)
     signoff_in_sweeps: bool = False
-    # a re-test (e.g. an INCONCLUSIVE re-tested on a grown test split) is a new declared
-    # plan: the sha256 of the earlier run's record.signoff.family, which the record links
+    # a re-test (e.g. an INCONCLUSIVE re-tested on a grown or fresh test split) is another
+    # look: the id (or a unique prefix, >= 8 hex) of the earlier look it replaces
+    # (record.signoff.ledger.look_id, `quantkit ledger`); the new look joins that look's
+    # lineage and is charged (quantkit/verdict/ledger.py)
     supersedes: Optional[str] = None
+    # the persistent test ledger (SQLite): every look at the test split of a model, across
+    # runs; null = <cache_dir>/ledger.sqlite. A team shares one file on one host's local disk
+    ledger_path: Optional[str] = None
+    # a family member whose planned power on the test split (for the decision rule used,
+    # at the look's alpha) is below this is not tested: the test split is not spent on it
+    min_power: float = 0.5
+    # simulated test splits per planned power (quantkit/verdict/rule_power.py); 0: the
+    # analytic approximation only (simulation benchmarks that plan thousands of times)
+    power_sims: int = 400
     min_cosine: float = 0.99  # metric=cosine: floor of the mean per-example cosine to FP32
     recall_k: int = 10  # metric=recall_at_k: neighbours per query among the eval embeddings
     min_recall: float = 0.9  # metric=recall_at_k: floor of the mean recall@k of FP32's
@@ -613,11 +626,7 @@ def validate(s: Settings) -> Settings:
     _positive("compare.fp16_range_samples", s.compare.fp16_range_samples)
     _choice("verdict.metric", s.verdict.metric, VERDICT_METRICS)
     _choice("verdict.margin_kind", s.verdict.margin_kind, ("relative", "absolute"))
-    if s.verdict.supersedes is not None and not re.fullmatch(r"[0-9a-f]{64}",
-                                                             str(s.verdict.supersedes)):
-        raise ConfigError("config key verdict.supersedes must be the sha256 of an earlier "
-                          "sign-off declaration", value=s.verdict.supersedes,
-                          fix="copy record.signoff.family.sha256 of the run this plan replaces")
+    validate_ledger(s.verdict)
     if s.verdict.margin_kind == "relative" and not 0.0 < s.verdict.margin < 1.0:
         raise ConfigError("config key verdict.margin (relative) must be in (0, 1)",
                           value=s.verdict.margin, fix="e.g. verdict.margin=0.01 for 99% of FP32")
@@ -654,6 +663,35 @@ def validate(s: Settings) -> Settings:
     if s.backend.name == "trt":
         validate_trt_shapes(s)
     return s
+
+
+def validate_ledger(v: VerdictConfig) -> None:
+    """verdict.supersedes (a look id), verdict.ledger_path and verdict.min_power."""
+    if v.supersedes is not None and not re.fullmatch(r"[0-9a-f]{8,64}", str(v.supersedes)):
+        raise ConfigError("config key verdict.supersedes must be the id of an earlier look "
+                          "(8 to 64 hex characters)", value=v.supersedes,
+                          fix="copy record.signoff.ledger.look_id of the run this re-test "
+                              "replaces (or an id from `quantkit ledger`)")
+    if v.ledger_path is not None:
+        path = str(v.ledger_path).strip()
+        target = Path(path).expanduser() if path else None
+        if target is None or target.is_dir() or path.endswith(("/", os.sep)):
+            raise ConfigError("config key verdict.ledger_path must name a file",
+                              value=v.ledger_path,
+                              fix="e.g. verdict.ledger_path=/srv/quantkit/ledger.sqlite (a local "
+                                  "file system: SQLite's WAL mode does not work over NFS), or "
+                                  "null for <cache_dir>/ledger.sqlite")
+        parent = next((p for p in target.parents if p.exists()), None)
+        if parent is not None and not parent.is_dir():
+            raise ConfigError("config key verdict.ledger_path lies under a file",
+                              value=v.ledger_path, fix=f"{parent} is a file: choose a path in a "
+                                                       "directory")
+    _positive("verdict.power_sims", v.power_sims, allow_zero=True)
+    if isinstance(v.min_power, bool) or not isinstance(v.min_power, (int, float)) \
+            or not 0.0 <= v.min_power < 1.0:
+        raise ConfigError("config key verdict.min_power must be in [0, 1)", value=v.min_power,
+                          fix="e.g. verdict.min_power=0.5 (0: test every declared member "
+                              "whatever its planned power)")
 
 
 def validate_ptq(q: PtqConfig) -> None:

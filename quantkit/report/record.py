@@ -37,7 +37,10 @@ def host_info() -> dict[str, Any]:
 #: member's ``metrics`` / ``verdict`` are on test, its ``dev`` entry on dev; every other
 #: candidate's verdict is a dev verdict, ``verdict.split == "dev"``). 3: the ptq stage's own
 #: section ``ptq`` (recipe, steps, the proof of every rewrite, auto's choice; was
-#: ``calibration.ptq``). Older records lack it.
+#: ``calibration.ptq``) and the persistent test ledger (issue 24): ``signoff.alpha_one_sided``
+#: is the look's alpha (``signoff.ledger``: look number, declared alpha, earlier looks),
+#: ``signoff.decision`` / ``family`` may be empty when no member had the planned power to be
+#: tested (``signoff.not_tested``). Older records lack them.
 SCHEMA_VERSION = 3
 
 

@@ -811,10 +811,11 @@ def _search(record) -> dict[str, Any] | None:
 
 
 def _family(record) -> dict[str, Any] | None:
-    """The dev-declared sign-off family, its power plan, the test ledger and the decision."""
+    """The dev-declared sign-off family, its power plan, this run's test ledger, the
+    persistent ledger's look (number, alpha, earlier looks) and the decision."""
     so = record.get("signoff") or {}
     fam = so.get("family") or {}
-    if not fam.get("candidates"):
+    if not fam.get("candidates") and not so.get("ledger"):
         return None
     rows = []
     tests = so.get("test") or {}
@@ -830,19 +831,55 @@ def _family(record) -> dict[str, Any] | None:
                      "reason": _text(r.get("reason"))})
     plan = [{"candidate": _text(p.get("candidate")), "needed": _text(p.get("n_required")),
              "available": _text(p.get("n_available")),
-             "adequate": "yes" if p.get("adequate") else "no", "reason": _text(p.get("reason"))}
+             "adequate": "yes" if p.get("adequate") else "no",
+             "planned_power": _value_text(p.get("planned_power")),
+             "tested": "no" if p.get("tested") is False else "yes",
+             "reason": _text(p.get("reason"))}
             for p in _get(so, "power_plan", "rows", default=[]) or []]
     ledger = so.get("test_ledger") or {}
     rec = so.get("recommendation") or {}
-    return {"order": [str(c) for c in fam.get("candidates")], "method": _text(so.get("method")),
-            "alpha": _value_text(so.get("alpha_one_sided")), "basis": _text(fam.get("basis_rule")
-                                                                         or fam.get("rule")),
-            "rows": rows, "plan": plan,
+    alpha = so.get("alpha_one_sided")
+    level = f"{100 * (1 - 2 * alpha):.4g}% CI" if finite(alpha) else "CI"
+    return {"order": [str(c) for c in fam.get("candidates") or []],
+            "method": _text(so.get("method")),
+            "alpha": _alpha_text(alpha), "basis": _text(fam.get("basis_rule")
+                                                         or fam.get("rule")),
+            "ci": f"test delta [{level}]", "rows": rows, "plan": plan,
             "ledger": [f"{e.get('candidate')}: {e.get('n')} test examples"
                        for e in ledger.get("evaluations", []) or []],
             "evaluated_once": bool(ledger.get("evaluated_once")),
+            "look": _look(so.get("ledger")),
+            "not_tested": [f"{k}: {v}" for k, v in (so.get("not_tested") or {}).items()],
             "recommendation": _text(rec.get("reason")),
             "excluded": [f"{k}: {v}" for k, v in (rec.get("excluded") or {}).items()]}
+
+
+def _alpha_text(a: Any) -> str:
+    """A one-sided alpha with 4 significant digits (a look's alpha may be 0.000225)."""
+    return f"{a:.4g}" if finite(a) else _value_text(a)
+
+
+def _look(facts) -> dict[str, Any] | None:
+    """The persistent test ledger's facts of this look (record.signoff.ledger), as text."""
+    if not isinstance(facts, Mapping):
+        return None
+    earlier = []
+    for e in facts.get("earlier_looks") or []:
+        st = ", ".join(f"{c} {s}" for c, s in (e.get("statuses") or {}).items()) or \
+            (e.get("state") or "")
+        earlier.append(f"look {_text(e.get('look'))} ({str(e.get('id'))[:12]}, "
+                       f"{_text(e.get('started'))}): one-sided alpha "
+                       f"{_alpha_text(e.get('alpha_one_sided'))}, {_text(e.get('metric'))}, "
+                       f"{st}; {_text(e.get('shared_examples'))} examples shared")
+    read = bool(facts.get("read_from_ledger"))
+    return {"summary": _text(facts.get("summary")), "path": _text(facts.get("path")),
+            "id": _text(facts.get("look_id")), "rule": _text(facts.get("rule")),
+            "same_data": _text(facts.get("same_data")),
+            "alpha": _alpha_text(facts.get("alpha_one_sided")),
+            "declared": _alpha_text(facts.get("alpha_declared")),
+            "supersedes": _text(facts.get("supersedes")) if facts.get("supersedes") else "",
+            "other_data_looks": int(facts.get("other_data_looks") or 0),
+            "earlier": earlier, "read": read}
 
 
 def _stages(record) -> list[dict[str, str]]:

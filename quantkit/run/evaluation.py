@@ -70,9 +70,15 @@ def evaluate_reference(ctx: RunContext, split: str = "dev") -> Evaluation:
 
 def evaluate(ctx: RunContext, name: str, path, *, split: str = "dev",
              reference: Evaluation | None = None, plan_int8: list[str] | None = None,
-             emulated: Any = None, artifact_sha: str | None = None) -> Evaluation:
+             emulated: Any = None, artifact_sha: str | None = None,
+             look: Any = None) -> Evaluation:
     """Evidence of the artifact at ``path`` on ``split`` (cached), with its paired test
     against ``reference`` (the FP32 evaluation of the same split).
+
+    A paired test on the **test** split is a decision: it needs ``look``, the
+    :class:`~quantkit.verdict.ledger.LookAlpha` the persistent ledger reserved for it
+    (:func:`quantkit.run.signoff.sign_off`), and runs at that look's alpha. Without one it
+    is refused (TestSplitReuse), cached test outputs included: no silent re-decision.
 
     ``emulated``: the artifact's FP16 emulation (a ModelProto or a zero-argument callable
     building it), whose numbers stand for the artifact on ONNX Runtime CPU;
@@ -83,6 +89,13 @@ def evaluate(ctx: RunContext, name: str, path, *, split: str = "dev",
     s = ctx.settings
     if reference is not None and reference.split != split:
         raise ValueError(f"reference evaluated on {reference.split}, candidate on {split}")
+    if split == "test" and reference is not None and look is None:
+        from quantkit.verdict import TestSplitReuse
+
+        raise TestSplitReuse("a decision on the test split outside the persistent test ledger",
+                             where=f"evaluate({name}, split=test)", value=name,
+                             fix="sign off through quantkit.run.signoff.sign_off: each look is "
+                                 "recorded and charged in the ledger")
     # the artifact's bytes decide its evidence, not its name: calibrators whose searched
     # ranges converged write byte-identical files, evaluated once (the file name is set below)
     role = name if name in ("fp32", "fp16") else "candidate"
@@ -109,7 +122,8 @@ def evaluate(ctx: RunContext, name: str, path, *, split: str = "dev",
 
         evidence.update(label_free_evidence(ctx, evidence, reference.logits, logits,
                                             split=split))
-        test = candidate_test(ctx, split, reference.logits, logits, name=name)
+        test = candidate_test(ctx, split, reference.logits, logits, name=name,
+                              alpha=None if look is None else look.alpha)
         evidence["verdict"] = {**test.to_verdict_dict(), "split": split}
     return Evaluation(name=name, evidence=evidence, logits=logits, cached=hit, split=split,
                       test=test)

@@ -89,6 +89,10 @@ def _signed(dev_entry: dict, test_eval, signoff) -> dict:
     entry["verdict"] = verdict
     entry["signoff"] = {"family_position": list(signoff.family.candidates).index(name) + 1,
                         "status": row["status"], "raw_status": verdict["raw_status"]}
+    look = signoff.decision.look  # the persistent ledger's look and the alpha it tested at
+    if look:
+        entry["signoff"].update(look=look.get("look"), look_id=look.get("id"),
+                                alpha_one_sided=look.get("alpha_one_sided"))
     return entry
 
 

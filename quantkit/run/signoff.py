@@ -1,15 +1,22 @@
-"""Stage "signoff": declare the family on dev, plan the power, test each member once on the
-locked test split, decide with familywise error control (quantkit/verdict/protocol.py).
+"""Stage "signoff": declare the family on dev, plan the power of the rule actually used,
+take the look's alpha from the persistent test ledger, test each member once on the locked
+test split, decide with familywise error control (quantkit/verdict/protocol.py).
 
 Everything before this stage (calibrator choice, ranking, search, thresholds) saw only the
-dev split. Here the family (fp16, the best INT8 by dev, the mixed candidate when the search
-made one) is declared from dev results *before* the test split is touched; each member is
-evaluated on test exactly once (the TestLedger refuses a second look); the decision is a
-fixed-sequence (or Holm) test at one-sided alpha = ``verdict.alpha / 2``.
+dev split. Here, before the test split is touched, one write transaction of the persistent
+test ledger (quantkit/ledger_store.py; rules: quantkit/verdict/ledger.py) finds the earlier
+looks of this model on these test examples, gives this look its alpha, and the family is
+declared and planned at that alpha: the family is fp16, the best INT8 by dev and the mixed
+candidate when the search made one, less every member whose planned power is below
+``verdict.min_power`` (not tested: the split is not spent on it). Each member is then
+evaluated on test exactly once (the in-run TestLedger refuses a second look) and the
+family is decided by fixed sequence (or Holm) at the look's alpha; the decision is written
+to the ledger. A rerun identical in every input reads the earlier decision instead.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,25 +33,45 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class SignOff:
     """The declared family, its power plan, the test ledger, each member's test evaluation
-    and the familywise decision."""
+    and the familywise decision. ``family`` / ``ledger`` / ``decision`` are None when no
+    member was worth testing (no look); ``look``: the persistent ledger's facts
+    (``record.signoff.ledger``)."""
 
-    family: Any  # SignoffFamily
+    family: Any  # SignoffFamily | None
     plan: Any  # FamilyPlan
-    ledger: Any  # TestLedger
+    ledger: Any  # TestLedger | None (this run's: each member once)
     dev: dict  # name -> SignoffTest on dev (the declaration's basis)
     tests: dict  # name -> SignoffTest on test
-    decision: Any  # FamilyDecision
+    decision: Any  # FamilyDecision | None
     evaluations: dict = field(default_factory=dict)  # name -> Evaluation on test
+    look: dict = field(default_factory=dict)  # the persistent ledger's facts of this look
 
     def status(self, name: str) -> str:
         return self.decision.status(name)
 
+    @property
+    def not_tested(self) -> dict[str, str]:
+        """Declared candidates left out by the power plan: name -> the plan's reason."""
+        return {r["candidate"]: r["reason"] for r in self.plan.rows
+                if not r.get("tested", True)}
+
     def to_record(self, recommendation) -> dict:
         from quantkit.verdict import signoff_record
+        from quantkit.verdict.protocol import _json_safe
 
-        return signoff_record(family=self.family, plan=self.plan, ledger=self.ledger,
-                              tests=self.tests, decision=self.decision,
-                              recommendation=recommendation, dev=self.dev)
+        if self.family is None:  # nothing tested: the plan and the ledger facts only
+            return _json_safe({
+                "alpha_one_sided": self.look.get("alpha_one_sided"), "method": None,
+                "family": {"candidates": [], "not_tested": list(self.not_tested)},
+                "power_plan": self.plan.to_dict(),
+                "dev": {c: t.to_dict() for c, t in self.dev.items()}, "test": {},
+                "decision": None, "recommendation": recommendation.to_dict(),
+                "ledger": self.look, "not_tested": self.not_tested})
+        out = signoff_record(family=self.family, plan=self.plan, ledger=self.ledger,
+                             tests=self.tests, decision=self.decision,
+                             recommendation=recommendation, dev=self.dev, persistent=self.look)
+        out["not_tested"] = self.not_tested
+        return out
 
 
 def family_members(ctx: RunContext, evaluations: dict[str, Evaluation],
@@ -87,37 +114,156 @@ def signoff_skip_reason(settings) -> str | None:
             "is not touched; rerun the chosen job without -m to sign it off once on test")
 
 
+def _decision_key(ctx: RunContext, members: list[str], artifacts: dict,
+                  dev_tests: dict) -> str:
+    """Everything the test decision depends on (quantkit.verdict.ledger.decision_key)."""
+    from quantkit.verdict.ledger import decision_key
+
+    s = ctx.settings
+    return decision_key(
+        model=ctx.model.sha256, test_split=ctx.splits.test.sha256,
+        members={n: artifacts[n].sha256 for n in members},
+        dev={n: dev_tests[n].to_dict() for n in members},
+        verdict={k: v for k, v in dataclasses.asdict(s.verdict).items() if k != "ledger_path"},
+        seed=s.seed, qdq_mode=ctx.qdq_mode(), backend=dataclasses.asdict(s.backend),
+        max_length=s.data.max_length, tokenizer=getattr(ctx.model, "tokenizer", None),
+        feeds=ctx.feeds_key(), environment=ctx.measured_key())
+
+
+def _ledger_facts(res, *, read: bool, key: str, key_basis: str) -> dict:
+    """``record.signoff.ledger``: where the ledger is, which look this is, its alpha, the
+    earlier looks it was charged against (the same for a run that reads it)."""
+    from quantkit.verdict.ledger import same_data_rule
+
+    la, look = res.alpha, res.look
+    facts = {"path": str(res.path), "model_key": key, "model_key_basis": key_basis,
+             "rule": la.rule, "same_data": same_data_rule(),
+             "alpha_one_sided": la.alpha, "alpha_declared": la.alpha_declared,
+             "budget": la.budget, "spent_before": la.spent_before,
+             "read_from_ledger": read}
+    if look is None:
+        return {**facts, "look_id": None, "look": None, "earlier_looks": list(res.earlier),
+                "summary": "no look recorded: no declared member has the planned power to be "
+                           f"tested (it would have been {la.describe()})"}
+    return {**facts, "look_id": look.id, "look": look.number, "lineage": look.lineage,
+            "started": look.started, "n_examples": look.n_examples,
+            "example_set": look.example_set, "supersedes": look.supersedes,
+            "earlier_looks": list(look.earlier), "other_data_looks": look.other_data_looks,
+            "summary": la.describe()}
+
+
+def _with_look(ev: Evaluation, look_line: str) -> Evaluation:
+    """The member's test evaluation with the look it belongs to in its verdict's reasons."""
+    t = dataclasses.replace(ev.test, reasons=[*ev.test.reasons, look_line])
+    return dataclasses.replace(ev, test=t, evidence={**ev.evidence, "verdict": {
+        **t.to_verdict_dict(), "split": "test"}})
+
+
 def sign_off(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str, Evaluation],
              reference_test: Evaluation) -> SignOff:
-    """Declare ``members`` on their dev tests, plan power, evaluate each once on test, decide.
+    """Plan and declare ``members`` on their dev tests at the look's alpha, evaluate each
+    once on test, decide, and record the look in the persistent ledger (module docstring).
 
     ``artifacts``: name -> Artifact (path, plan, emulation); ``dev``: name -> dev Evaluation.
     """
-    from quantkit.verdict import TestLedger, decide_family, declare_family, plan_family
+    from quantkit.ledger_store import LedgerStore, example_hashes, ledger_path
+    from quantkit.run.verdicts import decision_metric, split_groups
+    from quantkit.verdict import TestLedger, decide_family, declare_powered_family
+    from quantkit.verdict.ledger import model_key
+    from quantkit.verdict.protocol import FamilyDecision, FamilyPlan, SignoffFamily
 
-    v = ctx.settings.verdict
+    s, v = ctx.settings, ctx.settings.verdict
     dev_tests = {n: dev[n].test for n in members}
-    family = declare_family(dev_tests, method=v.family, alpha=v.alpha / 2,
-                            supersedes=v.supersedes)
     test_split = ctx.splits.test
-    plan = plan_family(family, dev_tests, n_test=len(test_split), power=v.power, min_n=v.min_n)
-    for row in plan.to_dict().get("rows", []):
-        if not row.get("adequate", True):
-            log.warning("power plan: %s", row.get("reason"))
+    codes = split_groups(ctx, "test")
+    n_groups = None if codes is None else int(len(set(codes.tolist())))
+    held: dict[str, Any] = {}
+
+    def planner(alpha):
+        if alpha.exhausted:
+            rows = [{"candidate": n, "tested": False, "planned_power": 0.0, "n_required": None,
+                     "n_available": len(test_split), "adequate": False,
+                     "alpha_one_sided": 0.0, "position": None,
+                     "reason": f"{n}: not tested: {alpha.describe()}"} for n in members]
+            held["family"], held["plan"] = None, FamilyPlan(rows, len(test_split), False,
+                                                            alpha.describe())
+            return None
+        held["family"], held["plan"] = declare_powered_family(
+            dev_tests, method=v.family, alpha=alpha.alpha, supersedes=supersedes,
+            n_test=len(test_split), power=v.power, min_power=v.min_power, n_boot=v.n_boot,
+            seed=s.seed, min_n=v.min_n, min_groups=v.min_groups, n_groups=n_groups,
+            sims=v.power_sims)
+        fam = held["family"]
+        return None if fam is None else {"family": fam.to_dict(), "plan": held["plan"].to_dict(),
+                                         "metric": decision_metric(ctx)}
+
+    key, key_basis = model_key(kind=s.model.kind, sha256=ctx.model.sha256,
+                               source=getattr(ctx.model, "source", ""),
+                               name=getattr(s.model, "name", None))
+    store = LedgerStore(ledger_path(s, ctx.cache_dir))
+    supersedes = store.look(v.supersedes).id if v.supersedes else None  # the full id
+    res = store.reserve(model_key=key, model_sha256=ctx.model.sha256,
+                        examples=example_hashes(test_split),
+                        split_sha256=test_split.sha256,
+                        decision_key=_decision_key(ctx, members, artifacts, dev_tests),
+                        alpha_declared=v.alpha / 2, supersedes=supersedes, planner=planner,
+                        run_dir=str(ctx.run_dir),
+                        facts={"margin": v.margin, "margin_kind": v.margin_kind,
+                               "seed": s.seed, "n_test": len(test_split),
+                               "test_split_sha256": test_split.sha256})
+    if res.kind == "none":
+        log.warning("sign-off: no family member tested (%s); the test split is not spent",
+                    "; ".join(r["reason"] for r in held["plan"].rows))
+        return SignOff(family=None, plan=held["plan"], ledger=None, dev=dev_tests, tests={},
+                       decision=None, look=_ledger_facts(res, read=False, key=key,
+                                                          key_basis=key_basis))
+    look, la = res.look, res.alpha
+    read = res.kind == "read"
+    if read:  # the identical earlier look: its family, plan and decision stand
+        f = look.family
+        family = SignoffFamily(tuple(f["candidates"]), f["method"], f["alpha_one_sided"],
+                               f.get("basis") or {}, f.get("order_rule", "dev_evidence"),
+                               f.get("supersedes"))
+        p = look.plan
+        plan = FamilyPlan(p["rows"], p["n_test"], p["adequate"], p["reason"])
+    else:
+        family, plan = held["family"], held["plan"]
+    look_info = {"look": look.number, "id": look.id, "alpha_one_sided": la.alpha,
+                 "alpha_declared": la.alpha_declared, "rule": la.rule}
+    line = f"{la.describe()} (persistent test ledger: record.signoff.ledger)"
     ledger = TestLedger(family, split_sha256=test_split.sha256)
     tests, evals = {}, {}
     for name in family.candidates:  # in the declared order; each exactly once
         art = artifacts[name]
         ledger.record(name, n=len(test_split), evidence_sha256=art.sha256)
-        ev = evaluate(ctx, name, art.path, split="test", reference=reference_test,
-                      plan_int8=art.plan.int8_nodes(), emulated=art.emulated,
-                      artifact_sha=art.sha256)
+        ev = _with_look(evaluate(ctx, name, art.path, split="test", reference=reference_test,
+                                 plan_int8=art.plan.int8_nodes(), emulated=art.emulated,
+                                 artifact_sha=art.sha256, look=la), line)
         evals[name], tests[name] = ev, ev.test
-    decision = decide_family(family, tests, ledger=ledger)
-    log.info("sign-off on test (%s): %s", family.method,
+    decision = decide_family(family, tests, ledger=ledger, look=look_info)
+    if not read:
+        stored, first = store.complete(look.id, decision=decision.to_dict(), members=[
+            {**{k: r.get(k) for k in ("candidate", "position", "metric", "status", "raw_status",
+                                      "point", "low", "high", "p_noninferiority")},
+             "artifact_sha256": artifacts[r["candidate"]].sha256} for r in decision.rows])
+        read = not first  # another run with the same inputs decided it first: that stands
+        look = stored
+    if read and look.decision:  # same decision key: the same inputs; the first decision stands
+        d = look.decision
+        stored_decision = FamilyDecision(d["method"], d["alpha_one_sided"], tuple(d["order"]),
+                                         d["rows"], d["family_sha256"], d.get("stopped_at"),
+                                         d.get("look"))
+        if [r["status"] for r in stored_decision.rows] != [r["status"] for r in decision.rows]:
+            log.warning("sign-off: the recomputed decision differs from the one the ledger "
+                        "holds for look %s; the recorded (first) decision stands", look.id[:12])
+        decision = stored_decision
+        log.info("sign-off read from the test ledger: look %d (%s), %s; nothing charged",
+                 look.number, look.id[:12], look.started)
+    log.info("sign-off on test (%s, %s): %s", family.method, la.describe(),
              ", ".join(f"{n} {decision.status(n)}" for n in family.candidates))
     return SignOff(family=family, plan=plan, ledger=ledger, dev=dev_tests, tests=tests,
-                   decision=decision, evaluations=evals)
+                   decision=decision, evaluations=evals, look=_ledger_facts(res, read=read, key=key,
+                                                          key_basis=key_basis))
 
 
 def target_throughput(ctx: RunContext, latency) -> dict | None:
@@ -141,7 +287,14 @@ def recommend_signed(ctx: RunContext, signoff: SignOff, artifacts: dict, backend
     read beside it: the deployed artifact's bound, or that the engine check has not run and
     what to run (quantkit/run/deployment.py)."""
     from quantkit.verdict import recommend_candidate
+    from quantkit.verdict.protocol import Recommendation
 
+    if signoff.decision is None:
+        basis = "test-split sign-off of the declared family (no member tested)"
+        return Recommendation(None, "no candidate recommended: no declared member has the "
+                                    "planned power to be tested on this test split "
+                                    "(verdict.min_power); see the power plan for the size "
+                                    "that would do", [], dict(signoff.not_tested), basis), []
     counts = {n: a.plan.counts().get("int8", 0) for n, a in artifacts.items()}
     blocked = blocked_by_engine(backend_checks)
     rec = recommend_candidate(signoff.decision, int8_nodes=counts,

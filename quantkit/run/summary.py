@@ -9,6 +9,28 @@ from quantkit.report.record import RunRecord
 __all__ = ["summary_lines", "engine_check_lines", "margin_split_line"]
 
 
+def _ledger_lines(so: dict) -> list[str]:
+    """What the persistent test ledger says about this sign-off (record.signoff.ledger)."""
+    facts = so.get("ledger") or {}
+    if not facts:
+        return []
+    if facts.get("look") is None:
+        return [f"test ledger: {facts.get('summary')} ({facts.get('path')})"]
+    line = f"test ledger: {facts.get('summary')}"
+    if facts.get("supersedes"):
+        line += f"; supersedes look {str(facts['supersedes'])[:12]}"
+    line += f" (look {str(facts.get('look_id'))[:12]}, {facts.get('path')})"
+    out = [line]
+    if facts.get("read_from_ledger"):
+        out.append(f"sign-off read from the test ledger: an identical run made look "
+                   f"{facts.get('look')} at {facts.get('started')}; its decision stands, nothing "
+                   f"re-decided or charged")
+    if facts.get("other_data_looks"):
+        out.append(f"test ledger: {facts['other_data_looks']} other look(s) of this model on "
+                   f"test data sharing no example with these (`quantkit ledger` lists them)")
+    return out
+
+
 def summary_lines(record: RunRecord) -> list[str]:
     """The one-screen summary printed at the end of a run."""
     lines = [f"quantkit run: {record.experiment}  ->  {record.run_dir}"]
@@ -27,13 +49,16 @@ def summary_lines(record: RunRecord) -> list[str]:
                      if isinstance(w, dict) else f"data warning: {w}")
     so = record.signoff or {}
     family = (so.get("family") or {}).get("candidates") or []
+    lines += _ledger_lines(so)
     if family:
         lines.append(f"sign-off family (declared on dev, {so.get('method')}, one-sided alpha "
-                     f"{so.get('alpha_one_sided'):g}): {' -> '.join(family)}; each tested once "
-                     f"on test")
-        for row in (so.get("power_plan") or {}).get("rows", []):
-            if not row.get("adequate", True):
-                lines.append(f"power plan: {row.get('reason')}")
+                     f"{so.get('alpha_one_sided'):.4g}): {' -> '.join(family)}; each tested "
+                     f"once on test")
+    for row in (so.get("power_plan") or {}).get("rows", []):
+        if row.get("tested") is False:
+            lines.append(f"not tested: {row.get('reason')}")
+        elif not row.get("adequate", True):
+            lines.append(f"power plan: {row.get('reason')}")
     embedding = any("embedding_fp32" in c for c in record.candidates.values())
     third = "cosine" if embedding else "kl"  # beside accuracy and agreement, where cheap
     vmetric = next((c["verdict"]["metric"] for c in record.candidates.values()
@@ -87,6 +112,11 @@ def summary_lines(record: RunRecord) -> list[str]:
             else:
                 lines.append(f"margin: {mg}")
     lines += margin_split_line(record)
+    if family and so.get("alpha_one_sided"):
+        lines.append(f"intervals of the family members on test: "
+                     f"{100 * (1 - 2 * so['alpha_one_sided']):.4g}% (two-sided, the look's "
+                     f"one-sided alpha {so['alpha_one_sided']:.4g}); dev rows: "
+                     f"{100 * (1 - (record.config.get('verdict') or {}).get('alpha', 0.05)):g}%")
     rec = record.recommendation or {}
     bc = (record.candidates.get(record.recommended) or {}).get("backend_check") or {}
     pending = ", engine check NOT run" if bc.get("status") == "not_run" else ""

@@ -136,9 +136,9 @@ def signoff_threshold(settings, metric: str) -> float:
 
 
 def candidate_test(ctx: RunContext, split: str, ref_logits: np.ndarray, logits: np.ndarray,
-                   *, name: str):
+                   *, name: str, alpha: float | None = None):
     """The candidate's :class:`~quantkit.verdict.SignoffTest` on ``split`` (one-sided alpha =
-    ``verdict.alpha / 2``), joined with the churn gate when ``verdict.max_flip_rate`` is set
+    ``verdict.alpha / 2``, or ``alpha``: on test, the look's alpha from the ledger), joined with the churn gate when ``verdict.max_flip_rate`` is set
     and the output has top-1 predictions (logits).
 
     Label-free metrics (:func:`decision_metric`): non-inferiority of the per-example score
@@ -154,7 +154,7 @@ def candidate_test(ctx: RunContext, split: str, ref_logits: np.ndarray, logits: 
                                   score_signoff, with_gate)
 
     v, seed = ctx.settings.verdict, ctx.settings.seed
-    alpha = v.alpha / 2
+    alpha = v.alpha / 2 if alpha is None else alpha
     groups = split_groups(ctx, split)
     common = dict(alpha=alpha, groups=groups, n_boot=v.n_boot, seed=seed, min_n=v.min_n,
                   min_groups=v.min_groups, candidate=name)

@@ -4,7 +4,9 @@ Pure numpy/scipy; randomness only from the ``seed`` passed in. Decision rules ar
 documented in ``quantkit.verdict.signoff`` (one candidate: score + bootstrap intervals,
 groups, churn, agreement), ``quantkit.verdict.power`` (planned test sizes) and
 ``quantkit.verdict.protocol`` (dev-declared family, test ledger, familywise decision,
-recommendation) for the dev / test sign-off.
+recommendation) for the dev / test sign-off, ``quantkit.verdict.rule_power`` (power of the
+rule actually used, simulated) and ``quantkit.verdict.ledger`` (looks across runs: what one
+is, which share test data, the alpha of look k).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from quantkit.verdict.protocol import (
     TestSplitReuse,
     decide_family,
     declare_family,
+    declare_powered_family,
     plan_family,
     recommend_candidate,
     signoff_record,
@@ -59,6 +62,7 @@ __all__ = [
     "churn_gate",
     "decide_family",
     "declare_family",
+    "declare_powered_family",
     "intra_group_correlation",
     "newcombe_interval",
     "paired_signoff",

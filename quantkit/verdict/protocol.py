@@ -9,10 +9,16 @@ Order of calls (the run's stages; every choice before step 3 sees dev only):
    non-inferiority p-value; ties keep the order given). ``family.to_dict()`` records the
    dev basis of the order and a sha256 of the declaration.
 3. ``plan = plan_family(family, dev, n_test=...)``: test size for 80% power per candidate
-   at the level the family tests it, and whether the test split is large enough.
+   at the level the family tests it, for the decision rule actually used
+   (:mod:`quantkit.verdict.rule_power`), the planned power on the test split, and whether
+   the split is large enough. ``declare_powered_family`` declares and plans in one step and
+   leaves out the members whose planned power is below ``min_power`` (not tested). In a
+   run, ``alpha`` is the look's alpha from the persistent test ledger
+   (:mod:`quantkit.verdict.ledger`: look k of a model on overlapping test data).
 4. ``ledger = TestLedger(family)``; for each candidate ``ledger.record(name, n=...)`` then
    ``paired_signoff(test evidence)``. A second test evaluation of a candidate, or one of an
-   undeclared candidate, raises :class:`TestSplitReuse`.
+   undeclared candidate, raises :class:`TestSplitReuse` (within one run; across runs the
+   persistent ledger charges every look).
 5. ``decision = decide_family(family, tests, ledger=ledger)``:
 
    * ``fixed_sequence`` (default): candidates are tested in the declared order, each at the
@@ -45,15 +51,15 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from quantkit.errors import ConfigError, DataError, QuantkitError
-from quantkit.verdict.signoff import (FAIL, INCONCLUSIVE, MIN_N, PASS, SignoffTest,
+from quantkit.verdict.signoff import (FAIL, INCONCLUSIVE, MIN_GROUPS, MIN_N, PASS, SignoffTest,
                                       check_alpha_one_sided, plan_power)
 from quantkit.verdict.stats import holm_adjust
 
 log = logging.getLogger(__name__)
 
 __all__ = ["FamilyDecision", "FamilyPlan", "METHODS", "Recommendation", "SignoffFamily",
-           "TestLedger", "TestSplitReuse", "decide_family", "declare_family", "plan_family",
-           "recommend_candidate", "signoff_record"]
+           "TestLedger", "TestSplitReuse", "decide_family", "declare_family",
+           "declare_powered_family", "plan_family", "recommend_candidate", "signoff_record"]
 
 METHODS = ("fixed_sequence", "holm")
 
@@ -181,21 +187,41 @@ class FamilyPlan:
 
 
 def plan_family(family: SignoffFamily, dev: Mapping[str, SignoffTest], *, n_test: int | None,
-                power: float = 0.8, min_n: int = MIN_N) -> FamilyPlan:
-    """Per candidate, the test size for ``power`` at the level the family tests it at.
+                power: float = 0.8, min_n: int = MIN_N, min_power: float | None = None,
+                n_boot: int = 2000, seed: Any = 0, min_groups: int = MIN_GROUPS,
+                n_groups: int | None = None, by_rule: bool = True,
+                sims: int | None = None) -> FamilyPlan:
+    """Per candidate, the test size for ``power`` at the level the family tests it at, for
+    the decision rule actually used (``by_rule``: simulated, :mod:`quantkit.verdict.rule_power`,
+    ``sims`` simulations, default ``POWER_SIMS``, 0: its analytic approximation; False: the
+    Tango-only Nam formula), and the planned power on ``n_test`` examples.
 
     ``adequate`` is about the *first* candidate of the order (the one the sequence rests
-    on); every row says whether it is large enough for that candidate.
+    on); every row says whether it is large enough for that candidate, and with
+    ``min_power`` whether it is to be tested (``tested``).
     """
+    from quantkit.verdict.rule_power import POWER_SIMS, plan_by_rule
+
     rows = []
     for i, name in enumerate(family.candidates):
         if name not in dev:
             raise DataError("the power plan needs dev evidence of every family candidate",
                             where="plan_family", value=name, fix="pass the dict given to "
                                                                  "declare_family")
-        p = plan_power(dev[name], n_available=n_test, power=power,
-                       alpha=_level_for(family, i), basis="dev", min_n=min_n)
+        level = _level_for(family, i)
+        if by_rule:
+            p = plan_by_rule(dev[name], n_available=n_test, power=power, alpha=level,
+                             min_power=min_power, n_boot=n_boot, seed=seed, min_n=min_n,
+                             min_groups=min_groups, n_groups=n_groups,
+                             sims=POWER_SIMS if sims is None else sims)
+        else:
+            p = plan_power(dev[name], n_available=n_test, power=power, alpha=level,
+                           basis="dev", min_n=min_n)
         rows.append({**p.to_dict(), "position": i + 1})
+    return _family_plan(rows, n_test, power)
+
+
+def _family_plan(rows: list[dict[str, Any]], n_test: int | None, power: float) -> FamilyPlan:
     first = rows[0]
     adequate = first["adequate"]
     if n_test is None:
@@ -209,6 +235,45 @@ def plan_family(family: SignoffFamily, dev: Mapping[str, SignoffTest], *, n_test
                   + (f"{first['n_required']}" if first["n_required"] is not None
                      else "more than any size (its dev delta is at or below -margin)"))
     return FamilyPlan(rows=rows, n_test=n_test, adequate=adequate, reason=reason)
+
+
+def declare_powered_family(dev: Mapping[str, SignoffTest], *, method: str = "fixed_sequence",
+                           alpha: float = 0.025, supersedes: str | None = None,
+                           n_test: int | None, power: float = 0.8, min_power: float = 0.5,
+                           **plan_kwargs: Any) -> tuple[SignoffFamily | None, FamilyPlan]:
+    """Declare the family of the candidates worth testing (all on dev, before test).
+
+    Every candidate of ``dev`` is planned at the level the family would test it at
+    (:func:`plan_family`, the rule actually used); one whose planned power on ``n_test``
+    examples is below ``min_power`` is left out of the family and is not tested: the test
+    split is not spent on it. Under Holm a smaller family tests at a higher level, so the
+    plan is repeated until no member drops out (a member dropped at a lower level is not
+    re-added). Returns (the family, or None when no candidate is worth testing; the plan,
+    with a row for every candidate of ``dev``: ``tested`` false for those left out).
+    """
+    if not dev:
+        declare_family(dev, method=method, alpha=alpha)  # the one clear error
+    names = list(dev)
+    dropped: dict[str, dict[str, Any]] = {}
+    while True:
+        trial = declare_family({n: dev[n] for n in names}, method=method, alpha=alpha,
+                               supersedes=supersedes) if names else None
+        if trial is None:
+            break
+        plan = plan_family(trial, dev, n_test=n_test, power=power, min_power=min_power,
+                           **plan_kwargs)
+        low = [r for r in plan.rows if not r.get("tested", True)]
+        if not low:
+            break
+        for r in low:
+            dropped[r["candidate"]] = {**r, "position": None}
+        names = [n for n in names if n not in dropped]
+    kept = [] if trial is None else list(plan.rows)
+    rows = kept + [dropped[n] for n in dev if n in dropped]
+    for r in rows:
+        if r["candidate"] in dropped:
+            log.warning("power plan: %s", r["reason"])
+    return trial, _family_plan(rows, n_test, power)
 
 
 class TestLedger:
@@ -276,6 +341,9 @@ class FamilyDecision:
     rows: list[dict[str, Any]]
     family_sha256: str
     stopped_at: str | None = None
+    #: the ledger's look this decision is (number, id, alpha_one_sided, alpha_declared,
+    #: rule): quantkit.verdict.ledger; None outside a run (pure use)
+    look: dict[str, Any] | None = None
 
     def status(self, candidate: str) -> str:
         return next(r["status"] for r in self.rows if r["candidate"] == candidate)
@@ -287,16 +355,26 @@ class FamilyDecision:
     def to_dict(self) -> dict[str, Any]:
         return _json_safe({"method": self.method, "alpha_one_sided": self.alpha,
                            "order": list(self.order), "family_sha256": self.family_sha256,
-                           "stopped_at": self.stopped_at, "rows": self.rows})
+                           "stopped_at": self.stopped_at, "rows": self.rows,
+                           "look": self.look})
 
 
 def decide_family(family: SignoffFamily, tests: Mapping[str, SignoffTest], *,
-                  ledger: TestLedger | None = None) -> FamilyDecision:
+                  ledger: TestLedger | None = None,
+                  look: Mapping[str, Any] | None = None) -> FamilyDecision:
     """Familywise decision over the declared family (module docstring, step 5).
 
     ``tests``: candidate -> its test-split :class:`SignoffTest` (a missing one is
-    INCONCLUSIVE, "not evaluated"). With ``ledger``, every test must be in it.
+    INCONCLUSIVE, "not evaluated"). With ``ledger``, every test must be in it. ``look``:
+    which look of the persistent ledger this is (``look`` number, ``id``,
+    ``alpha_one_sided``...); the family's alpha must be that look's alpha, and every row
+    says the look and its alpha.
     """
+    if look is not None and abs(float(look["alpha_one_sided"]) - family.alpha) > 1e-15:
+        raise ConfigError("the family is not declared at its look's alpha",
+                          where="decide_family(look)", value=(family.alpha,
+                                                              look["alpha_one_sided"]),
+                          fix="declare the family at the alpha the ledger gave the look")
     extra = sorted(set(tests) - set(family.candidates))
     if extra:
         raise ConfigError("test evidence for a candidate outside the declared family",
@@ -362,8 +440,11 @@ def decide_family(family: SignoffFamily, tests: Mapping[str, SignoffTest], *,
             row.update(metric=t.metric, point=t.point, low=t.low, high=t.high, level=t.level,
                        threshold=t.threshold, n=t.n, flip_rate=t.flip_rate, plan_n=t.plan_n,
                        groups=t.groups)
+        if look is not None:
+            row.update(look=look.get("look"), alpha_one_sided=alpha)
         rows.append(row)
-    decision = FamilyDecision(family.method, alpha, order, rows, family.sha256, stopped_at)
+    decision = FamilyDecision(family.method, alpha, order, rows, family.sha256, stopped_at,
+                              dict(look) if look is not None else None)
     log.info("family decision (%s, one-sided alpha %g): %s", family.method, alpha,
              ", ".join(f"{r['candidate']} {r['status']}" for r in rows))
     return decision
@@ -460,8 +541,10 @@ def recommend_candidate(decision: FamilyDecision, *, int8_nodes: Mapping[str, in
 def signoff_record(*, family: SignoffFamily, plan: FamilyPlan, ledger: TestLedger,
                    tests: Mapping[str, SignoffTest], decision: FamilyDecision,
                    recommendation: Recommendation,
-                   dev: Mapping[str, SignoffTest] | None = None) -> dict[str, Any]:
-    """The ``record.signoff`` section: JSON-safe, one place for the report to read."""
+                   dev: Mapping[str, SignoffTest] | None = None,
+                   persistent: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The ``record.signoff`` section: JSON-safe, one place for the report to read.
+    ``persistent``: the persistent ledger's facts of this look (``record.signoff.ledger``)."""
     if decision.family_sha256 != family.sha256 or ledger.family.sha256 != family.sha256:
         raise DataError("the decision, ledger and family come from different declarations",
                         where="signoff_record", value=family.candidates,
@@ -471,4 +554,5 @@ def signoff_record(*, family: SignoffFamily, plan: FamilyPlan, ledger: TestLedge
         "family": family.to_dict(), "power_plan": plan.to_dict(),
         "dev": {c: t.to_dict() for c, t in (dev or {}).items()},
         "test_ledger": ledger.to_dict(), "test": {c: t.to_dict() for c, t in tests.items()},
-        "decision": decision.to_dict(), "recommendation": recommendation.to_dict()})
+        "decision": decision.to_dict(), "recommendation": recommendation.to_dict(),
+        **({"ledger": dict(persistent)} if persistent is not None else {})})

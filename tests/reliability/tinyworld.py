@@ -128,14 +128,19 @@ def write_csv(path: Path, data: list[dict] | None = None, *, columns=("text", "l
 
 
 def cli_args(world: dict, *extra: str) -> list[str]:
-    """CLI overrides for a full quantkit run on the tiny world (everything under tmp dirs)."""
+    """CLI overrides for a full quantkit run on the tiny world (everything under tmp dirs).
+
+    ``verdict.min_power=0``: the tiny world's test split (24 examples) is below
+    ``verdict.min_n``, so every power plan is below the default 0.5 and nothing would be
+    tested; its runs test every declared member anyway to exercise the test path (the power
+    gate itself is tested in tests/run/test_run_ledger.py)."""
     return ["model=onnx", f"model.path={world['model']}", "data=local",
             f"data.path={world['csv']}", f"data.tokenizer={world['tokenizer']}",
             "data.label_names=[neg,pos]", "data.calib.num_samples=32", "progress=false",
             f"cache_dir={world['cache']}", f"stage_cache_dir={world['stages']}",
             f"hydra.run.dir={world['run']}", "verdict.n_boot=200", "compare.subset=16",
             "compare.backend_check_subset=16", "precision.search.subset=16",
-            "experiment_name=tiny", "bench.enabled=false",
+            "experiment_name=tiny", "bench.enabled=false", "verdict.min_power=0",
             # the generic recipe: the tests of other features do not pay for ptq.recipe=auto's
             # trials (tests/run/test_recipe_choice.py and the "auto" record fixture run it)
             "ptq.recipe=generic", *extra]

@@ -25,6 +25,17 @@ of the declared margin (relative 0.005 of 0.01 for target=tensorrt, where the en
 check is part of the bound; unchanged for ort_cpu), with the p-values, plan_n and reasons
 that follow; the family's INT8 member is int8.minmax instead of int8.percentile (equal dev
 accuracies: ties now go to the earliest calibrator).
+Issue 24's
+persistent test ledger remade them on purpose (branch ledger, on an avx512_vnni host): added
+``config.verdict.ledger_path / min_power / power_sims``, ``signoff.ledger`` (the look, its alpha, earlier
+looks, the model key), ``signoff.not_tested``, ``signoff.decision.look`` and each row's ``look`` /
+``alpha_one_sided``, the members' ``signoff.look / look_id / alpha_one_sided``, and the power
+plan rows' ``planned_power / power_method / power_sims / n_required_formula / min_power /
+tested``; changed: look 1 tests at one-sided 0.0225 (0.9 x 0.025), so every test-split
+interval is a 95.5% one (low / high / level / alpha, the gate's too), ``plan_n`` and the
+reasons (one more: the look), the family and decision sha256, the recommendation basis, and
+the power plan's ``n_required`` (simulated for the rule actually used, 398 instead of Nam's
+381); no status changed.
 tests/run/test_record_fixture.py reruns the same configs and
 compares, so any later change to a record is a visible, deliberate fixture update.
 """

@@ -85,7 +85,10 @@ def _run(world, name, *extra):
     run_dir = world["root"] / name
     args = tinyworld.override(tinyworld.cli_args(world), f"hydra.run.dir={run_dir}",
                               "data.label_column=null", "data.label_names=[]",
-                              "verdict.max_flip_rate=null", *extra)
+                              "verdict.max_flip_rate=null",
+                              # each run is its own experiment here: a test ledger of its own
+                              # (looks across runs: tests/run/test_run_ledger.py)
+                              f"verdict.ledger_path={run_dir}/ledger.sqlite", *extra)
     return tinyworld.run_quantkit(args, cwd=world["root"]), run_dir
 
 

@@ -40,7 +40,10 @@ def _run(world, name, *extra):
     run_dir = world["root"] / name
     args = tinyworld.override(tinyworld.cli_args(world), f"hydra.run.dir={run_dir}",
                               "data.label_column=null", "data.label_names=[]",
-                              "precision.search.enabled=false", *extra)
+                              "precision.search.enabled=false",
+                              # each run is its own experiment here: a test ledger of its own
+                              # (looks across runs: tests/run/test_run_ledger.py)
+                              f"verdict.ledger_path={run_dir}/ledger.sqlite", *extra)
     r = tinyworld.run_quantkit(args, cwd=world["root"])
     assert r.returncode == 0, r.stderr[-2000:]
     return json.loads((run_dir / "record.json").read_text()), r.stdout

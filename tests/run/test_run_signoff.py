@@ -12,14 +12,20 @@ from quantkit.verdict import TestSplitReuse
 
 
 @pytest.fixture(scope="module")
-def signed(ctx, artifacts, evaluations):
+def signed(ctx, artifacts, evaluations, tmp_path_factory):
+    """The sign-off on a ledger of this module's own (looks of other tests do not count)."""
+    import dataclasses
+
+    v = dataclasses.replace(ctx.settings.verdict,
+                            ledger_path=str(tmp_path_factory.mktemp("ledger") / "l.sqlite"))
+    ctx = dataclasses.replace(ctx, settings=dataclasses.replace(ctx.settings, verdict=v))
     members = family_members(ctx, evaluations, None)
     ref_test = evaluate_reference(ctx, "test")
-    return members, ref_test, sign_off(ctx, members, artifacts, evaluations, ref_test)
+    return members, ref_test, sign_off(ctx, members, artifacts, evaluations, ref_test), ctx
 
 
 def test_family_is_fp16_and_the_best_int8_by_dev(ctx, evaluations, signed):
-    members, _, so = signed
+    members, _, so, _ = signed
     from quantkit.compare.ties import DEV_TIE_SHARE
 
     int8 = [n for n in evaluations if n.startswith("int8.")]
@@ -34,7 +40,7 @@ def test_family_is_fp16_and_the_best_int8_by_dev(ctx, evaluations, signed):
 
 
 def test_each_member_is_evaluated_once_on_test_and_a_second_look_is_refused(artifacts, signed):
-    members, _, so = signed
+    members, _, so, _ = signed
     ledger = so.ledger.to_dict()
     assert ledger["evaluated_once"] and ledger["complete"]
     assert [e["candidate"] for e in ledger["evaluations"]] == list(so.family.candidates)
@@ -46,7 +52,7 @@ def test_each_member_is_evaluated_once_on_test_and_a_second_look_is_refused(arti
 
 def test_record_shows_family_order_power_plan_and_test_evidence(ctx, reference, artifacts,
                                                               evaluations, signed):
-    members, ref_test, so = signed
+    members, ref_test, so, ctx = signed
     rec, notes = recommend_signed(ctx, so, artifacts, {}, None)
     res = RunResults(reference=reference, reference_test=ref_test, artifacts=artifacts,
                      evaluations=evaluations, signoff=so, recommendation=rec, notes=notes)
@@ -54,7 +60,11 @@ def test_record_shows_family_order_power_plan_and_test_evidence(ctx, reference, 
                                     config={}, seed=0), res)
     s = out.signoff
     assert s["family"]["candidates"] == list(so.family.candidates)
-    assert s["alpha_one_sided"] == pytest.approx(ctx.settings.verdict.alpha / 2)
+    # look 1 of this model on these test examples: 0.9 of the declared one-sided alpha
+    assert s["alpha_one_sided"] == pytest.approx(0.9 * ctx.settings.verdict.alpha / 2)
+    assert s["ledger"]["look"] == 1 and s["ledger"]["earlier_looks"] == []
+    assert s["ledger"]["path"] == ctx.settings.verdict.ledger_path
+    assert s["decision"]["look"]["look"] == 1
     assert {r["candidate"] for r in s["power_plan"]["rows"]} == set(members)
     assert all(r["n_available"] == len(ctx.splits.test) for r in s["power_plan"]["rows"])
     for name in members:  # family members carry test evidence, dev under "dev"
@@ -75,23 +85,40 @@ def test_record_shows_family_order_power_plan_and_test_evidence(ctx, reference, 
     assert 'id="signoff-family"' in render_html(out.to_dict())
 
 
-def test_a_re_test_is_a_new_plan_linked_to_the_one_it_replaces(ctx, artifacts, evaluations,
-                                                              signed, tiny):
-    """``verdict.supersedes``: a re-test (e.g. an INCONCLUSIVE on a grown test split) declares
-    a new family whose record names the earlier declaration's sha256; a malformed value is
-    one config error."""
+def test_a_re_test_is_another_look_linked_to_the_one_it_replaces(artifacts, evaluations,
+                                                                 signed, tiny):
+    """``verdict.supersedes``: a re-test names the earlier look's id; it is look 2 of the same
+    lineage, charged (tested at 0.09 of the declared alpha), and its record links the two; a
+    malformed value is one config error."""
     import dataclasses
 
     from quantkit.errors import ConfigError
     from runworld import settings_for
 
-    members, ref_test, so = signed
-    earlier = so.family.to_dict()["sha256"]
-    v = dataclasses.replace(ctx.settings.verdict, supersedes=earlier)
+    members, ref_test, so, ctx = signed
+    earlier = so.look["look_id"]
+    v = dataclasses.replace(ctx.settings.verdict, supersedes=earlier[:12])
     c = dataclasses.replace(ctx, settings=dataclasses.replace(ctx.settings, verdict=v))
     again = sign_off(c, members, artifacts, evaluations, ref_test)
-    new = again.family.to_dict()
-    assert new["supersedes"] == earlier and new["sha256"] != earlier
+    assert again.look["supersedes"] == earlier and again.look["look"] == 2
+    assert again.look["look_id"] != earlier and not again.look["read_from_ledger"]
+    assert [e["id"] for e in again.look["earlier_looks"]] == [earlier]
+    assert again.family.alpha == pytest.approx(0.025 * 0.9 * 0.1)
+    assert again.family.to_dict()["supersedes"] == earlier  # the full id, from a prefix
     assert so.family.to_dict()["supersedes"] is None
     with pytest.raises(ConfigError, match="verdict.supersedes"):
         settings_for(tiny, "verdict.supersedes=abc")
+
+
+def test_a_test_split_decision_outside_the_ledger_is_refused(ctx, artifacts, signed):
+    """Cached test outputs cannot be re-decided silently: a paired test on the test split
+    needs the look the ledger reserved (sign_off); evaluate() without one refuses."""
+    from quantkit.run import evaluate
+
+    members, ref_test, so, _ = signed
+    art = artifacts[members[0]]
+    with pytest.raises(TestSplitReuse, match="outside the persistent test ledger"):
+        evaluate(ctx, art.name, art.path, split="test", reference=ref_test,
+                 artifact_sha=art.sha256)
+    plain = evaluate(ctx, "fp32", ctx.model.path, split="test")  # FP32 alone decides nothing
+    assert plain.test is None

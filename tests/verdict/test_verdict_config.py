@@ -39,3 +39,22 @@ def test_bad_values_are_one_line_config_errors(override, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")) as err:
         _settings(override)
     assert "\n" not in str(err.value)
+
+
+def test_ledger_keys_default_and_refuse_bad_values(tmp_path):
+    v = _settings().verdict
+    assert v.ledger_path is None and v.min_power == 0.5 and v.power_sims == 400
+    v = _settings(f"verdict.ledger_path={tmp_path}/team.sqlite", "verdict.min_power=0",
+                  "verdict.supersedes=0123abcd").verdict
+    assert v.ledger_path.endswith("team.sqlite") and v.min_power == 0
+    (tmp_path / "afile").write_text("x")
+    for override, key in [(f"verdict.ledger_path={tmp_path}", "verdict.ledger_path"),
+                          (f"verdict.ledger_path={tmp_path}/afile/l.sqlite",
+                           "verdict.ledger_path"),
+                          ("verdict.min_power=1", "verdict.min_power"),
+                          ("verdict.power_sims=-1", "verdict.power_sims"),
+                          ("verdict.supersedes=xyz", "verdict.supersedes"),
+                          ("verdict.supersedes=0123abc", "verdict.supersedes")]:
+        with pytest.raises(ConfigError, match=key.replace(".", r"\.")) as err:
+            _settings(override)
+        assert "\n" not in str(err.value)

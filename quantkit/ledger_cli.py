@@ -1,0 +1,112 @@
+"""``quantkit ledger [MODEL | RUN_DIR | record.json] [--db PATH]``: the looks at the test split.
+
+Lists the looks the persistent test ledger (quantkit/ledger_store.py) holds for a model:
+given a prefix of the FP32 model's sha256 (``record.model.sha256``) or of its ledger key
+(``record.signoff.ledger.model_key``: a zoo model's looks across seeds), or a run dir / its
+record.json (whose ``signoff.ledger`` is read), or nothing (every model). One line
+per look: id, look number in its data lineage, when, examples, the one-sided alpha it
+was tested at (of the declared), the family in test order with each member's status, and
+whether it superseded an earlier look. Errors (no ledger, a corrupt file, an unknown
+model) are one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from quantkit.errors import LedgerError, QuantkitError
+
+__all__ = ["format_looks", "main"]
+
+
+def _from_record(path: Path) -> tuple[str, str | None]:
+    """(model sha256, ledger path or None) from a run dir or its record.json."""
+    rec_path = path / "record.json" if path.is_dir() else path
+    try:
+        rec = json.loads(rec_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise LedgerError("cannot read the run's record", where=str(rec_path),
+                          value=type(exc).__name__,
+                          fix="pass a run dir that holds record.json, or a model sha256 prefix"
+                          ) from exc
+    facts = (rec.get("signoff") or {}).get("ledger") or {}
+    sha = facts.get("model_key") or (rec.get("model") or {}).get("sha256")
+    if not isinstance(sha, str) or not sha:
+        raise LedgerError("the record names no model sha256", where=str(rec_path),
+                          fix="pass the model's sha256 prefix instead")
+    return sha, facts.get("path")
+
+
+def format_looks(looks) -> list[str]:
+    """The listing: one header, then one line per look (oldest first)."""
+    lines = []
+    by_model: dict[str, list] = {}
+    for look in looks:
+        by_model.setdefault(look.model_key, []).append(look)
+    for model, items in by_model.items():
+        lineages = {}
+        for look in items:
+            lineages.setdefault(look.lineage, len(lineages) + 1)
+        files = sorted({lk.model_sha256[:12] for lk in items if lk.model_sha256 != model})
+        lines.append(f"model {model[:12]}: {len(items)} look(s) on {len(lineages)} test data "
+                     f"lineage(s)" + (f" (prepared FP32 files {', '.join(files)})"
+                                      if files else ""))
+        lines.append(f"  {'look id':<12}  {'data':<4} {'look':>4}  {'started (UTC)':<25} "
+                     f"{'n':>6}  {'alpha (declared)':<18} family: status")
+        for look in items:
+            st = look.statuses()
+            fam = " -> ".join(f"{c} {st.get(c, 'undecided')}" for c in look.candidates)
+            if look.state != "decided":
+                fam += "  [reserved, never decided: the run stopped; still charged]"
+            sup = f"  supersedes {look.supersedes[:12]}" if look.supersedes else ""
+            alpha = f"{look.alpha.alpha:.4g} ({look.alpha.alpha_declared:g})"
+            lines.append(f"  {look.id[:12]:<12}  #{lineages[look.lineage]:<3} "
+                         f"{look.number:>4}  {look.started:<25} {look.n_examples:>6}  "
+                         f"{alpha:<18} {look.method} {look.metric}: {fam}{sup}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    from quantkit.assets import cache_root
+    from quantkit.ledger_store import DEFAULT_NAME, LedgerStore
+
+    ap = argparse.ArgumentParser(prog="quantkit ledger", description=(
+        "List the looks at the test split that the persistent test ledger holds for a model."))
+    ap.add_argument("model", nargs="?", default=None,
+                    help="model sha256 prefix, a run dir, or a record.json (default: all)")
+    ap.add_argument("--db", default=None, help="the ledger file (default: the record's, else "
+                                               "$QUANTKIT_CACHE/ledger.sqlite)")
+    ap.add_argument("--json", action="store_true", help="print the looks as JSON")
+    a = ap.parse_args(argv)
+    try:
+        prefix, db = a.model, a.db
+        if prefix is not None and (Path(prefix).exists() or prefix.endswith(".json")):
+            prefix, recorded = _from_record(Path(prefix))
+            db = db or recorded
+        if prefix is not None and (len(prefix) < 4 or
+                                   not all(ch in "0123456789abcdef" for ch in prefix.lower())):
+            raise LedgerError("not a model sha256 prefix, run dir or record.json",
+                              value=prefix, fix="pass at least 4 hex characters of "
+                                                "record.model.sha256, or a run dir")
+        path = Path(db).expanduser() if db else cache_root() / DEFAULT_NAME
+        looks = LedgerStore(path, create=False).looks(prefix)
+        if prefix is not None and not looks:
+            raise LedgerError("the test ledger holds no look of this model", where=str(path),
+                              value=prefix, fix="check the prefix (`quantkit ledger` lists "
+                                                "every model) or the ledger (--db)")
+        if a.json:
+            print(json.dumps([{**lk.summary(), "model_key": lk.model_key,
+                               "model_sha256": lk.model_sha256,
+                               "lineage": lk.lineage, "decision": lk.decision}
+                              for lk in looks], indent=1, default=str))
+        else:
+            print(f"test ledger {path}")
+            for line in format_looks(looks):
+                print(line)
+    except QuantkitError as exc:
+        sys.stderr.write(f"quantkit ledger: error: {exc}\n")
+        return exc.exit_code
+    return 0
