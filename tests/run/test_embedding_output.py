@@ -103,9 +103,16 @@ def test_cli_embedding_run_gives_score_verdicts(embed_world, metric):
     assert emb["cosine"]["n"] == rec["data"]["sizes"]["test"]
     assert sum(emb["cosine"]["hist"]["counts"]) == emb["cosine"]["n"]
     assert "recall_at_5" in emb and 0.0 <= fp16["metrics"]["recall_at_k"] <= 1.0
+    # recall@k searched the fixed gallery: seeded train examples, size and hash recorded
+    gal = emb["gallery"]
+    assert gal["size"] == min(1000, rec["data"]["sizes"]["train"]) and gal["source"] == "train"
+    assert len(gal["sha256"]) == 64 and emb["recall_at_5"]["n"] == emb["cosine"]["n"]
+    if metric == "recall_at_k":
+        assert fp16["verdict"]["margin"]["gallery"]["sha256"] == gal["sha256"]
     assert {row["status"] for row in rows} <= {"PASS", "FAIL", "INCONCLUSIVE"}
     assert rows[0]["status"] == "PASS"  # fp16 of this model: cosine 1.0 on 200 examples
-    assert f"{metric} [95% CI]" in r.stdout
+    assert fp16["verdict"]["signoff"]["methods"]["score"]["method"] == "clopper_pearson"
+    assert f"{metric} share [95% CI]" in r.stdout
     checks = [c["backend_check"] for n, c in rec["candidates"].items()
               if n.startswith("int8.") and c.get("backend_check", {}).get("checked")]
     assert checks and all(b["ok"] and "cosine" in b["compared_by"] for b in checks)
