@@ -2,7 +2,7 @@
 
 Pure numpy/scipy; randomness only from the ``seed`` passed in. Decision rules are
 documented in ``quantkit.verdict.signoff`` (one candidate: score + bootstrap intervals,
-groups, churn, agreement), ``quantkit.verdict.power`` (planned test sizes) and
+groups, churn, agreement, label-free shares), ``quantkit.verdict.macro_f1`` (macro-F1), ``quantkit.verdict.power`` (planned test sizes) and
 ``quantkit.verdict.protocol`` (dev-declared family, test ledger, familywise decision,
 recommendation) for the dev / test sign-off.
 """
@@ -26,7 +26,8 @@ from quantkit.verdict.protocol import (
     recommend_candidate,
     signoff_record,
 )
-from quantkit.verdict.score import newcombe_interval, tango_interval, wilson_interval
+from quantkit.verdict.score import (clopper_pearson_interval, newcombe_interval, tango_interval,
+                                    wilson_interval)
 from quantkit.verdict.signoff import (
     FAIL,
     INCONCLUSIVE,
@@ -42,6 +43,7 @@ from quantkit.verdict.signoff import (
     with_gate,
 )
 from quantkit.verdict.stats import holm_adjust
+from quantkit.verdict.macro_f1 import macro_f1_signoff  # after signoff: it builds on it
 
 __all__ = [
     "FamilyDecision",
@@ -57,9 +59,11 @@ __all__ = [
     "agreement_signoff",
     "churn",
     "churn_gate",
+    "clopper_pearson_interval",
     "decide_family",
     "declare_family",
     "intra_group_correlation",
+    "macro_f1_signoff",
     "newcombe_interval",
     "paired_signoff",
     "plan_family",

@@ -96,7 +96,7 @@ def test_planted_regression_in_one_group_passes_only_without_the_cluster_bootstr
     assert abs(iid.point + 0.002) < 0.001 and grouped.point == iid.point
     assert iid.status == PASS  # examples treated as independent: too narrow
     assert grouped.status != PASS  # groups resampled: the movie-0 regression shows
-    assert grouped.methods["bootstrap"]["method"] == "cluster"
+    assert grouped.methods["bootstrap"]["method"] == "cluster_t"
     assert grouped.low < grouped.threshold < iid.low
     g = grouped.groups
     assert g["n_groups"] == 60 and g["icc"] > 0.05 and g["design_effect"] > 3
