@@ -71,10 +71,18 @@ def higher_is_better(metric: str) -> bool:
 
 
 def decision_value(ctx: RunContext, evaluation) -> float:
-    """An evaluation's decision metric, signed so that larger is better (for ranking)."""
+    """An evaluation's decision metric, signed so that larger is better (for ranking): what
+    its sign-off tests. Accuracy, macro-F1, agreement: the metric itself. cosine /
+    recall_at_k / kl / abs_logit: the share of dev examples within the tolerance (the tested
+    quantity), ties broken by the mean score (weight 1e-9, below any share's resolution)."""
     metric = decision_metric(ctx)
     value = evaluation.metric(metric)
-    return value if higher_is_better(metric) else -value
+    signed = value if higher_is_better(metric) else -value
+    test = getattr(evaluation, "test", None)
+    if metric in ("cosine", "recall_at_k", "kl", "abs_logit") and test is not None \
+            and test.metric == metric:
+        return float(test.point) + 1e-9 * signed
+    return signed
 
 
 def split_groups(ctx: RunContext, split: str):
