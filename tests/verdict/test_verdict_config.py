@@ -39,3 +39,15 @@ def test_bad_values_are_one_line_config_errors(override, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")) as err:
         _settings(override)
     assert "\n" not in str(err.value)
+
+
+def test_label_free_share_keys():
+    v = _settings().verdict
+    assert (v.score_quantile, v.gallery_size) == (0.05, 1000)
+    with pytest.raises(ConfigError, match=r"verdict\.gallery_size"):
+        _settings("verdict.gallery_size=0")
+    # the mean test score_quantile=null used to select is gone: one clear error, naming it
+    with pytest.raises(ConfigError, match=r"verdict\.score_quantile") as err:
+        _settings("verdict.metric=kl", "verdict.score_quantile=null")
+    assert "\n" not in str(err.value) and "share" in str(err.value)
+    assert _settings("verdict.score_quantile=null").verdict.metric == "accuracy"  # unused
