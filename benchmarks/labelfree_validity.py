@@ -133,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
             r = row(world, n, args.sims, args.old_sims, args.seed)
             f, se = r["new"]
             ok = f <= bound
-            print(f"{world:>10} {n:>5} {f:>9.4f}±{se:.4f} {bound:>7.4f} {'yes' if ok else 'NO':>3} "
+            print(f"{world:>10} {n:>5} {f:>9.4f}±{se:.4f} {bound:>7.4f} "
+                  f"{'yes' if ok else 'NO':>3} "
                   f"{r['old'][0]:>9.4f}±{r['old'][1]:.4f} {r['power'][0]:>10.3f}", flush=True)
             rows += 1
             ok_rows += ok

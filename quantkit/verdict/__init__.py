@@ -2,7 +2,8 @@
 
 Pure numpy/scipy; randomness only from the ``seed`` passed in. Decision rules are
 documented in ``quantkit.verdict.signoff`` (one candidate: score + bootstrap intervals,
-groups, churn, agreement, label-free shares), ``quantkit.verdict.macro_f1`` (macro-F1), ``quantkit.verdict.power`` (planned test sizes) and
+groups, churn, agreement, label-free shares), ``quantkit.verdict.macro_f1`` (macro-F1),
+``quantkit.verdict.power`` (planned test sizes) and
 ``quantkit.verdict.protocol`` (dev-declared family, test ledger, familywise decision,
 recommendation) for the dev / test sign-off.
 """

@@ -112,8 +112,9 @@ class SignoffTest:
     ``metric``: "accuracy" / "macro_f1" (``point`` = delta cand - ref, ``threshold`` =
     -margin), "agreement" / "churn" (``point`` = agreement with the reference,
     ``threshold`` = the minimum agreement) or a label-free score (``point`` = the share of
-    examples within the per-example tolerance, ``threshold`` = the minimum share). ``p_noninferiority``: one-sided p of "not better than the
-    threshold"; ``p_regression``: one-sided p of "not worse". ``methods``: each interval
+    examples within the per-example tolerance, ``threshold`` = the minimum share).
+    ``p_noninferiority``: one-sided p of "not better than the threshold"; ``p_regression``:
+    one-sided p of "not worse". ``methods``: each interval
     (score, bootstrap) with its own p-values. ``plan_n``: for INCONCLUSIVE, the size a new
     declared plan would need (None otherwise, or when no size would do).
     """
