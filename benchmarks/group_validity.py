@@ -18,7 +18,9 @@ then makes every row below it INCONCLUSIVE):
   group, 41% in the 10% bad groups: 5% overall, exactly the declared share 0.95.
 
 Prints per world and number of groups the false-PASS rate +- its Monte-Carlo SE against
-``0.025 + 2 SE``; last line
+``0.025 + 2 SE``; ``--baseline`` adds, for the accuracy worlds, the rate of the grouped
+test before issue 24 (:func:`old_percentile_test`: the same Tango interval on Rao-Scott
+counts, enveloped with the *percentile* cluster bootstrap); last line
 ``min_groups_needed=<G> worst_at_or_above=<world>:<G>:<x> sims=<s> MIN_GROUPS=<current>``:
 the smallest G of the grid from which every row of every world is within the bound.
 
@@ -37,7 +39,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from quantkit.verdict import Margin, paired_signoff, score_signoff  # noqa: E402
+from quantkit.verdict import Margin, margin_abs, paired_signoff, score_signoff  # noqa: E402
+from quantkit.verdict.cluster import (cluster_bootstrap_means,  # noqa: E402
+                                      intra_group_correlation)
+from quantkit.verdict.score import tango_interval  # noqa: E402
 from quantkit.verdict.signoff import MIN_GROUPS  # noqa: E402
 
 MARGIN = Margin("relative", 0.01)
@@ -66,20 +71,40 @@ def share_world(g: int, size: int, rng: np.random.Generator):
     return np.where(outside, 0.9, 0.999), groups
 
 
-def false_pass(world: str, g: int, size: int, sims: int, seed: int) -> tuple[float, float]:
+def old_percentile_test(ref: np.ndarray, cand: np.ndarray, groups: np.ndarray, *,
+                        seed: int, alpha: float = 0.025, n_boot: int = 2000) -> bool:
+    """PASS of the grouped accuracy test before issue 24: Tango on the Rao-Scott counts,
+    enveloped with the percentile cluster bootstrap (kept here as the baseline)."""
+    d = cand.astype(float) - ref.astype(float)
+    g = int(groups.max()) + 1
+    deff = intra_group_correlation(d, groups, g).design_effect
+    b, c, n = float(np.sum(ref & ~cand)), float(np.sum(~ref & cand)), float(d.size)
+    low = tango_interval(b / deff, c / deff, n / deff, alpha=2 * alpha)[0]
+    boots = cluster_bootstrap_means(d, groups, g, n_boot=n_boot,
+                                    rng=np.random.default_rng(seed))[1]
+    m = margin_abs(MARGIN, float(ref.mean()))
+    return min(low, float(np.quantile(boots, alpha))) > -m
+
+
+def false_pass(world: str, g: int, size: int, sims: int, seed: int, baseline: bool = False
+               ) -> tuple[float, float, float | None]:
+    """(false-PASS rate, its SE, the baseline's rate or None)."""
     rng = np.random.default_rng([seed, g, size, len(world)])
-    hits = 0
+    hits = old = 0
     for i in range(sims):
         if world.startswith("accuracy"):
             ref, cand, groups = accuracy_world(g, size, rng)
             t = paired_signoff(ref, cand, margin=MARGIN, groups=groups, seed=i, min_groups=2)
+            if baseline:
+                old += old_percentile_test(ref, cand, groups, seed=i)
         else:
             cos, groups = share_world(g, size, rng)
             t = score_signoff(cos, metric="cosine", threshold=0.99, quantile=0.05,
                               groups=groups, seed=i, min_groups=2)
         hits += t.status == "PASS"
     p = hits / sims
-    return p, math.sqrt(max(p * (1 - p), 1e-12) / sims)
+    base = old / sims if baseline and world.startswith("accuracy") else None
+    return p, math.sqrt(max(p * (1 - p), 1e-12) / sims), base
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--worlds", nargs="*", default=["accuracy_n6000", "accuracy_g25",
                                                     "cosine_share_g25"])
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--baseline", action="store_true",
+                    help="also the percentile cluster bootstrap of before issue 24")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     bound = 0.025 + 2 * math.sqrt(0.025 * 0.975 / args.sims)
@@ -101,9 +128,10 @@ def main(argv: list[str] | None = None) -> int:
     for world in args.worlds:
         for g in args.groups:
             size = 6000 // g if world.endswith("n6000") else 25
-            p, se = false_pass(world, g, size, args.sims, args.seed)
+            p, se, base = false_pass(world, g, size, args.sims, args.seed, args.baseline)
             ok = p <= bound
-            print(f"{world:>18} {g:>6} {size:>5} {p:>8.4f}±{se:.4f} {'yes' if ok else 'NO':>3}",
+            print(f"{world:>18} {g:>6} {size:>5} {p:>8.4f}±{se:.4f} {'yes' if ok else 'NO':>3}"
+                  + (f"  baseline (percentile) {base:.4f}" if base is not None else ""),
                   flush=True)
             if not ok:
                 bad_at[g].append(world)

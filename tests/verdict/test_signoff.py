@@ -142,7 +142,7 @@ def test_too_few_groups_is_inconclusive():
     rng = np.random.default_rng(6)
     ref, cand = _paired(rng, 20_000, p_b=0.01, p_c=0.01)
     t = paired_signoff(ref, cand, margin=M, groups=np.arange(20_000) % 5)
-    assert t.status == INCONCLUSIVE and any("verdict.min_groups=10" in r for r in t.reasons)
+    assert t.status == INCONCLUSIVE and any("verdict.min_groups=75" in r for r in t.reasons)
 
 
 # --------------------------------------------------------------------------- churn, agreement

@@ -22,7 +22,7 @@ def _settings(*overrides):
 
 def test_defaults_and_overrides():
     v = _settings().verdict
-    assert (v.family, v.min_n, v.min_groups, v.power) == ("fixed_sequence", 100, 10, 0.8)
+    assert (v.family, v.min_n, v.min_groups, v.power) == ("fixed_sequence", 100, 75, 0.8)
     assert v.max_flip_rate == 0.10 and v.min_agreement == 0.99 and v.alpha == 0.05
     v = _settings("verdict.family=holm", "verdict.max_flip_rate=null").verdict
     assert v.family == "holm" and v.max_flip_rate is None
