@@ -91,7 +91,10 @@ def _run(world, name, *extra):
 
 @pytest.mark.parametrize("metric", ["cosine", "recall_at_k"])
 def test_cli_embedding_run_gives_score_verdicts(embed_world, metric):
-    r, run_dir = _run(embed_world, metric, f"verdict.metric={metric}", "verdict.recall_k=5")
+    # per query, at least 4 of FP32's 5 gallery neighbours kept (FP16 reorders near ties of
+    # this tiny model's embeddings: 5 of 5 holds for 196 of 200 queries, too few for 95%)
+    r, run_dir = _run(embed_world, metric, f"verdict.metric={metric}", "verdict.recall_k=5",
+                      "verdict.min_recall=0.8")
     assert r.returncode == 0, r.stderr[-2000:]
     rec = json.loads((run_dir / "record.json").read_text())
     so = rec["signoff"]
@@ -110,7 +113,7 @@ def test_cli_embedding_run_gives_score_verdicts(embed_world, metric):
     if metric == "recall_at_k":
         assert fp16["verdict"]["margin"]["gallery"]["sha256"] == gal["sha256"]
     assert {row["status"] for row in rows} <= {"PASS", "FAIL", "INCONCLUSIVE"}
-    assert rows[0]["status"] == "PASS"  # fp16 of this model: cosine 1.0 on 200 examples
+    assert rows[0]["status"] == "PASS", fp16["verdict"]["reasons"]  # fp16, 200 examples
     assert fp16["verdict"]["signoff"]["methods"]["score"]["method"] == "clopper_pearson"
     assert f"{metric} share [95% CI]" in r.stdout
     checks = [c["backend_check"] for n, c in rec["candidates"].items()
