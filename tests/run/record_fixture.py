@@ -13,6 +13,10 @@ the commit that added both. Session 4 remade them once more after the label-free
 keys (signoff_in_sweeps, supersedes, score floors): the comparator showed additions only, no
 changed value; again after the merges of that session (data.info, ptq.range_search_error,
 compare.max_outputs_per_run, search.proxy_remeasured_tensors: additions only).
+Issue 24 (label-free shares, macro-F1, groups) remade them for three verdict config keys:
+verdict.gallery_size added (1000), verdict.score_quantile null -> 0.05, verdict.min_groups
+10 -> 75; no other comparable value changed (made on an avx512_vnni host: host-dependent
+floats differ in their last digits and are compared by kind).
 tests/run/test_record_fixture.py reruns the same configs and
 compares, so any later change to a record is a visible, deliberate fixture update.
 """
