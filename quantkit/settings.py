@@ -629,11 +629,12 @@ def validate(s: Settings) -> Settings:
     _positive("verdict.gallery_size", s.verdict.gallery_size)
     if s.verdict.score_quantile is None and s.verdict.metric in ("cosine", "recall_at_k", "kl",
                                                                   "abs_logit"):
-        raise ConfigError(f"verdict.metric={s.verdict.metric} is tested as the share of examples "
-                          "within a per-example tolerance; score_quantile=null (the test of the "
-                          "mean) is gone: not valid for skewed or heavy-tailed scores",
-                          where="verdict.score_quantile", value=None, fix="set verdict.score_quantile=0.05 (at least 95% of "
-                                          "examples within the tolerance), or another share")
+        raise ConfigError(f"verdict.metric={s.verdict.metric} is tested as the share of "
+                          "examples within a per-example tolerance; score_quantile=null (the "
+                          "test of the mean) is gone: not valid for skewed or heavy-tailed "
+                          "scores", where="verdict.score_quantile", value=None,
+                          fix="set verdict.score_quantile=0.05 (at least 95% of examples "
+                              "within the tolerance), or another share")
     for key, value in (("verdict.max_kl", s.verdict.max_kl),
                        ("verdict.max_abs_logit", s.verdict.max_abs_logit)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
