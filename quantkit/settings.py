@@ -403,7 +403,7 @@ class VerdictConfig:
     # dev / test sign-off (quantkit/verdict/protocol.py)
     family: str = "fixed_sequence"  # familywise control: fixed_sequence (dev order) | holm
     min_n: int = 100  # fewer examples: INCONCLUSIVE whatever the interval
-    min_groups: int = 10  # grouped data with fewer groups: INCONCLUSIVE
+    min_groups: int = 75  # grouped data with fewer groups: INCONCLUSIVE (group_validity.py)
     power: float = 0.8  # planned power of the test split at the margin
     max_flip_rate: Optional[float] = 0.10  # churn gate vs FP32 predictions; null = no gate
     min_agreement: float = 0.99  # the declared minimum for metric=agreement (label-free)
@@ -424,14 +424,18 @@ class VerdictConfig:
     # simulated test splits per planned power (quantkit/verdict/rule_power.py); 0: the
     # analytic approximation only (simulation benchmarks that plan thousands of times)
     power_sims: int = 400
-    min_cosine: float = 0.99  # metric=cosine: floor of the mean per-example cosine to FP32
-    recall_k: int = 10  # metric=recall_at_k: neighbours per query among the eval embeddings
-    min_recall: float = 0.9  # metric=recall_at_k: floor of the mean recall@k of FP32's
-    max_kl: float = 0.01  # metric=kl: ceiling of the mean KL(FP32 || candidate), nats
-    max_abs_logit: float = 0.1  # metric=abs_logit: ceiling of the mean |logit - FP32 logit|
-    # cosine / recall_at_k / kl / abs_logit: test this quantile instead of the mean (e.g.
-    # 0.05: the 5% quantile of cosine >= min_cosine); null = the mean
-    score_quantile: Optional[float] = None
+    # label-free scores vs FP32, tested as the share of examples within a per-example
+    # tolerance (exact binomial bound; quantkit/verdict/signoff.py score_signoff):
+    min_cosine: float = 0.99  # metric=cosine: per-example floor of the cosine to FP32
+    recall_k: int = 10  # metric=recall_at_k: neighbours per query, searched in the gallery
+    min_recall: float = 0.9  # metric=recall_at_k: per-query floor of recall@k of FP32's
+    gallery_size: int = 1000  # recall@k gallery: seeded train examples (all when fewer)
+    max_kl: float = 0.01  # metric=kl: per-example ceiling of KL(FP32 || candidate), nats
+    max_abs_logit: float = 0.1  # metric=abs_logit: per-example ceiling of mean |logit delta|
+    # at most this share of examples may be outside the tolerance (0.05: the 5% quantile
+    # of cosine >= min_cosine, the 95% quantile of KL <= max_kl); PASS when the exact lower
+    # bound of the share within it is above 1 - score_quantile
+    score_quantile: Optional[float] = 0.05
 
 
 @dataclass
@@ -641,6 +645,15 @@ def validate(s: Settings) -> Settings:
     _positive("verdict.min_n", s.verdict.min_n)
     _positive("verdict.min_groups", s.verdict.min_groups)
     _positive("verdict.recall_k", s.verdict.recall_k)
+    _positive("verdict.gallery_size", s.verdict.gallery_size)
+    if s.verdict.score_quantile is None and s.verdict.metric in ("cosine", "recall_at_k", "kl",
+                                                                  "abs_logit"):
+        raise ConfigError(f"verdict.metric={s.verdict.metric} is tested as the share of "
+                          "examples within a per-example tolerance; score_quantile=null (the "
+                          "test of the mean) is gone: not valid for skewed or heavy-tailed "
+                          "scores", where="verdict.score_quantile", value=None,
+                          fix="set verdict.score_quantile=0.05 (at least 95% of examples "
+                              "within the tolerance), or another share")
     for key, value in (("verdict.max_kl", s.verdict.max_kl),
                        ("verdict.max_abs_logit", s.verdict.max_abs_logit)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:

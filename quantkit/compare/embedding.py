@@ -5,6 +5,12 @@ to FP32 still changed 9% of its top-10 neighbours. So besides the per-example co
 distribution) quantkit measures what an embedding is used for: retrieval agreement, the
 recall@k of FP32's neighbours among the candidate's neighbours, per query.
 
+The run measures retrieval against a fixed gallery (:func:`gallery_recall_at_k`,
+``quantkit.data.gallery``): each query's k nearest gallery items by FP32 (query and gallery
+embedded by FP32) against the candidate's (both embedded by the candidate). Searching
+inside the evaluated set (:func:`neighbour_recall_at_k`) makes the value depend on how
+many examples are evaluated, so it decides nothing.
+
 Pure numpy; memory O(chunk x n) for the neighbour search, never O(n^2) at once.
 """
 
@@ -16,8 +22,9 @@ import numpy as np
 
 from quantkit.errors import DataError
 
-__all__ = ["mean_pool", "cosine_per_example", "neighbour_recall_at_k", "top1_neighbour_agreement",
-           "distribution", "embedding_evidence", "as_embeddings"]
+__all__ = ["mean_pool", "cosine_per_example", "gallery_recall_at_k", "gallery_top1_agreement",
+           "neighbour_recall_at_k", "top1_neighbour_agreement", "distribution",
+           "embedding_evidence", "as_embeddings"]
 
 
 def as_embeddings(output: Any, *, where: str = "model.output") -> np.ndarray:
@@ -92,10 +99,61 @@ def _topk(unit: np.ndarray, k: int, chunk: int) -> np.ndarray:
     return out
 
 
+def _gallery_topk(queries: np.ndarray, gallery: np.ndarray, k: int, chunk: int) -> np.ndarray:
+    """Indices (n, k) of each query's k most similar gallery rows (cosine; ties by index)."""
+    n = queries.shape[0]
+    out = np.empty((n, k), dtype=np.int64)
+    for start in range(0, n, chunk):
+        sim = queries[start:start + chunk] @ gallery.T
+        out[start:start + chunk] = np.argsort(-sim, axis=1, kind="stable")[:, :k]
+    return out
+
+
+def _gallery_inputs(ref_queries, cand_queries, ref_gallery, cand_gallery, k: int):
+    rq, cq = (as_embeddings(a, where=w) for a, w in ((ref_queries, "reference"),
+                                                     (cand_queries, "candidate")))
+    rg, cg = (as_embeddings(a, where=w) for a, w in ((ref_gallery, "reference gallery"),
+                                                     (cand_gallery, "candidate gallery")))
+    if rq.shape != cq.shape or rg.shape != cg.shape or rq.shape[1] != rg.shape[1]:
+        raise DataError("queries and gallery must be embedded by both models with one shape",
+                        where="candidate", value=(rq.shape, cq.shape, rg.shape, cg.shape),
+                        fix="embed the same queries and the same gallery with both models")
+    if not 1 <= k <= rg.shape[0]:
+        raise DataError("recall@k needs 1 <= k <= the gallery size", where="verdict.recall_k",
+                        value={"k": k, "gallery": rg.shape[0]},
+                        fix="lower verdict.recall_k, or raise verdict.gallery_size (drawn from "
+                            "the train split: data.train.size)")
+    return _unit(rq), _unit(cq), _unit(rg), _unit(cg)
+
+
+def gallery_recall_at_k(ref_queries: Any, cand_queries: Any, ref_gallery: Any,
+                        cand_gallery: Any, *, k: int = 10, chunk: int = 512) -> np.ndarray:
+    """Per query: the share of its k nearest gallery items by FP32 (query and gallery
+    embedded by FP32) that the candidate (query and gallery embedded by the candidate) also
+    ranks in its top k. Shape (n queries,); a query's value does not depend on the other
+    queries."""
+    rq, cq, rg, cg = _gallery_inputs(ref_queries, cand_queries, ref_gallery, cand_gallery, k)
+    ref_nn, cand_nn = _gallery_topk(rq, rg, k, chunk), _gallery_topk(cq, cg, k, chunk)
+    hits = np.array([np.intersect1d(a, b, assume_unique=True).size
+                     for a, b in zip(ref_nn, cand_nn)], dtype=np.float64)
+    return hits / k
+
+
+def gallery_top1_agreement(ref_queries: Any, cand_queries: Any, ref_gallery: Any,
+                           cand_gallery: Any, *, chunk: int = 512) -> np.ndarray:
+    """Per query: 1.0 when the candidate's nearest gallery item is FP32's."""
+    rq, cq, rg, cg = _gallery_inputs(ref_queries, cand_queries, ref_gallery, cand_gallery, 1)
+    return (_gallery_topk(rq, rg, 1, chunk)[:, 0] ==
+            _gallery_topk(cq, cg, 1, chunk)[:, 0]).astype(np.float64)
+
+
 def neighbour_recall_at_k(reference: Any, candidate: Any, *, k: int = 10,
                           chunk: int = 512) -> np.ndarray:
     """Per query: the share of FP32's k nearest neighbours that the candidate also ranks in its
-    top k (cosine, within the evaluated set, the query itself excluded). Shape (n,)."""
+    top k (cosine, within the evaluated set, the query itself excluded). Shape (n,).
+
+    Its value depends on the size of the evaluated set; the run uses
+    :func:`gallery_recall_at_k`."""
     r, c = as_embeddings(reference, where="reference"), as_embeddings(candidate, where="candidate")
     if r.shape != c.shape:
         raise DataError("reference and candidate embeddings differ in shape", where="candidate",
@@ -138,15 +196,26 @@ def distribution(values: Any, *, bins: int = 20, lo: float | None = None,
             "hist": {"counts": counts.tolist(), "edges": [float(e) for e in edges]}}
 
 
-def embedding_evidence(reference: Any, candidate: Any, *, k: int = 10) -> dict[str, Any]:
-    """Cosine and retrieval agreement of ``candidate`` embeddings vs FP32, for the record."""
+def embedding_evidence(reference: Any, candidate: Any, *, k: int = 10,
+                       ref_gallery: Any = None, cand_gallery: Any = None,
+                       gallery: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Cosine and retrieval agreement of ``candidate`` embeddings vs FP32, for the record.
+
+    Retrieval (recall@k of FP32's neighbours, top-1 neighbour agreement) is measured in the
+    gallery (``ref_gallery`` / ``cand_gallery``: the gallery embedded by each model;
+    ``gallery``: what identifies it, recorded as is); without one it is left out."""
     cos = cosine_per_example(reference, candidate)
     out: dict[str, Any] = {"cosine": distribution(cos, lo=min(float(cos.min()), 0.9), hi=1.0)}
-    n = cos.size
-    if n > k:
-        rec = neighbour_recall_at_k(reference, candidate, k=k)
-        out[f"recall_at_{k}"] = distribution(rec, bins=k, lo=0.0, hi=1.0)
-        out["top1_neighbour_agreement"] = float(top1_neighbour_agreement(reference, candidate).mean())
+    if ref_gallery is None or cand_gallery is None:
+        out["note"] = f"recall@{k} needs a gallery (none: the train split is empty)"
+        return out
+    size = int(np.asarray(ref_gallery).shape[0])
+    if size < k:
+        out["note"] = f"recall@{k} needs a gallery of at least {k} examples (got {size})"
     else:
-        out["note"] = f"recall@{k} needs more than {k} examples (got {n})"
+        rec = gallery_recall_at_k(reference, candidate, ref_gallery, cand_gallery, k=k)
+        out[f"recall_at_{k}"] = distribution(rec, bins=k, lo=0.0, hi=1.0)
+        out["top1_neighbour_agreement"] = float(gallery_top1_agreement(
+            reference, candidate, ref_gallery, cand_gallery).mean())
+    out["gallery"] = {"size": size, **(gallery or {})}
     return out

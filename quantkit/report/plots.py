@@ -391,8 +391,11 @@ def _delta_ci(record) -> Plot | None:
     first = next(c["verdict"] for c in record["candidates"].values()
                  if isinstance(c, Mapping) and isinstance(c.get("verdict"), Mapping))
     metric = first.get("metric") or (first.get("margin") or {}).get("metric") or "metric"
-    margin = (first.get("margin") or {}).get("abs")
-    fig = _figure(8.0, 0.75 * len(rows) + 1.6)
+    mg = first.get("margin") or {}
+    margin = mg.get("abs")
+    # label-free: the interval is of a share (agreement, or examples within the tolerance)
+    floor_key = next((k for k in ("min_share", "min_agreement") if finite(mg.get(k))), None)
+    fig = _figure(8.0, 0.55 * len(rows) + 1.6)
     ax = fig.add_subplot()
     from quantkit.report.status import verdict_view
 
@@ -408,6 +411,20 @@ def _delta_ci(record) -> Plot | None:
     labels = [f"{name}{' (recommended)' if name == rec else ''}\n"
               + views[name].text.replace("; ", "\n") for name, _, _ in rows]
     ax.set_yticks(list(range(len(rows)))[::-1], labels)
+    level = rows[0][2].get("level")
+    lvl = f"{level * 100:g}% " if finite(level) else ""
+    if floor_key is not None:
+        what = ("agreement with FP32" if floor_key == "min_agreement" else
+                f"share of examples within the {metric} tolerance")
+        ax.axvline(mg[floor_key], color="#c62828", linestyle="--", linewidth=1.2,
+                   label=f"declared minimum = {mg[floor_key]:.4f}")
+        ax.legend(loc="best", fontsize=8)
+        ax.set_ylim(-0.7, len(rows) - 0.3)
+        ax.set_xlabel(what)
+        ax.set_title(f"{what} with {lvl}interval per candidate")
+        return Plot("delta", f"{what} vs the declared minimum",
+                    "PASS needs the whole interval right of the declared minimum; FAIL needs "
+                    "it entirely left of it; otherwise INCONCLUSIVE.", _png(fig))
     ax.axvline(0.0, color="grey", linewidth=1)
     if finite(margin):
         ax.axvline(-margin, color="#c62828", linestyle="--", linewidth=1.2,
@@ -415,8 +432,6 @@ def _delta_ci(record) -> Plot | None:
         ax.legend(loc="best", fontsize=8)
     ax.set_ylim(-0.7, len(rows) - 0.3)
     ax.set_xlabel(f"{metric} delta vs FP32 (candidate - reference)")
-    level = rows[0][2].get("level")
-    lvl = f"{level * 100:g}% " if finite(level) else ""
     ax.set_title(f"{metric} delta with {lvl}interval per candidate")
     dev_only = [n for n, view in views.items() if view.dev_only]
     return Plot("delta", f"{metric} delta vs the margin",

@@ -206,7 +206,10 @@ def _verdict_block(record, cands) -> dict[str, Any]:
         reasons = [str(r) for r in v.get("reasons") or []]
         metric = _metric_of(v)
         d = _get(v, "deltas", metric) if metric else None
-        headline = f"{metric} delta {interval(d)}" if isinstance(d, Mapping) else \
+        what = (f"{metric} delta" if metric in ("accuracy", "macro_f1") else
+                f"{metric}: share of examples within the tolerance"
+                if "quantile" in (v.get("margin") or {}) else str(metric))
+        headline = f"{what} {interval(d)}" if isinstance(d, Mapping) else \
             (reasons[0] if reasons else "")
         view = verdict_view(record, name, v.get("status"))
         rows.append({"name": name, "status": view.text, "cls": view.cls, "headline": headline,
@@ -228,11 +231,18 @@ def _label_free_thresholds(metric, mg: Mapping[str, Any], level) -> list[tuple[s
     lvl = f"the {pct(level, 0)} interval" if finite(level) else "the interval"
     if "quantile" in mg:
         side = ">=" if mg.get("higher_is_better", True) else "<="
-        return [("decision metric", f"{_text(metric)} (label-free, vs FP32)"),
-                ("tested", f"the {_cfg(mg['quantile'])} quantile {side} {_cfg(mg.get('bound'))}"
-                           " (verdict.score_quantile)"),
-                ("PASS when", f"{lvl} of the share of examples within the bound lies above "
-                              f"{_cfg(mg.get('min_share'))}")]
+        rows = [("decision metric", f"{_text(metric)} (label-free, vs FP32)"),
+                ("per-example tolerance", f"{_text(metric)} {side} {_cfg(mg.get('bound'))}"),
+                ("tested", f"the share of examples within it (the {_cfg(mg['quantile'])} "
+                           "quantile, verdict.score_quantile), exact binomial "
+                           "(Clopper-Pearson) bound"),
+                ("PASS when", f"{lvl} of the share of examples within the tolerance lies "
+                              f"above {_cfg(mg.get('min_share'))}")]
+        gal = mg.get("gallery")
+        if isinstance(gal, Mapping):
+            rows.append(("recall@k gallery", f"{num(gal.get('size'))} {_text(gal.get('source'))} "
+                                             f"examples, sha256 {str(gal.get('sha256'))[:12]}"))
+        return rows
     for bound, where in (("floor", "above"), ("ceiling", "below"),
                          ("min_agreement", "above")):
         if bound in mg:

@@ -8,8 +8,10 @@ Ranking, best first (values as recorded; nothing is re-measured):
 
 1. verdict: PASS > INCONCLUSIVE > FAIL > anything else;
 2. the decision metric's value (higher first; lower first for kl / abs_logit);
-3. the lower bound of the metric's interval (higher first: the safer claim; for kl /
-   abs_logit the upper bound, lower first);
+3. the lower bound of the metric's interval (higher first: the safer claim; label-free
+   scores are tested as the share of examples within their tolerance, whose lower bound
+   is ranked the same way; for kl / abs_logit in older records, the upper bound of the
+   mean, lower first);
 4. latency p50 at the smallest recorded batch, when present (lower first; missing last).
 
 Ties keep job order, then candidate order. Candidates without a verdict (the FP32
@@ -131,15 +133,17 @@ def sweep_summary(records: Sequence[Mapping[str, Any]], *,
                          "margin_abs": (v.get("margin") or {}).get("abs"),
                          "latency_batch": batch, "latency_p50_ms": p50,
                          "recommended": name == recommended,
-                         "required_n": v.get("required_n")})
+                         "required_n": v.get("required_n"),
+                         "share": "quantile" in (v.get("margin") or {})})
 
     def key(r):
         # kl / abs_logit: lower is better, and the safer claim is the lower upper bound
         sign = -1.0 if r["metric"] in LOWER_IS_BETTER else 1.0
-        bound = (r["delta"] or {}).get("high") if sign < 0 else r["low"]
+        b_sign = 1.0 if r["share"] else sign  # a share within the tolerance: higher first
+        bound = (r["delta"] or {}).get("high") if b_sign < 0 else r["low"]
         return (status_rank(r["status"]),
                 -sign * r["value"] if r["value"] is not None else math.inf,
-                -sign * bound if finite(bound) else math.inf,
+                -b_sign * bound if finite(bound) else math.inf,
                 r["latency_p50_ms"] if r["latency_p50_ms"] is not None else math.inf)
 
     rows.sort(key=key)  # stable: ties keep job order, then candidate order

@@ -39,6 +39,7 @@ class Evaluation:
     split: str = "dev"
     test: SignoffTest | None = None  # vs FP32 on ``split`` (None for the reference itself)
     notes: tuple = ()  # what a reviewer must read about this evaluation (record.notes)
+    gallery: Any = None  # embedding outputs: the recall@k gallery embedded by this model
 
     @property
     def engine(self) -> dict | None:
@@ -106,35 +107,64 @@ def evaluate(ctx: RunContext, name: str, path, *, split: str = "dev",
               "backend": asdict(s.backend), "seed": s.seed,
               "max_length": s.data.max_length, "tokenizer": ctx.model.tokenizer,
               "plan_int8": plan_int8 or [], **ctx.feeds_key(), **ctx.measured_key()}
+    gallery = recall_gallery(ctx)
+    if gallery is not None:  # embedding outputs only: logit runs keep their cache keys
+        inputs["gallery"] = gallery.sha256
 
     def compute():
         em = emulated() if callable(emulated) else emulated
-        evidence, logits = _evaluate(ctx, name, path, split=split, reference=reference,
-                                     plan_int8=plan_int8, emulated=em)
-        return evidence, {"logits": logits}
+        evidence, logits, gallery_out = _evaluate(ctx, name, path, split=split,
+                                                  reference=reference, plan_int8=plan_int8,
+                                                  emulated=em, gallery=gallery)
+        return evidence, {"logits": logits,
+                          **({"gallery": gallery_out} if gallery_out is not None else {})}
 
     evidence, arrays, hit = ctx.cached("evaluation", inputs, compute)
-    logits = arrays["logits"]
+    logits, gallery_out = arrays["logits"], arrays.get("gallery")
     evidence = {**evidence, "split": split, "artifact": Path(path).name}
     test = None
     if reference is not None:
         from quantkit.run.verdicts import candidate_test
 
+        info = gallery_info(ctx, gallery)
         evidence.update(label_free_evidence(ctx, evidence, reference.logits, logits,
-                                            split=split))
+                                            split=split, ref_gallery=reference.gallery,
+                                            gallery=gallery_out, info=info))
         test = candidate_test(ctx, split, reference.logits, logits, name=name,
-                              alpha=None if look is None else look.alpha)
+                              alpha=None if look is None else look.alpha,
+                              ref_gallery=reference.gallery, gallery=gallery_out,
+                              gallery_info=info)
         evidence["verdict"] = {**test.to_verdict_dict(), "split": split}
     return Evaluation(name=name, evidence=evidence, logits=logits, cached=hit, split=split,
-                      test=test)
+                      test=test, gallery=gallery_out)
+
+
+def recall_gallery(ctx: RunContext):
+    """The fixed recall@k gallery (``quantkit.data.gallery``) for embedding outputs, else
+    None (and None when the train split it is drawn from is empty)."""
+    if getattr(ctx.model, "output_kind", "logits") != "embedding":
+        return None
+    from quantkit.data.gallery import recall_gallery as draw
+
+    return draw(ctx.splits, size=ctx.settings.verdict.gallery_size, seed=ctx.settings.seed)
+
+
+def gallery_info(ctx: RunContext, gallery) -> dict | None:
+    """What identifies the gallery in the record: size, sha256, where it came from."""
+    if gallery is None:
+        return None
+    return {"size": len(gallery), "sha256": gallery.sha256, "source": "train",
+            "requested": ctx.settings.verdict.gallery_size, "seed": ctx.settings.seed}
 
 
 def label_free_evidence(ctx: RunContext, evidence: dict, ref_out: np.ndarray,
-                        out: np.ndarray, *, split: str = "dev") -> dict:
+                        out: np.ndarray, *, split: str = "dev", ref_gallery=None,
+                        gallery=None, info: dict | None = None) -> dict:
     """What a candidate's output says against FP32's without labels, added to the (cached)
     evidence: ``metrics`` gains kl and abs_logit (logits) or cosine and recall_at_k
     (embeddings), and embeddings get ``embedding_fp32``: the per-example cosine distribution
-    (the report's histogram), recall@k of FP32's neighbours, top-1 neighbour agreement;
+    (the report's histogram), recall@k of FP32's neighbours in the gallery
+    (``ref_gallery`` / ``gallery``, identified by ``info``), top-1 neighbour agreement;
     logits get ``agreement_slices``: top-1 agreement with FP32 per slice value (class when
     labelled, FP32's predicted class, token-length bucket), the report's bars."""
     metrics = dict(evidence.get("metrics") or {})
@@ -143,7 +173,8 @@ def label_free_evidence(ctx: RunContext, evidence: dict, ref_out: np.ndarray,
         from quantkit.compare.embedding import embedding_evidence
 
         k = ctx.settings.verdict.recall_k
-        emb = embedding_evidence(ref_out, out, k=k)
+        emb = embedding_evidence(ref_out, out, k=k, ref_gallery=ref_gallery,
+                                 cand_gallery=gallery, gallery=info)
         metrics["cosine"] = emb["cosine"]["mean"]
         if f"recall_at_{k}" in emb:
             metrics["recall_at_k"] = emb[f"recall_at_{k}"]["mean"]
@@ -165,8 +196,11 @@ def label_free_evidence(ctx: RunContext, evidence: dict, ref_out: np.ndarray,
 
 
 def _evaluate(ctx: RunContext, name: str, path, *, split: str, reference: Evaluation | None,
-              plan_int8: list[str] | None, emulated) -> tuple[dict, np.ndarray]:
-    """Task evidence of one artifact on ``split`` (+ agreement with ``reference``).
+              plan_int8: list[str] | None, emulated, gallery=None
+              ) -> tuple[dict, np.ndarray, np.ndarray | None]:
+    """Task evidence of one artifact on ``split`` (+ agreement with ``reference``), its
+    outputs, and (``gallery``: the recall@k gallery split) the gallery's outputs from the
+    same session.
 
     On ONNX Runtime CPU, FP16 ops without CPU kernels run in FP32 between Casts that ORT
     inserts and partly removes, which flatters FP16. When ``emulated`` is given (the same
@@ -203,6 +237,10 @@ def _evaluate(ctx: RunContext, name: str, path, *, split: str, reference: Evalua
             logits = run_split(r, ctx.feeds, data, output=ctx.model.output_name,
                                batch_size=s.backend.batch_size, progress=s.progress,
                                desc=f"{split} {name}", lengths=lengths)
+            gallery_out = None if gallery is None else run_split(
+                r, ctx.feeds, gallery, output=ctx.model.output_name,
+                batch_size=s.backend.batch_size, progress=s.progress,
+                desc=f"gallery {name}")
         seconds = time.perf_counter() - t0
         census = kernel_census(optimized) if optimized.exists() else {}
     if getattr(ctx.model, "output_kind", "logits") == "embedding":
@@ -215,7 +253,8 @@ def _evaluate(ctx: RunContext, name: str, path, *, split: str, reference: Evalua
                 "kernel_census": census, "backend": s.backend.name, "metrics": {},
                 "output": {"name": ctx.model.output_name, "kind": "embedding",
                            "pooling": ctx.model.pooling, "dims": int(logits.shape[1])},
-                **({"engine": engine.to_record()} if engine is not None else {})}, logits
+                **({"engine": engine.to_record()} if engine is not None else {})}, \
+            logits, gallery_out
     pred = logits.argmax(axis=1)
     extra_slices = as_feeds(ctx.feeds).slices(lengths)  # text: token-count buckets
     ev = {"artifact": Path(path).name,
@@ -236,7 +275,7 @@ def _evaluate(ctx: RunContext, name: str, path, *, split: str, reference: Evalua
         ev["metrics"]["agreement"] = ev["agreement_fp32"]
         ev["mean_kl_fp32"] = mean_kl(ref_logits, logits)
         ev["mean_abs_logit_fp32"] = float(np.abs(ref_logits - logits).mean())
-    return ev, logits
+    return ev, logits, gallery_out
 
 
 def numerics_note(name: str, settings, *, emulated: bool = False, qdq_mode: str = "fused") -> str:

@@ -63,7 +63,8 @@ def summary_lines(record: RunRecord) -> list[str]:
     third = "cosine" if embedding else "kl"  # beside accuracy and agreement, where cheap
     vmetric = next((c["verdict"]["metric"] for c in record.candidates.values()
                     if c.get("verdict")), "accuracy")
-    head = "delta [95% CI]" if vmetric in ("accuracy", "macro_f1") else f"{vmetric} [95% CI]"
+    head = ("delta [95% CI]" if vmetric in ("accuracy", "macro_f1") else
+            f"{vmetric} [95% CI]" if vmetric == "agreement" else f"{vmetric} share [95% CI]")
     lines.append(f"  {'candidate':<20} {'split':<5} {'accuracy':>8} {'agree':>6} "
                  f"{third:>8} {head:>26}  verdict")
     for name, c in record.candidates.items():
@@ -75,8 +76,7 @@ def summary_lines(record: RunRecord) -> list[str]:
         split = c.get("split", "")
         if v:
             dl = v["deltas"][v["metric"]]
-            fmt = "+.4f" if v["metric"] in ("accuracy", "macro_f1") else \
-                ".3g" if v["metric"] in ("kl", "abs_logit") else ".4f"
+            fmt = "+.4f" if v["metric"] in ("accuracy", "macro_f1") else ".4f"
             ci = f"{dl['point']:{fmt}} [{dl['low']:{fmt}}, {dl['high']:{fmt}}]"
             status = v["status"] if name in family else f"({v['status']} on dev; not signed off)"
         else:
@@ -97,10 +97,11 @@ def summary_lines(record: RunRecord) -> list[str]:
                 lines.append(f"margin: label-free, top-1 agreement with FP32 must be shown "
                              f">= {mg['min_agreement']:g}")
             elif isinstance(mg, dict) and "quantile" in mg:
-                lines.append(f"margin: label-free, the {mg['quantile']:g} quantile of "
-                             f"{mg['metric']} vs FP32 must be shown "
+                lines.append(f"margin: label-free, at least {mg['min_share']:g} of the examples "
+                             f"must be shown with {mg['metric']} vs FP32 "
                              f"{'>=' if mg.get('higher_is_better', True) else '<='} "
-                             f"{mg['bound']:g} (verdict.score_quantile)")
+                             f"{mg['bound']:g} (exact binomial bound; the "
+                             f"{mg['quantile']:g} quantile, verdict.score_quantile)")
             elif isinstance(mg, dict) and ("floor" in mg or "ceiling" in mg):
                 bound = "floor" if "floor" in mg else "ceiling"
                 lines.append(f"margin: label-free, the mean per-example {mg['metric']} vs FP32 "

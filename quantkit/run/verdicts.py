@@ -6,17 +6,24 @@ outputs are cached; the test is cheap and seeded). The statistics are
 grouped data) and an iid / cluster bootstrap, a minimum size below which the verdict is
 INCONCLUSIVE, and the churn gate (flip rate vs FP32, ``verdict.max_flip_rate``).
 
-Label-free metrics are one path: a per-example score vs FP32 against a declared bound
-(:func:`example_scores` then :func:`quantkit.verdict.score_signoff`): top-1 agreement, KL and
-mean |logit delta| for logit outputs, cosine and recall@k of FP32's neighbours for
-embeddings.
+The metric signed off is the metric declared: ``verdict.metric=accuracy`` is tested by
+:func:`quantkit.verdict.paired_signoff`, ``macro_f1`` by
+:func:`quantkit.verdict.macro_f1.macro_f1_signoff` (the macro-F1 difference), each ranking
+the dev choices by the same metric.
+
+Label-free metrics are one path: a per-example score vs FP32 against a declared per-example
+tolerance (:func:`example_scores` then :func:`quantkit.verdict.score_signoff`, the share of
+examples within it against ``1 - verdict.score_quantile``): KL and mean |logit delta| for
+logit outputs, cosine and recall@k of FP32's neighbours in the fixed gallery
+(``quantkit.data.gallery``) for embeddings; top-1 agreement is its own test
+(``agreement_signoff``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from quantkit.errors import ConfigError
+from quantkit.errors import ConfigError, DataError
 from quantkit.run.context import RunContext
 
 __all__ = ["candidate_test", "decision_metric", "decision_value", "example_scores",
@@ -39,8 +46,8 @@ def decision_metric(ctx: RunContext) -> str:
 
     Embedding outputs: ``verdict.metric`` when it is cosine or recall_at_k, else cosine.
     Logit outputs: kl / abs_logit / agreement as set; label-free data otherwise agreement;
-    else ``verdict.metric`` (accuracy, macro_f1). cosine / recall_at_k on logits is a
-    ConfigError.
+    else ``verdict.metric`` (accuracy, macro_f1: each ranks dev and is signed off as
+    itself). cosine / recall_at_k on logits is a ConfigError.
     """
     v = ctx.settings.verdict
     check_metric_fits(ctx.settings, _output_kind(ctx),
@@ -81,10 +88,18 @@ def higher_is_better(metric: str) -> bool:
 
 
 def decision_value(ctx: RunContext, evaluation) -> float:
-    """An evaluation's decision metric, signed so that larger is better (for ranking)."""
+    """An evaluation's decision metric, signed so that larger is better (for ranking): what
+    its sign-off tests. Accuracy, macro-F1, agreement: the metric itself. cosine /
+    recall_at_k / kl / abs_logit: the share of dev examples within the tolerance (the tested
+    quantity), ties broken by the mean score (weight 1e-9, below any share's resolution)."""
     metric = decision_metric(ctx)
     value = evaluation.metric(metric)
-    return value if higher_is_better(metric) else -value
+    signed = value if higher_is_better(metric) else -value
+    test = getattr(evaluation, "test", None)
+    if metric in ("cosine", "recall_at_k", "kl", "abs_logit") and test is not None \
+            and test.metric == metric:
+        return float(test.point) + 1e-9 * signed
+    return signed
 
 
 def split_groups(ctx: RunContext, split: str):
@@ -96,9 +111,13 @@ def split_groups(ctx: RunContext, split: str):
 
 
 def example_scores(metric: str, reference: np.ndarray, candidate: np.ndarray, *,
-                   recall_k: int = 10) -> np.ndarray:
-    """Per-example score of ``candidate`` vs the FP32 ``reference`` outputs (shape (n,))."""
-    from quantkit.compare.embedding import cosine_per_example, neighbour_recall_at_k
+                   recall_k: int = 10, ref_gallery: np.ndarray | None = None,
+                   gallery: np.ndarray | None = None) -> np.ndarray:
+    """Per-example score of ``candidate`` vs the FP32 ``reference`` outputs (shape (n,)).
+
+    recall_at_k searches the gallery (``ref_gallery`` / ``gallery``: the gallery embedded by
+    FP32 and by the candidate)."""
+    from quantkit.compare.embedding import cosine_per_example, gallery_recall_at_k
     from quantkit.compare.metrics import kl_per_example
 
     if metric == "agreement":
@@ -111,13 +130,18 @@ def example_scores(metric: str, reference: np.ndarray, candidate: np.ndarray, *,
     if metric == "cosine":
         return cosine_per_example(reference, candidate)
     if metric == "recall_at_k":
-        return neighbour_recall_at_k(reference, candidate, k=recall_k)
+        if ref_gallery is None or gallery is None:
+            raise DataError("recall@k needs a gallery and the train split it is drawn from "
+                            "is empty", where="verdict.gallery_size", value=0,
+                            fix="leave train examples (data.train.size) or use "
+                                "verdict.metric=cosine")
+        return gallery_recall_at_k(reference, candidate, ref_gallery, gallery, k=recall_k)
     raise ConfigError("not a per-example score metric", where="verdict.metric", value=metric,
                       fix=f"use one of {list(LOGIT_METRICS + EMBEDDING_METRICS)}")
 
 
 def declared_bound(v, metric: str) -> float:
-    """The floor / ceiling ``verdict.*`` declares for ``metric``."""
+    """The per-example tolerance (or, for agreement, the minimum) ``verdict.*`` declares."""
     return {"agreement": v.min_agreement, "cosine": v.min_cosine, "recall_at_k": v.min_recall,
             "kl": v.max_kl, "abs_logit": v.max_abs_logit}[metric]
 
@@ -136,22 +160,30 @@ def signoff_threshold(settings, metric: str) -> float:
 
 
 def candidate_test(ctx: RunContext, split: str, ref_logits: np.ndarray, logits: np.ndarray,
-                   *, name: str, alpha: float | None = None):
+                   *, name: str, alpha: float | None = None,
+                   ref_gallery: np.ndarray | None = None,
+                   gallery: np.ndarray | None = None, gallery_info: dict | None = None):
     """The candidate's :class:`~quantkit.verdict.SignoffTest` on ``split`` (one-sided alpha =
     ``verdict.alpha / 2``, or ``alpha``: on test, the look's alpha from the ledger), joined with the churn gate when ``verdict.max_flip_rate`` is set
     and the output has top-1 predictions (logits).
 
-    Label-free metrics (:func:`decision_metric`): non-inferiority of the per-example score
-    against its declared bound (``verdict.min_agreement``, ``min_cosine``, ``min_recall``,
-    ``max_kl``, ``max_abs_logit``; ``verdict.score_quantile`` for a quantile instead of the
-    mean); agreement without ``score_quantile`` is exactly ``agreement_signoff``.
+    Labelled: accuracy (``paired_signoff``) or macro-F1 (``macro_f1_signoff``), whichever
+    ``verdict.metric`` declares. Label-free (:func:`decision_metric`): agreement
+    (``agreement_signoff``, minimum ``verdict.min_agreement``), or the share of examples
+    within a per-example tolerance (``verdict.min_cosine``, ``min_recall``, ``max_kl``,
+    ``max_abs_logit``) against ``1 - verdict.score_quantile`` (``score_signoff``);
+    recall@k in the gallery (``ref_gallery`` / ``gallery``, identified by
+    ``gallery_info``).
 
     Where an engine check is part of the deployed artifact's bound (run/deployment.py), the
     margin / floor / ceiling tested here is what is left after the engine's tolerance
     (:func:`signoff_threshold`), on dev and on test alike.
     """
+    from dataclasses import replace
+
     from quantkit.verdict import (Margin, agreement_signoff, churn_gate, paired_signoff,
                                   score_signoff, with_gate)
+    from quantkit.verdict.macro_f1 import macro_f1_signoff
 
     v, seed = ctx.settings.verdict, ctx.settings.seed
     alpha = v.alpha / 2 if alpha is None else alpha
@@ -160,11 +192,16 @@ def candidate_test(ctx: RunContext, split: str, ref_logits: np.ndarray, logits: 
                   min_groups=v.min_groups, candidate=name)
     metric = decision_metric(ctx)
     if _output_kind(ctx) == "embedding":  # no top-1 predictions: no churn gate
-        return score_signoff(example_scores(metric, ref_logits, logits, recall_k=v.recall_k),
+        test = score_signoff(example_scores(metric, ref_logits, logits, recall_k=v.recall_k,
+                                            ref_gallery=ref_gallery, gallery=gallery),
                              metric=metric, threshold=signoff_threshold(ctx.settings, metric),
                              quantile=v.score_quantile, power=v.power, **common)
+        if metric == "recall_at_k" and gallery_info:
+            test = replace(test, margin={**test.margin, "gallery": dict(gallery_info)},
+                           reasons=[*test.reasons, _gallery_reason(gallery_info, v.recall_k)])
+        return test
     ref_pred, pred = ref_logits.argmax(axis=1), logits.argmax(axis=1)
-    if metric == "agreement" and v.score_quantile is None:
+    if metric == "agreement":
         return agreement_signoff(ref_pred, pred,
                                  min_agreement=signoff_threshold(ctx.settings, metric),
                                  power=v.power, **common)
@@ -173,13 +210,21 @@ def candidate_test(ctx: RunContext, split: str, ref_logits: np.ndarray, logits: 
                              threshold=signoff_threshold(ctx.settings, metric),
                              quantile=v.score_quantile,
                              power=v.power, **common)
-        if metric == "agreement" or v.max_flip_rate is None:
-            return test
     else:
         y = ctx.split(split).labels
-        test = paired_signoff(ref_pred == y, pred == y,
-                              margin=Margin(v.margin_kind, signoff_threshold(ctx.settings, metric)),
-                              power=v.power, **common)
-        if v.max_flip_rate is None:
-            return test
+        margin = Margin(v.margin_kind, signoff_threshold(ctx.settings, metric))
+        if metric == "macro_f1":
+            test = macro_f1_signoff(y, ref_pred, pred, n_classes=len(ctx.splits.label_names),
+                                    margin=margin, power=v.power, **common)
+        else:
+            test = paired_signoff(ref_pred == y, pred == y, margin=margin, power=v.power,
+                                  **common)
+    if v.max_flip_rate is None:
+        return test
     return with_gate(test, churn_gate(ref_pred, pred, max_flip_rate=v.max_flip_rate, **common))
+
+
+def _gallery_reason(info: dict, k: int) -> str:
+    return (f"recall@{k} searched in a fixed gallery of {info.get('size')} {info.get('source')} "
+            f"examples (sha256 {str(info.get('sha256'))[:12]}), the same for every query: "
+            "queries are independent given the gallery")

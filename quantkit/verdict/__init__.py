@@ -2,7 +2,8 @@
 
 Pure numpy/scipy; randomness only from the ``seed`` passed in. Decision rules are
 documented in ``quantkit.verdict.signoff`` (one candidate: score + bootstrap intervals,
-groups, churn, agreement), ``quantkit.verdict.power`` (planned test sizes) and
+groups, churn, agreement, label-free shares), ``quantkit.verdict.macro_f1`` (macro-F1),
+``quantkit.verdict.power`` (planned test sizes) and
 ``quantkit.verdict.protocol`` (dev-declared family, test ledger, familywise decision,
 recommendation) for the dev / test sign-off, ``quantkit.verdict.rule_power`` (power of the
 rule actually used, simulated) and ``quantkit.verdict.ledger`` (looks across runs: what one
@@ -29,7 +30,8 @@ from quantkit.verdict.protocol import (
     recommend_candidate,
     signoff_record,
 )
-from quantkit.verdict.score import newcombe_interval, tango_interval, wilson_interval
+from quantkit.verdict.score import (clopper_pearson_interval, newcombe_interval, tango_interval,
+                                    wilson_interval)
 from quantkit.verdict.signoff import (
     FAIL,
     INCONCLUSIVE,
@@ -45,6 +47,7 @@ from quantkit.verdict.signoff import (
     with_gate,
 )
 from quantkit.verdict.stats import holm_adjust
+from quantkit.verdict.macro_f1 import macro_f1_signoff  # after signoff: it builds on it
 
 __all__ = [
     "FamilyDecision",
@@ -60,10 +63,12 @@ __all__ = [
     "agreement_signoff",
     "churn",
     "churn_gate",
+    "clopper_pearson_interval",
     "decide_family",
     "declare_family",
     "declare_powered_family",
     "intra_group_correlation",
+    "macro_f1_signoff",
     "newcombe_interval",
     "paired_signoff",
     "plan_family",

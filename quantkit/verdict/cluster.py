@@ -17,6 +17,19 @@ interval too narrow. Here the *groups* are resampled:
   and Kish's design effect of a mean, ``deff = 1 + (sum n_g^2 / N - 1) ICC``: the factor by
   which grouping inflates its variance (``N / deff`` is the effective number of independent
   examples). ``ICC`` is 0 when ``d`` has no variance or every group has one example.
+* :func:`cluster_bootstrap_t`: the studentized (bootstrap-t) cluster bootstrap of the same
+  ratio mean (Hall 1992, *The Bootstrap and Edgeworth Expansion*, ch. 3; for clusters
+  Cameron, Gelbach & Miller 2008, Rev Econ Stat 90:414-427). Each resample's
+  ``t* = (mean* - mean) / se*`` uses the cluster-robust (CR1) standard error of that
+  resample, ``se^2 = G / (G - 1) sum_g (S_g - mean n_g)^2 / N^2``; the interval is
+  ``[mean - q*_{1-a} se, mean - q*_{a} se]``. When the loss sits in a few groups, a sample
+  that drew few of them both looks better and has a smaller spread: the percentile
+  bootstrap then passes too often, the bootstrap-t corrects that to second order.
+  Simulated (``benchmarks/group_validity.py --baseline``, 1,000 runs per row, the loss in
+  10% of the groups, 6,000 examples, CPU shared): false PASS of the accuracy test with the
+  bootstrap-t 0.059 / 0.038 / 0.017 at 30 / 50 / 100 groups, with the percentile cluster
+  bootstrap it replaces 0.079 / 0.050 / 0.021 (same worlds and seeds); see ``MIN_GROUPS`` in
+  ``quantkit.verdict.signoff`` for what no method can fix with few groups.
 
 Numerics only (numpy), randomness only from the ``rng`` passed in.
 """
@@ -30,7 +43,8 @@ import numpy as np
 
 from quantkit.errors import DataError
 
-__all__ = ["GroupStats", "cluster_bootstrap_means", "group_codes", "intra_group_correlation"]
+__all__ = ["ClusterT", "GroupStats", "cluster_bootstrap_means", "cluster_bootstrap_t",
+           "group_codes", "group_weight_chunks", "intra_group_correlation", "weighted_cr1"]
 
 _CHUNK_ELEMENTS = 2_000_000
 
@@ -93,13 +107,87 @@ def cluster_bootstrap_means(values: Any, codes: np.ndarray, n_groups: int, *, n_
                         fix="pass at least one example")
     sums = np.bincount(codes, weights=y, minlength=n_groups)
     sizes = np.bincount(codes, minlength=n_groups).astype(np.float64)
+    parts = [(w @ sums) / (w @ sizes) for w in group_weight_chunks(n_groups, n_boot, rng)]
+    return float(y.mean()), np.concatenate(parts)
+
+
+def group_weight_chunks(n_groups: int, n_boot: int, rng: np.random.Generator):
+    """Group counts ``w ~ Multinomial(G, 1/G)`` of ``n_boot`` resamples, in memory-bounded
+    chunks of shape (b, G)."""
     p = np.full(n_groups, 1.0 / n_groups)
     chunk = max(1, _CHUNK_ELEMENTS // n_groups)
-    parts = []
     done = 0
     while done < n_boot:
         b = min(chunk, n_boot - done)
-        w = rng.multinomial(n_groups, p, size=b).astype(np.float64)
-        parts.append((w @ sums) / (w @ sizes))
+        yield rng.multinomial(n_groups, p, size=b).astype(np.float64)
         done += b
-    return float(y.mean()), np.concatenate(parts)
+
+
+@dataclass(frozen=True)
+class ClusterT:
+    """The observed ratio mean, its CR1 standard error and the bootstrap-t statistics."""
+
+    mean: float
+    se: float
+    t: np.ndarray  # (n_boot,) studentized resample statistics, clipped to +-1e6
+    n_groups: int
+
+    def bounds(self, alpha: float) -> tuple[float, float]:
+        """Two-sided (1 - 2 alpha) bootstrap-t interval (one-sided alpha each side)."""
+        if self.se <= 0.0:
+            return self.mean, self.mean
+        q_low, q_high = (float(v) for v in np.quantile(self.t, [alpha, 1.0 - alpha]))
+        return self.mean - q_high * self.se, self.mean - q_low * self.se
+
+    def p_above(self, threshold: float) -> float:
+        """One-sided bootstrap-t p-value of ``H0: mean <= threshold``."""
+        if self.se <= 0.0:
+            return 0.0 if self.mean > threshold else 1.0
+        t_obs = (self.mean - threshold) / self.se
+        return (1 + int(np.count_nonzero(self.t >= t_obs))) / (self.t.size + 1)
+
+    def p_below(self, threshold: float) -> float:
+        """One-sided bootstrap-t p-value of ``H0: mean >= threshold``."""
+        if self.se <= 0.0:
+            return 0.0 if self.mean < threshold else 1.0
+        t_obs = (self.mean - threshold) / self.se
+        return (1 + int(np.count_nonzero(self.t <= t_obs))) / (self.t.size + 1)
+
+
+def _cr1_var(ss: np.ndarray | float, total: np.ndarray | float, n_groups: int):
+    return n_groups / max(n_groups - 1, 1) * ss / np.square(total)
+
+
+def weighted_cr1(w: np.ndarray, sums: np.ndarray, sizes: np.ndarray, n_groups: int
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Ratio means and CR1 standard errors of resamples with group multiplicities ``w``
+    (b, G), from each group's sum of values and size."""
+    tot = w @ sizes
+    mu = (w @ sums) / tot
+    raw = w @ (sums * sums)
+    ss = raw - 2.0 * mu * (w @ (sums * sizes)) + mu * mu * (w @ (sizes * sizes))
+    ss = np.where(ss > 1e-12 * np.maximum(raw, 1e-300), ss, 0.0)  # cancellation: 0
+    return mu, np.sqrt(_cr1_var(ss, tot, n_groups))
+
+
+def cluster_bootstrap_t(values: Any, codes: np.ndarray, n_groups: int, *, n_boot: int,
+                        rng: np.random.Generator) -> ClusterT:
+    """Bootstrap-t of the ratio mean of ``values`` over groups (module docstring)."""
+    y = np.asarray(values, dtype=np.float64)
+    if n_groups < 1:
+        raise DataError("no groups to resample", where="cluster_bootstrap_t", value=0,
+                        fix="pass at least one example")
+    sums = np.bincount(codes, weights=y, minlength=n_groups)
+    sizes = np.bincount(codes, minlength=n_groups).astype(np.float64)
+    n = float(sizes.sum())
+    mean = float(sums.sum() / n)
+    se = float(np.sqrt(_cr1_var(float(np.sum((sums - mean * sizes) ** 2)), n, n_groups)))
+    parts = []
+    for w in group_weight_chunks(n_groups, n_boot, rng):
+        mu, se_b = weighted_cr1(w, sums, sizes, n_groups)
+        diff = mu - mean
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = np.where(se_b > 0, diff / np.where(se_b > 0, se_b, 1.0),
+                         np.where(np.abs(diff) > 1e-12, np.sign(diff) * 1e6, 0.0))
+        parts.append(np.clip(t, -1e6, 1e6))
+    return ClusterT(mean=mean, se=se, t=np.concatenate(parts), n_groups=n_groups)

@@ -24,6 +24,14 @@ are few, whatever the data say:
   closed-form cross-check of Tango.
 * :func:`wilson_interval` and :func:`wilson_p_above`: the Wilson score interval and test for
   one proportion (agreement with FP32, flip rate).
+* :func:`clopper_pearson_interval` and :func:`clopper_pearson_p_above`: the exact binomial
+  (Clopper & Pearson 1934, Biometrika 26:404-413) interval and test of one proportion, the
+  share of examples within a per-example tolerance (label-free cosine / KL / |logit delta| /
+  recall@k). Its one-sided error is at most alpha for every true share and every n: no
+  normal approximation, so skewed or heavy-tailed scores cannot make it anti-conservative
+  (the test sees only whether each example is within the tolerance). With ``x = n`` the
+  lower limit is ``alpha^(1/n) < 1``: never of zero width. Non-integer (Rao-Scott) counts
+  use the same beta quantiles (Korn & Graubard 1998, Survey Methodology 24:193-201).
 
 Counts may be non-integer: dividing ``b, c, n`` by a design effect is the Rao-Scott
 adjustment for grouped (clustered) data used in ``quantkit.verdict.signoff``.
@@ -36,12 +44,14 @@ import math
 
 import numpy as np
 from scipy.optimize import brentq
+from scipy.stats import beta as beta_dist
 from scipy.stats import norm
 
 from quantkit.errors import DataError
 
-__all__ = ["newcombe_interval", "tango_interval", "tango_p_noninferiority", "tango_statistic",
-           "wilson_interval", "wilson_p_above"]
+__all__ = ["clopper_pearson_interval", "clopper_pearson_p_above", "newcombe_interval",
+           "tango_interval", "tango_p_noninferiority", "tango_statistic", "wilson_interval",
+           "wilson_p_above"]
 
 _EDGE = 1e-9
 
@@ -114,6 +124,34 @@ def wilson_p_above(x: float, n: float, p0: float) -> float:
                         value=p0, fix="declare a minimum agreement strictly between 0 and 1")
     z = (float(x) / float(n) - p0) / math.sqrt(p0 * (1.0 - p0) / float(n))
     return float(norm.sf(z))
+
+
+def _check_share(x: float, n: float, where: str) -> tuple[float, float]:
+    x, n = float(x), float(n)
+    if not (math.isfinite(x) and math.isfinite(n)) or n <= 0 or not 0.0 <= x <= n * (1 + 1e-12):
+        raise DataError("a proportion needs 0 <= x <= n and n > 0", where=where, value=(x, n),
+                        fix="pass a count and its total")
+    return min(x, n), n
+
+
+def clopper_pearson_interval(x: float, n: float, *, alpha: float) -> tuple[float, float]:
+    """Two-sided (1 - alpha) Clopper-Pearson interval of ``x / n``: each side has error at
+    most alpha / 2 (``x``, ``n`` may be non-integer effective counts)."""
+    x, n = _check_share(x, n, "clopper_pearson_interval")
+    low = 0.0 if x <= 0.0 else float(beta_dist.ppf(alpha / 2.0, x, n - x + 1.0))
+    high = 1.0 if x >= n else float(beta_dist.ppf(1.0 - alpha / 2.0, x + 1.0, n - x))
+    return low, high
+
+
+def clopper_pearson_p_above(x: float, n: float, p0: float) -> float:
+    """Exact one-sided p-value of ``H0: p <= p0``: ``P(X >= x | n, p0)``, the regularized
+    incomplete beta ``I_p0(x, n - x + 1)``; "p < alpha" is "the lower limit of
+    :func:`clopper_pearson_interval` at ``2 alpha`` lies above p0"."""
+    x, n = _check_share(x, n, "clopper_pearson_p_above")
+    if not 0.0 < p0 < 1.0:
+        raise DataError("the null proportion must be in (0, 1)", where="clopper_pearson_p_above",
+                        value=p0, fix="declare a minimum share strictly between 0 and 1")
+    return 1.0 if x <= 0.0 else float(beta_dist.cdf(p0, x, n - x + 1.0))
 
 
 def newcombe_interval(a: float, b: float, c: float, d: float, *,

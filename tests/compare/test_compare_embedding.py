@@ -1,4 +1,5 @@
-"""Embedding evidence: cosine per example, mean pooling, recall@k of FP32's neighbours."""
+"""Embedding evidence: cosine per example, mean pooling, recall@k of FP32's neighbours (in a
+fixed gallery: its value does not depend on how many queries are evaluated)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import numpy as np
 import pytest
 
 from quantkit.compare.embedding import (cosine_per_example, distribution, embedding_evidence,
+                                        gallery_recall_at_k, gallery_top1_agreement,
                                         mean_pool, neighbour_recall_at_k,
                                         top1_neighbour_agreement)
 from quantkit.errors import DataError
@@ -84,11 +86,57 @@ def test_recall_k_out_of_range_is_one_clear_error():
 def test_evidence_and_distribution():
     rng = np.random.default_rng(4)
     ref = rng.normal(size=(50, 8))
-    ev = embedding_evidence(ref, ref + 0.01 * rng.normal(size=ref.shape), k=5)
+    gal = rng.normal(size=(30, 8))
+    noise = lambda a: a + 0.01 * rng.normal(size=a.shape)  # noqa: E731
+    ev = embedding_evidence(ref, noise(ref), k=5, ref_gallery=gal, cand_gallery=noise(gal),
+                            gallery={"sha256": "ab" * 32, "source": "train"})
     assert 0.99 < ev["cosine"]["mean"] <= 1.0
     assert sum(ev["cosine"]["hist"]["counts"]) == 50
-    assert 0.0 <= ev["recall_at_5"]["mean"] <= 1.0
-    small = embedding_evidence(ref[:4], ref[:4], k=5)
+    assert 0.0 <= ev["recall_at_5"]["mean"] <= 1.0 and ev["recall_at_5"]["n"] == 50
+    assert ev["gallery"] == {"size": 30, "sha256": "ab" * 32, "source": "train"}
+    no_gallery = embedding_evidence(ref, ref, k=5)
+    assert "note" in no_gallery and "recall_at_5" not in no_gallery
+    small = embedding_evidence(ref, ref, k=5, ref_gallery=gal[:4], cand_gallery=gal[:4])
     assert "note" in small and "recall_at_5" not in small
     d = distribution([1.0, 1.0, 1.0])
     assert d["mean"] == 1.0 and d["n"] == 3
+
+
+def _clustered(rng, n, centers):
+    return centers[rng.integers(0, len(centers), n)] + 0.05 * rng.normal(size=(n, 16))
+
+
+def test_gallery_recall_of_a_query_does_not_depend_on_the_other_queries():
+    """Issue 24: recall@k searched inside the evaluated set, so one candidate scored 0.906 /
+    0.955 / 0.890 at n = 1,000 / 2,500 / 6,000. Against a fixed gallery a query's recall is
+    the same whichever other queries are evaluated with it."""
+    rng = np.random.default_rng(5)
+    centers = rng.normal(size=(40, 16))
+    gal, queries = _clustered(rng, 500, centers), _clustered(rng, 3000, centers)
+    cand = lambda a: a + 0.03 * rng.normal(size=a.shape)  # noqa: E731
+    gal_c, q_c = cand(gal), cand(queries)
+    full = gallery_recall_at_k(queries, q_c, gal, gal_c, k=10)
+    for n in (100, 1000):
+        idx = np.sort(rng.choice(3000, n, replace=False))
+        sub = gallery_recall_at_k(queries[idx], q_c[idx], gal, gal_c, k=10)
+        assert np.array_equal(sub, full[idx])  # per query: identical
+        assert abs(sub.mean() - full.mean()) < 4 * full.std() / np.sqrt(n)
+    # the within-set recall of the same queries moves with n: more neighbours to confuse
+    within = [neighbour_recall_at_k(queries[:n], q_c[:n], k=10).mean() for n in (100, 3000)]
+    assert abs(within[0] - within[1]) > 0.05
+    assert np.array_equal(gallery_recall_at_k(queries, q_c, gal, gal_c, k=10, chunk=7), full)
+
+
+def test_gallery_recall_hand_computed_and_errors():
+    gal = np.array([[1.0, 0.0], [1.0, 0.1], [1.0, 0.3], [0.0, 1.0]])
+    q = np.array([[1.0, 0.05]])
+    gal_c = gal.copy()
+    gal_c[3] = [1.0, 0.06]  # the candidate moves gallery item 3 next to the query
+    assert gallery_recall_at_k(q, q, gal, gal, k=2)[0] == 1.0
+    assert gallery_recall_at_k(q, q, gal, gal_c, k=2)[0] == pytest.approx(0.5)
+    assert gallery_top1_agreement(q, q, gal, gal_c)[0] == 0.0
+    with pytest.raises(DataError, match="gallery size") as e:
+        gallery_recall_at_k(q, q, gal, gal, k=5)
+    assert "verdict.recall_k" in str(e.value)
+    with pytest.raises(DataError, match="one shape"):
+        gallery_recall_at_k(q, q, gal, gal[:3], k=2)

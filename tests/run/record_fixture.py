@@ -36,6 +36,10 @@ interval is a 95.5% one (low / high / level / alpha, the gate's too), ``plan_n``
 reasons (one more: the look), the family and decision sha256, the recommendation basis, and
 the power plan's ``n_required`` (simulated for the rule actually used, 398 instead of Nam's
 381); no status changed.
+Issue 24 (label-free shares, macro-F1, groups) remade them for three verdict config keys:
+verdict.gallery_size added (1000), verdict.score_quantile null -> 0.05, verdict.min_groups
+10 -> 75; no other comparable value changed (made on an avx512_vnni host: host-dependent
+floats differ in their last digits and are compared by kind).
 tests/run/test_record_fixture.py reruns the same configs and
 compares, so any later change to a record is a visible, deliberate fixture update.
 """

@@ -51,27 +51,34 @@ def _run(world, name, *extra):
 
 @pytest.mark.parametrize("metric, key", [("kl", "max_kl"), ("abs_logit", "max_abs_logit")])
 def test_ceiling_metrics_pass_and_fail(world, metric, key):
+    """The per-example ceiling and the share within it (issue 24: exact binomial bound)."""
     rec, out = _run(world, f"{metric}-loose", f"verdict.metric={metric}")
     rows = rec["signoff"]["decision"]["rows"]
     assert all(r["metric"] == metric for r in rows)
     fp16 = rec["candidates"]["fp16"]
     v = fp16["verdict"]["deltas"][metric]
-    assert fp16["verdict"]["status"] == "PASS" and v["high"] < rec["config"]["verdict"][key]
-    assert abs(v["point"] - fp16["metrics"][metric]) < 1e-9  # the mean the verdict tests
+    share = 1 - rec["config"]["verdict"]["score_quantile"]
+    assert fp16["verdict"]["status"] == "PASS" and v["low"] > share
+    sig = fp16["verdict"]["signoff"]
+    assert sig["methods"]["score"]["method"] == "clopper_pearson"
+    assert fp16["verdict"]["margin"]["bound"] == rec["config"]["verdict"][key]
+    # the mean is recorded beside the tested share, and is the candidate's metric
+    assert abs(sig["methods"]["score"]["score_mean"] - fp16["metrics"][metric]) < 1e-9
     assert "kl" in fp16["metrics"] and "agreement" in fp16["metrics"]  # beside each other
-    assert f"{metric} [95% CI]" in out
-    # a ceiling below what INT8 measures: the INT8 candidates FAIL
-    int8_mean = min(c["metrics"][metric] for n, c in rec["candidates"].items()
-                    if n.startswith("int8."))
+    assert f"{metric} share [95% CI]" in out
+    # a tolerance a tenth of INT8's 95% quantile: at most 95% of its examples are within
+    # it, so no INT8 candidate can PASS
+    q95 = min(c["verdict"]["signoff"]["methods"]["score"]["score_at_quantile"]
+              for n, c in rec["candidates"].items() if n.startswith("int8."))
     strict, _ = _run(world, f"{metric}-strict", f"verdict.metric={metric}",
-                     f"verdict.{key}={int8_mean / 20:.3g}")
+                     f"verdict.{key}={q95 / 10:.3g}")
     for n, c in strict["candidates"].items():
         if n.startswith("int8."):
-            # |logit delta| is spread evenly: FAIL; the tiny world's INT8 KL is one outlier
-            # example over near-zero ones, so its interval reaches 0: never a PASS
+            # |logit delta| is spread evenly: FAIL; the tiny world's INT8 KL is near zero on
+            # most examples, so its share may sit at the declared one: never a PASS
             want = {"FAIL"} if metric == "abs_logit" else {"FAIL", "INCONCLUSIVE"}
             assert c["verdict"]["status"] in want, (n, c["verdict"]["reasons"])
-            assert c["verdict"]["deltas"][metric]["high"] > c["verdict"]["margin"]["ceiling"]
+            assert c["verdict"]["deltas"][metric]["low"] < share
 
 
 def test_kl_is_gated_by_churn(world):

@@ -96,7 +96,7 @@ def test_planted_regression_in_one_group_passes_only_without_the_cluster_bootstr
     assert abs(iid.point + 0.002) < 0.001 and grouped.point == iid.point
     assert iid.status == PASS  # examples treated as independent: too narrow
     assert grouped.status != PASS  # groups resampled: the movie-0 regression shows
-    assert grouped.methods["bootstrap"]["method"] == "cluster"
+    assert grouped.methods["bootstrap"]["method"] == "cluster_t"
     assert grouped.low < grouped.threshold < iid.low
     g = grouped.groups
     assert g["n_groups"] == 60 and g["icc"] > 0.05 and g["design_effect"] > 3
@@ -142,7 +142,7 @@ def test_too_few_groups_is_inconclusive():
     rng = np.random.default_rng(6)
     ref, cand = _paired(rng, 20_000, p_b=0.01, p_c=0.01)
     t = paired_signoff(ref, cand, margin=M, groups=np.arange(20_000) % 5)
-    assert t.status == INCONCLUSIVE and any("verdict.min_groups=10" in r for r in t.reasons)
+    assert t.status == INCONCLUSIVE and any("verdict.min_groups=75" in r for r in t.reasons)
 
 
 # --------------------------------------------------------------------------- churn, agreement

@@ -22,7 +22,7 @@ def _settings(*overrides):
 
 def test_defaults_and_overrides():
     v = _settings().verdict
-    assert (v.family, v.min_n, v.min_groups, v.power) == ("fixed_sequence", 100, 10, 0.8)
+    assert (v.family, v.min_n, v.min_groups, v.power) == ("fixed_sequence", 100, 75, 0.8)
     assert v.max_flip_rate == 0.10 and v.min_agreement == 0.99 and v.alpha == 0.05
     v = _settings("verdict.family=holm", "verdict.max_flip_rate=null").verdict
     assert v.family == "holm" and v.max_flip_rate is None
@@ -58,3 +58,15 @@ def test_ledger_keys_default_and_refuse_bad_values(tmp_path):
         with pytest.raises(ConfigError, match=key.replace(".", r"\.")) as err:
             _settings(override)
         assert "\n" not in str(err.value)
+
+
+def test_label_free_share_keys():
+    v = _settings().verdict
+    assert (v.score_quantile, v.gallery_size) == (0.05, 1000)
+    with pytest.raises(ConfigError, match=r"verdict\.gallery_size"):
+        _settings("verdict.gallery_size=0")
+    # the mean test score_quantile=null used to select is gone: one clear error, naming it
+    with pytest.raises(ConfigError, match=r"verdict\.score_quantile") as err:
+        _settings("verdict.metric=kl", "verdict.score_quantile=null")
+    assert "\n" not in str(err.value) and "share" in str(err.value)
+    assert _settings("verdict.score_quantile=null").verdict.metric == "accuracy"  # unused
