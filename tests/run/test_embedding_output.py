@@ -95,9 +95,11 @@ def _run(world, name, *extra):
 @pytest.mark.parametrize("metric", ["cosine", "recall_at_k"])
 def test_cli_embedding_run_gives_score_verdicts(embed_world, metric):
     # per query, at least 4 of FP32's 5 gallery neighbours kept (FP16 reorders near ties of
-    # this tiny model's embeddings: 5 of 5 holds for 196 of 200 queries, too few for 95%)
+    # this tiny model's embeddings: 5 of 5 holds for 196 of 200 queries, too few for 95%):
+    # the declared floor 0.6 leaves 1 - 0.4 x (1 - 0.5) = 0.8 after the engine check's half
+    # (target=tensorrt signed on the CPU emulation: run/deployment.py signoff_budget)
     r, run_dir = _run(embed_world, metric, f"verdict.metric={metric}", "verdict.recall_k=5",
-                      "verdict.min_recall=0.8")
+                      "verdict.min_recall=0.6")
     assert r.returncode == 0, r.stderr[-2000:]
     rec = json.loads((run_dir / "record.json").read_text())
     so = rec["signoff"]

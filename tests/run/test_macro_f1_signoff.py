@@ -44,6 +44,9 @@ def test_planted_macro_f1_loss_does_not_pass_through_the_run(ctx, tiny):
     assert t.gate is not None and t.gate["status"] == "PASS"  # churn 8%: not what fails it
     d = t.to_verdict_dict()
     assert d["metric"] == "macro_f1" and d["deltas"]["macro_f1"]["high"] < -0.03
-    c_acc = _ctx_with_test_split(ctx, tiny, "verdict.metric=accuracy")
+    # the old, wrong signature: the same predictions tested on accuracy, at the whole declared
+    # margin as when the signed numbers are the deployment's own (target=ort_cpu, fused)
+    c_acc = _ctx_with_test_split(ctx, tiny, "verdict.metric=accuracy", "target=ort_cpu",
+                                 "backend.qdq_mode=fused", "precision.remainder=fp32")
     t_acc = candidate_test(c_acc, "test", _logits(ref), _logits(cand), name="int8.planted")
-    assert t_acc.metric == "accuracy" and t_acc.status == "PASS"  # the old, wrong signature
+    assert t_acc.metric == "accuracy" and t_acc.status == "PASS", t_acc.reasons
