@@ -25,7 +25,7 @@ pytestmark = [
 def test_mobilenet_int8_end_to_end(cli, tmp_path):
     pytest.importorskip("torch")
     args = ("experiment=mobilenet_int8", "data.eval.limit=300", "data.dev.limit=300", "data.calib.num_samples=64",
-            "model.head.n_train=2000", "progress=false", "verdict.n_boot=500",
+            "model.head.n_train=2000", "progress=false", "ptq.recipe=mobilenet", "verdict.n_boot=500",
             "precision.search.max_full_evals=4", "precision.search.measure_top=4",
             "precision.search.subset=64", "compare.subset=32", "compare.backend_check_subset=64",
             "bench.enabled=false")
