@@ -35,6 +35,9 @@ class HeadConfig:
 
     C: float = 1.0
     max_iter: int = 2000
+    # pose the fit on standardized features (quantkit/models/head.py solve_logistic_head):
+    # the same kind of optimum, far better conditioned when the features' scales differ
+    standardize: bool = False
     # image zoo models: fit on a seeded subset of this many train images (null = all); the
     # calibration images are then drawn from the train images the head never saw
     n_train: Optional[int] = None

@@ -39,7 +39,8 @@ def prepare_model(settings, splits, *, cache_dir: Path) -> Model:
         return prepare_mobilenet_classifier(
             cache_dir=cache_dir, train_images=splits.train.images,
             train_labels=splits.train.labels, preprocess=image_preprocess(settings),
-            head_C=cfg.head.C, max_iter=cfg.head.max_iter, n_train=None, seed=settings.seed,
+            head_C=cfg.head.C, max_iter=cfg.head.max_iter, standardize=cfg.head.standardize,
+            n_train=None, seed=settings.seed,
             label_names=splits.label_names, name=cfg.name, batch_size=settings.data.batch_size,
             progress=settings.progress, opset=cfg.opset)
     from quantkit.models.export import prepare_text_classifier, prepare_text_encoder

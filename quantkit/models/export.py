@@ -239,6 +239,8 @@ def prepare_text_classifier(*, encoder: str, encoder_sha: str, tokenizer_path: s
     key_source = {"v": PREP_VERSION, "encoder": encoder_sha, "train": train.sha256,
                   "C": cfg.head.C, "max_iter": cfg.head.max_iter, "opset": cfg.opset,
                   "pooling": cfg.pooling, "max_length": max_length, "labels": label_names}
+    if cfg.head.standardize:  # absent from older keys: their cached models stay valid
+        key_source["standardize"] = True
 
     def build(tmp: Path) -> dict:
         from quantkit.data.text import TextEncoder, load_tokenizer
@@ -251,7 +253,7 @@ def prepare_text_classifier(*, encoder: str, encoder_sha: str, tokenizer_path: s
         enc = TextEncoder(load_tokenizer(tokenizer_path), max_length=max_length, input_names=INPUTS)
         x = embed(backbone, train.texts, enc, batch_size, progress)
         head = fit_linear_head(x, train.labels, n_labels=len(label_names), C=cfg.head.C,
-                               max_iter=cfg.head.max_iter)
+                               max_iter=cfg.head.max_iter, standardize=cfg.head.standardize)
         write_with_head(backbone, head, tmp / "model.onnx")
         return {**head.to_meta(), "seconds": round(time.perf_counter() - t0, 2)}
 

@@ -110,11 +110,28 @@ def _logit_weights(coef: np.ndarray, intercept: np.ndarray, classes: np.ndarray,
     return full_c, full_b
 
 
+def _standardized(xs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(z, mean, scale)`` with ``z = (xs - mean) / scale`` per feature; a constant feature
+    keeps scale 1 (its z is 0, so its weight is 0 after folding)."""
+    mean = xs.mean(axis=0)
+    scale = xs.std(axis=0)
+    scale[scale < 1e-12] = 1.0
+    return (xs - mean) / scale, mean, scale
+
+
 def solve_logistic_head(x: np.ndarray, y: np.ndarray, *, n_labels: int, C: float = 1.0,
-                        max_iter: int = 200) -> tuple[np.ndarray, np.ndarray, int]:
+                        max_iter: int = 200,
+                        standardize: bool = False) -> tuple[np.ndarray, np.ndarray, int]:
     """The unrounded optimum: float64 logit weights ``(coef [n_labels, dim], intercept
     [n_labels], Newton iterations)`` of the L2-regularized logistic regression (scikit-
-    learn's objective at ``C``); absent labels' intercepts are NaN (set by the caller)."""
+    learn's objective at ``C``); absent labels' intercepts are NaN (set by the caller).
+
+    ``standardize``: the objective is posed on the standardized features (mean 0, variance 1
+    per feature over ``x``; the penalty on those weights) and the optimum folded back into
+    weights on the raw features (``coef / scale``, ``intercept - coef . mean / scale``):
+    still a smooth function of the inputs, and far better conditioned where the features'
+    scales differ (MobileNetV2's 1,280 pooled ReLU6 channels: Newton-CG to the same
+    tolerance in 19 iterations and 2 min instead of 21 min on 20,000 x 1,280, 10 classes)."""
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import LogisticRegression
     from threadpoolctl import threadpool_limits
@@ -135,14 +152,19 @@ def solve_logistic_head(x: np.ndarray, y: np.ndarray, *, n_labels: int, C: float
                          where="model.head", value=classes.tolist()[:12],
                          fix="pass label ids in range(len(label_names))")
     head = LogisticRegression(C=C, max_iter=max_iter, solver="newton-cg", tol=SOLVER_TOL)
+    z, mean, scale = _standardized(xs) if standardize else (xs, None, None)
     with threadpool_limits(limits=1, user_api="blas"), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
-        head.fit(xs, ys)
+        head.fit(z, ys)
     iterations = int(np.max(head.n_iter_))
     if any(issubclass(w.category, ConvergenceWarning) for w in caught):
         log.warning("head fit reached max_iter=%d Newton iterations before the gradient was "
                     "below %g: its bytes may depend on the host CPU", max_iter, SOLVER_TOL)
-    coef, intercept = _logit_weights(head.coef_, head.intercept_, head.classes_, n_labels)
+    raw_coef, raw_intercept = head.coef_, head.intercept_
+    if standardize:
+        raw_coef = raw_coef / scale
+        raw_intercept = raw_intercept - raw_coef @ mean
+    coef, intercept = _logit_weights(raw_coef, raw_intercept, head.classes_, n_labels)
     return coef, intercept, iterations
 
 
@@ -161,11 +183,13 @@ def head_on_grid(x: np.ndarray, y: np.ndarray, coef: np.ndarray, intercept: np.n
 
 
 def fit_linear_head(x: np.ndarray, y: np.ndarray, *, n_labels: int, C: float = 1.0,
-                    max_iter: int = 200, bits: int = GRID_BITS) -> LinearHead:
+                    max_iter: int = 200, bits: int = GRID_BITS,
+                    standardize: bool = False) -> LinearHead:
     """The L2-regularized logistic-regression head (scikit-learn's objective at ``C``) of
     embeddings ``x`` [n, dim] and labels ``y`` (0..n_labels-1), solved to its optimum and
     put on the fixed grid (module docstring). ``max_iter``: Newton iterations (a bound that a
-    converging fit stays far below; reaching it is logged)."""
+    converging fit stays far below; reaching it is logged); ``standardize``: see
+    :func:`solve_logistic_head`."""
     coef, intercept, iterations = solve_logistic_head(x, y, n_labels=n_labels, C=C,
-                                                      max_iter=max_iter)
+                                                      max_iter=max_iter, standardize=standardize)
     return head_on_grid(x, y, coef, intercept, iterations, bits)

@@ -239,6 +239,7 @@ def _train_subset(n: int, n_train: int | None, seed: int) -> np.ndarray:
 def prepare_mobilenet_classifier(*, cache_dir: str | os.PathLike, train_images: np.ndarray,
                                  train_labels: np.ndarray, preprocess,
                                  head_C: float = 1.0, max_iter: int = 300,
+                                 standardize: bool = False,
                                  n_train: int | None = None, seed: int = 0,
                                  label_names: Sequence[str] | None = None,
                                  name: str = "mobilenet_fashion",
@@ -248,7 +249,7 @@ def prepare_mobilenet_classifier(*, cache_dir: str | os.PathLike, train_images: 
 
     ``n_train`` fits the head on a seeded subset (``seed``) of the training images;
     ``max_iter`` bounds the Newton iterations of :func:`quantkit.models.head.fit_linear_head`
-    (which converges far below it). Before issue 24 the head was lbfgs stopped at
+    (which converges far below it); ``standardize`` poses the fit on standardized features. Before issue 24 the head was lbfgs stopped at
     ``max_iter``, whose result followed the host CPU's float bits. ``weights`` overrides the checkpoint
     path (it must still be the pinned file: it is sha256-checked). The key
     hashes the weights, the images and labels actually used, the preprocessing, the head
@@ -282,6 +283,8 @@ def prepare_mobilenet_classifier(*, cache_dir: str | os.PathLike, train_images: 
                   "weights": WEIGHTS_SHA256, "train": images_sha256(x_imgs, y),
                   "n_train": len(idx), "preprocess": preprocess.to_dict(),
                   "C": head_C, "max_iter": max_iter, "opset": opset, "labels": names}
+    if standardize:  # absent from older keys: their cached models stay valid
+        key_source["standardize"] = True
     cache = Path(cache_dir).expanduser()
 
     def build(tmp: Path) -> dict:
@@ -293,7 +296,8 @@ def prepare_mobilenet_classifier(*, cache_dir: str | os.PathLike, train_images: 
         x = embed_images(backbone, x_imgs, preprocess, batch_size=batch_size, progress=progress,
                          desc="embedding train images")
         t_embed = time.perf_counter()
-        head = fit_linear_head(x, y, n_labels=len(names), C=head_C, max_iter=max_iter)
+        head = fit_linear_head(x, y, n_labels=len(names), C=head_C, max_iter=max_iter,
+                               standardize=standardize)
         t_fit = time.perf_counter()
         write_with_head(backbone, head, tmp / "model.onnx")
         return {"preprocess": preprocess.to_dict(), "label_names": names, **head.to_meta(),

@@ -93,3 +93,33 @@ def test_absent_classes_never_win_and_bad_inputs_are_one_error():
         fit_linear_head(np.full((4, 2), np.nan), np.array([0, 1, 0, 1]), n_labels=2)
     with pytest.raises(ModelError, match="at least 2 classes"):
         fit_linear_head(x, np.zeros(len(x), int), n_labels=2)
+
+
+def test_standardized_fit_is_the_raw_feature_logits_and_keeps_its_bytes():
+    """``standardize=True`` (mobilenet_fashion's head): features of very different scales,
+    as pooled ReLU6 channels have. The folded raw-feature weights give the logits of the
+    fit on standardized features, and the bytes survive the CPU-kernel-sized noise too."""
+    from sklearn.linear_model import LogisticRegression
+
+    from quantkit.models.head import solve_logistic_head
+
+    rng = np.random.default_rng(5)
+    n, d, k = 1500, 64, 4
+    y = rng.integers(0, k, n)
+    scales = np.exp(rng.uniform(-3, 2, d))  # ~150x between the smallest and largest scale
+    x = ((rng.normal(size=(n, d)) + 0.6 * rng.normal(size=(k, d))[y]) * scales + 0.5 * scales)
+    x = x.astype(np.float32)
+    coef, intercept, _ = solve_logistic_head(x, y, n_labels=k, C=0.05, standardize=True)
+    xs = x.astype(np.float64)
+    z = (xs - xs.mean(0)) / xs.std(0)
+    ref = LogisticRegression(C=0.05, solver="newton-cg", tol=1e-10, max_iter=500).fit(z, y)
+    assert np.allclose(xs @ coef.T + intercept, ref.decision_function(z), atol=1e-6)
+    # not the raw-feature fit: another objective
+    raw, _, _ = solve_logistic_head(x, y, n_labels=k, C=0.05)
+    assert not np.allclose(raw, coef, rtol=1e-3)
+    head = fit_linear_head(x, y, n_labels=k, C=0.05, standardize=True)
+    sha = model_sha(head, d)
+    for seed in (1, 2):
+        again = fit_linear_head(perturbed(x, seed), y, n_labels=k, C=0.05, standardize=True)
+        assert model_sha(again, d) == sha
+    assert head.train_accuracy > 0.6

@@ -53,7 +53,7 @@ def _train(n: int = 120):
 def test_text_classifier_is_built_once_then_read_from_the_cache(tiny_bert, tmp_path, caplog):
     encoder, tokenizer = tiny_bert
     cfg = SimpleNamespace(name="tiny_bert", opset=17, pooling="mean", trust_remote_code=False,
-                          head=SimpleNamespace(C=1.0, max_iter=200))
+                          head=SimpleNamespace(C=1.0, max_iter=200, standardize=False))
     kw = dict(encoder=str(encoder), encoder_sha="tiny-enc", tokenizer_path=tokenizer,
               train=_train(), label_names=["neg", "pos"], cfg=cfg, cache_dir=tmp_path,
               max_length=32, batch_size=32, progress=False, source="test")
