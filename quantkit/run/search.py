@@ -170,6 +170,17 @@ def proxy_layer_stats(ctx: RunContext, art: Artifact, source: QuantSource,
     return {**stats, **extra}, list(extra)
 
 
+def gate_test_size(gate: dict, *, power: float, alpha: float, min_n: int) -> int | None:
+    """Test examples for ``power`` to show the churn gate (``gate``: its dev
+    ``SignoffTest.to_dict()``; ``point`` = agreement, ``threshold`` = 1 - max_flip_rate),
+    None when its dev agreement is not above the minimum."""
+    from quantkit.verdict.power import required_agreement_size
+
+    deff = float(gate["groups"]["design_effect"]) if gate.get("groups") else 1.0
+    return required_agreement_size(agreement=gate["point"], min_agreement=gate["threshold"],
+                                   alpha=alpha, power=power, design_effect=deff, min_n=min_n)
+
+
 def powered_eval(ctx: RunContext, ev: Evaluation, *, seconds: float, **extra):
     """The search's reading of one dev evaluation: ``PASS`` when its dev evidence gives the
     planned power (``verdict.power``) on the test split at the margin, at the one-sided
@@ -184,9 +195,18 @@ def powered_eval(ctx: RunContext, ev: Evaluation, *, seconds: float, **extra):
     n_test = len(ctx.splits.test)
     plan = plan_power(ev.test, n_available=n_test, power=v.power, alpha=v.alpha / 2,
                       min_n=v.min_n)
-    powered = plan.n_required is not None and plan.n_required <= n_test
-    out = EvalResult.from_verdict(ev.verdict, seconds=seconds, power_plan=plan.reason,
-                                  n_required=plan.n_required, **extra)
+    need, why = plan.n_required, plan.reason
+    gate = ev.test.gate  # the churn gate (verdict.max_flip_rate): the candidate needs both
+    if gate is not None and need is not None:
+        need_gate = gate_test_size(gate, power=v.power, alpha=v.alpha / 2, min_n=v.min_n)
+        why += (f"; churn gate: flip rate {1 - gate['point']:.4f} (dev) against "
+                f"verdict.max_flip_rate {1 - gate['threshold']:.4f} needs "
+                + (f"{need_gate} test examples" if need_gate is not None else
+                   "more test examples than any size gives"))
+        need = None if need_gate is None else max(need, need_gate)
+    powered = need is not None and need <= n_test
+    out = EvalResult.from_verdict(ev.verdict, seconds=seconds, power_plan=why,
+                                  n_required=need, **extra)
     status = "PASS" if powered else ("FAIL" if out.status == "FAIL" else "INCONCLUSIVE")
     return dataclasses.replace(out, status=status)
 

@@ -79,3 +79,19 @@ def test_measured_sensitivity_only_mode_scores_each_layer_alone_int8(ctx, artifa
     base, *steps = scores.steps
     assert base["fp16_set"] == [nodes[0]] and [s["fp16_set"] for s in steps] == [[]]
     assert scores[nodes[0]] > 0
+
+
+def test_the_search_plans_power_for_the_churn_gate_too():
+    """A candidate needs both its metric test and the churn gate (verdict.max_flip_rate) to
+    PASS on test: the search's power plan sizes the gate as well (run/search.py)."""
+    from quantkit.run.search import gate_test_size
+
+    gate = {"point": 0.986, "threshold": 0.98, "groups": None}
+    n = gate_test_size(gate, power=0.8, alpha=0.0125, min_n=100)
+    assert 4000 < n < 5500  # normal approximation at one-sided 0.0125: ~4,730 examples
+    # closer to the bound needs more; at or below the bound no size will do
+    assert gate_test_size({**gate, "point": 0.984}, power=0.8, alpha=0.0125, min_n=100) > 6389
+    assert gate_test_size({**gate, "point": 0.98}, power=0.8, alpha=0.0125, min_n=100) is None
+    # clustered examples: the design effect scales the size
+    grouped = {**gate, "groups": {"design_effect": 2.0}}
+    assert gate_test_size(grouped, power=0.8, alpha=0.0125, min_n=100) in (2 * n - 1, 2 * n, 2 * n + 1)

@@ -23,7 +23,9 @@ def _settings(*overrides):
 def test_defaults_and_overrides():
     v = _settings().verdict
     assert (v.family, v.min_n, v.min_groups, v.power) == ("fixed_sequence", 100, 75, 0.8)
-    assert v.max_flip_rate == 0.10 and v.min_agreement == 0.99 and v.alpha == 0.05
+    # bert_int8 declares its churn gate (conf/experiment/bert_int8.yaml); the default is 0.10
+    assert v.max_flip_rate == 0.02 and v.min_agreement == 0.99 and v.alpha == 0.05
+    assert _settings("experiment=mobilenet_int8").verdict.max_flip_rate == 0.10
     v = _settings("verdict.family=holm", "verdict.max_flip_rate=null").verdict
     assert v.family == "holm" and v.max_flip_rate is None
     t = paired_signoff([True] * 200, [True] * 200, margin=Margin(v.margin_kind, v.margin),
