@@ -29,7 +29,7 @@ import numpy as np
 from quantkit.run.artifacts import Artifact
 from quantkit.run.context import RunContext
 
-__all__ = ["BackendCheck", "check_backend"]
+__all__ = ["BackendCheck", "check_backend", "gate_outputs"]
 
 log = logging.getLogger(__name__)
 
@@ -133,9 +133,6 @@ def _what_to_run(status: str, gate, n: int, plan) -> str:
 
 def _check(ctx: RunContext, art: Artifact, reference, plan) -> dict:
     from quantkit.backends.batched import run_split
-    from quantkit.run.deployment import signoff_budget
-    from quantkit.run.verdicts import example_scores
-    from quantkit.verdict.engine_gate import FLIP_METRICS, flip_gate, score_gate
 
     s, dev = ctx.settings, ctx.splits.dev
     base = _base(ctx, plan)
@@ -162,6 +159,24 @@ def _check(ctx: RunContext, art: Artifact, reference, plan) -> dict:
     else:  # target=ort_cpu on ONNX Runtime CPU: its fused integer kernels
         deployed = predict(ctx.runner(art.path, name="check-artifact", qdq_mode="fused"))
     emulated = predict(ctx.runner(signed, name="check-emulated"))
+    return gate_outputs(ctx, plan, deployed, emulated, reference, labels=sub.labels,
+                        name=art.name)
+
+
+def gate_outputs(ctx: RunContext, plan, deployed: np.ndarray, emulated: np.ndarray, reference,
+                 *, labels: np.ndarray | None = None, name: str = "candidate") -> dict:
+    """The engine check's result from the two executions' outputs on the compared dev
+    examples (``deployed``: the deployment runtime's, ``emulated``: the signed numbers'):
+    the gate at the engine's tolerance in the decision metric's units (what
+    :func:`check_backend` records; ``benchmarks/verdict_validity.py`` feeds it simulated
+    outputs)."""
+    from quantkit.run.deployment import signoff_budget
+    from quantkit.run.verdicts import example_scores
+    from quantkit.verdict.engine_gate import FLIP_METRICS, flip_gate, score_gate
+
+    s = ctx.settings
+    base = _base(ctx, plan)
+    n = int(len(deployed))
     budget = signoff_budget(s, base["metric"])
     tol = _tolerance(ctx, budget, reference)
     alpha = s.verdict.alpha / 2
@@ -181,10 +196,10 @@ def _check(ctx: RunContext, art: Artifact, reference, plan) -> dict:
            "what_to_run": "" if status == "pass" else _what_to_run(status, gate, n, plan)}
     if getattr(ctx.model, "output_kind", "logits") != "embedding":
         out["agreement"] = float((deployed.argmax(axis=1) == emulated.argmax(axis=1)).mean())
-        y = sub.labels
+        y = labels
         if y is not None:
             out["accuracy"] = {"artifact": float((deployed.argmax(axis=1) == y).mean()),
                                "emulated": float((emulated.argmax(axis=1) == y).mean())}
     if status != "pass":
-        log.warning("engine check of %s: %s", art.name, " ".join(gate.reasons))
+        log.warning("engine check of %s: %s", name, " ".join(gate.reasons))
     return out

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from quantkit.run.context import RunContext
 from quantkit.run.evaluation import Evaluation, evaluate
@@ -159,12 +159,26 @@ def _with_look(ev: Evaluation, look_line: str) -> Evaluation:
         **t.to_verdict_dict(), "split": "test"}})
 
 
+def evaluate_on_test(ctx: RunContext, name: str, artifact, reference_test: Evaluation,
+                     look) -> Evaluation:
+    """One declared member's test Evaluation: the artifact run on the test split, its paired
+    test at the look's alpha (``look``: the ledger's LookAlpha)."""
+    return evaluate(ctx, name, artifact.path, split="test", reference=reference_test,
+                    plan_int8=artifact.plan.int8_nodes(), emulated=artifact.emulated,
+                    artifact_sha=artifact.sha256, look=look)
+
+
 def sign_off(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str, Evaluation],
-             reference_test: Evaluation) -> SignOff:
+             reference_test: Evaluation, *,
+             evaluate_member: Callable[..., Evaluation] | None = None) -> SignOff:
     """Plan and declare ``members`` on their dev tests at the look's alpha, evaluate each
     once on test, decide, and record the look in the persistent ledger (module docstring).
 
     ``artifacts``: name -> Artifact (path, plan, emulation); ``dev``: name -> dev Evaluation.
+    ``evaluate_member(ctx, name, artifact, reference_test, look)``: how one declared member
+    is evaluated on test at the look's alpha (default :func:`evaluate_on_test`, the
+    artifact run on the test split); ``benchmarks/verdict_validity.py`` passes simulated
+    outputs through the same ``candidate_test`` so that everything else here is the run's.
     """
     from quantkit.ledger_store import LedgerStore, example_hashes, ledger_path
     from quantkit.run.verdicts import decision_metric, split_groups
@@ -236,9 +250,8 @@ def sign_off(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str
     for name in family.candidates:  # in the declared order; each exactly once
         art = artifacts[name]
         ledger.record(name, n=len(test_split), evidence_sha256=art.sha256)
-        ev = _with_look(evaluate(ctx, name, art.path, split="test", reference=reference_test,
-                                 plan_int8=art.plan.int8_nodes(), emulated=art.emulated,
-                                 artifact_sha=art.sha256, look=la), line)
+        ev = _with_look((evaluate_member or evaluate_on_test)(ctx, name, art, reference_test,
+                                                               la), line)
         evals[name], tests[name] = ev, ev.test
     decision = decide_family(family, tests, ledger=ledger, look=look_info)
     if not read:
