@@ -11,8 +11,10 @@ import pytest
 
 @pytest.mark.slow
 def test_bert_int8_end_to_end(cli, tmp_path):
-    args = ("experiment=bert_int8", "data.eval.limit=300", "data.dev.limit=300", "progress=false", "ptq.recipe=bert",
-            "verdict.n_boot=500", "precision.search.max_full_evals=4", "compare.subset=64",
+    args = ("experiment=bert_int8", "data.eval.limit=300", "data.dev.limit=300", "progress=false",
+            "ptq.recipe=bert",  # the pipeline is under test; ptq.recipe=auto: tests/run/test_recipe_choice.py
+            "verdict.n_boot=500", "precision.search.max_full_evals=4",
+            "precision.search.measure_top=8", "precision.search.subset=64", "compare.subset=64",
             "compare.backend_check_subset=64")
     r = cli(*args)
     assert r.returncode == 0, r.stderr[-3000:]
