@@ -186,10 +186,20 @@ def gate_outputs(ctx: RunContext, plan, deployed: np.ndarray, emulated: np.ndarr
         gate = flip_gate(flips, n, tolerance=tol, alpha=alpha, metric=metric,
                          what=plan.compared)
     else:
-        scores = example_scores(metric, emulated, deployed, recall_k=s.verdict.recall_k)
+        what = plan.compared
+        if metric == "recall_at_k":
+            # the neighbours are searched among the checked examples themselves (each query
+            # excluded): the engine's deficit in recall@k units at the fixed size
+            # compare.backend_check_subset, without embedding the sign-off's gallery twice more
+            from quantkit.compare.embedding import neighbour_recall_at_k
+
+            scores = neighbour_recall_at_k(emulated, deployed,
+                                           k=max(1, min(s.verdict.recall_k, n - 1)))
+            what += " (recall@k among the checked examples)"
+        else:
+            scores = example_scores(metric, emulated, deployed)
         gate = score_gate(scores, metric=metric, tolerance=tol, alpha=alpha, seed=s.seed,
-                          n_boot=s.verdict.n_boot, min_n=min(s.verdict.min_n, n),
-                          what=plan.compared)
+                          n_boot=s.verdict.n_boot, min_n=min(s.verdict.min_n, n), what=what)
     status = gate.status
     out = {**base, "checked": True, "gates_recommendation": True, "n": n, "status": status,
            "ok": status == "pass", "gate": gate.to_dict(), "engine_tolerance": tol,

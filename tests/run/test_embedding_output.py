@@ -130,6 +130,23 @@ def test_cli_embedding_run_gives_score_verdicts(embed_world, metric):
     assert all(b["budget"]["units"] == units for b in checks)
 
 
+def test_engine_check_of_recall_at_k_runs_where_the_deployment_runtime_is_here(embed_world):
+    """target=ort_cpu with the exact Q/DQ evaluation: the engine check runs here (ONNX
+    Runtime's fused kernels vs the exact emulation) and gates recall@k in its own units,
+    the neighbours searched among the checked examples (no gallery is embedded twice)."""
+    r, run_dir = _run(embed_world, "ortcpu-recall", "verdict.metric=recall_at_k",
+                      "verdict.recall_k=5", "verdict.min_recall=0.6", "target=ort_cpu",
+                      "backend.qdq_mode=exact", "precision.remainder=fp32",
+                      "precision.search.enabled=false")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "Traceback" not in r.stderr
+    rec = json.loads((run_dir / "record.json").read_text())
+    checks = [c["backend_check"] for n, c in rec["candidates"].items() if n.startswith("int8.")]
+    assert checks and all(b["checked"] and b["metric"] == "recall_at_k" for b in checks)
+    assert all(b["status"] in ("pass", "fail", "inconclusive") for b in checks)
+    assert all(b["budget"]["units"] == "mean (1 - recall@k)" for b in checks)
+
+
 def test_cli_embedding_run_fails_on_a_strict_floor(embed_world):
     """A floor the INT8 candidates cannot meet: they FAIL (the verdict can fail)."""
     r, run_dir = _run(embed_world, "strict", "verdict.metric=recall_at_k", "verdict.recall_k=5",
