@@ -269,7 +269,7 @@ def _thresholds(record, v) -> list[tuple[str, str]]:
             ("margin kind", _text(margin.get("kind"))),
             ("margin value", _cfg(margin.get("value"))),
             ("margin (absolute)", sig(margin.get("abs"), 4)),
-            ("PASS when", f"the {pct(level, 0) if finite(level) else ''} interval of the "
+            ("PASS when", f"the {f'{100 * level:g}%' if finite(level) else ''} interval of the "
                           f"{_text(metric)} delta lies above -{sig(margin.get('abs'), 4)}"),
             ("alpha", _cfg(v.get("alpha"))),
             ("paired eval examples (n)", num(v.get("n"))),
