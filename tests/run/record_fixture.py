@@ -40,6 +40,9 @@ Issue 24 (label-free shares, macro-F1, groups) remade them for three verdict con
 verdict.gallery_size added (1000), verdict.score_quantile null -> 0.05, verdict.min_groups
 10 -> 75; no other comparable value changed (made on an avx512_vnni host: host-dependent
 floats differ in their last digits and are compared by kind).
+Session 9 remade them for two changes, nothing else differing: ``config.model.head.standardize``
+added (false), and the search's ``power_plan`` text gains the churn gate's planned size (the
+search now needs the gate's power on test too; ``n_required`` unchanged here).
 tests/run/test_record_fixture.py reruns the same configs and
 compares, so any later change to a record is a visible, deliberate fixture update.
 """
