@@ -100,17 +100,23 @@ def intra_group_correlation(values: Any, codes: np.ndarray, n_groups: int) -> Gr
     return GroupStats(n_groups, float(mean_size), icc, float(max(1.0, deff)))
 
 
+def _group_sums(values: Any, codes: np.ndarray, n_groups: int, where: str
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Each group's sum of ``values`` and its size (float64), for the resampling."""
+    y = np.asarray(values, dtype=np.float64)
+    if n_groups < 1:
+        raise DataError("no groups to resample", where=where, value=0,
+                        fix="pass at least one example")
+    return (np.bincount(codes, weights=y, minlength=n_groups),
+            np.bincount(codes, minlength=n_groups).astype(np.float64))
+
+
 def cluster_bootstrap_means(values: Any, codes: np.ndarray, n_groups: int, *, n_boot: int,
                             rng: np.random.Generator) -> tuple[float, np.ndarray]:
     """Observed mean of ``values`` and ``n_boot`` cluster-bootstrap means (ratio estimator)."""
-    y = np.asarray(values, dtype=np.float64)
-    if n_groups < 1:
-        raise DataError("no groups to resample", where="cluster_bootstrap_means", value=0,
-                        fix="pass at least one example")
-    sums = np.bincount(codes, weights=y, minlength=n_groups)
-    sizes = np.bincount(codes, minlength=n_groups).astype(np.float64)
+    sums, sizes = _group_sums(values, codes, n_groups, "cluster_bootstrap_means")
     parts = [(w @ sums) / (w @ sizes) for w in group_weight_chunks(n_groups, n_boot, rng)]
-    return float(y.mean()), np.concatenate(parts)
+    return float(np.asarray(values, dtype=np.float64).mean()), np.concatenate(parts)
 
 
 def group_weight_chunks(n_groups: int, n_boot: int, rng: np.random.Generator):
@@ -175,12 +181,7 @@ def weighted_cr1(w: np.ndarray, sums: np.ndarray, sizes: np.ndarray, n_groups: i
 def cluster_bootstrap_t(values: Any, codes: np.ndarray, n_groups: int, *, n_boot: int,
                         rng: np.random.Generator) -> ClusterT:
     """Bootstrap-t of the ratio mean of ``values`` over groups (module docstring)."""
-    y = np.asarray(values, dtype=np.float64)
-    if n_groups < 1:
-        raise DataError("no groups to resample", where="cluster_bootstrap_t", value=0,
-                        fix="pass at least one example")
-    sums = np.bincount(codes, weights=y, minlength=n_groups)
-    sizes = np.bincount(codes, minlength=n_groups).astype(np.float64)
+    sums, sizes = _group_sums(values, codes, n_groups, "cluster_bootstrap_t")
     n = float(sizes.sum())
     mean = float(sums.sum() / n)
     se = float(np.sqrt(_cr1_var(float(np.sum((sums - mean * sizes) ** 2)), n, n_groups)))
