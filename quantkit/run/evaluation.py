@@ -18,6 +18,9 @@ import numpy as np
 from quantkit.run.context import RunContext
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from quantkit.run.artifacts import Artifact
     from quantkit.verdict.signoff import SignoffTest
 
 __all__ = ["Evaluation", "evaluate", "evaluate_artifact", "evaluate_reference", "numerics_note"]
@@ -72,7 +75,7 @@ def evaluate_reference(ctx: RunContext, split: str = "dev") -> Evaluation:
 def evaluate(ctx: RunContext, name: str, path, *, split: str = "dev",
              reference: Evaluation | None = None, plan_int8: list[str] | None = None,
              emulated: Any = None, artifact_sha: str | None = None,
-             look: Any = None) -> Evaluation:
+             look: Any = None, build: Callable[[], Artifact] | None = None) -> Evaluation:
     """Evidence of the artifact at ``path`` on ``split`` (cached), with its paired test
     against ``reference`` (the FP32 evaluation of the same split).
 
@@ -83,7 +86,10 @@ def evaluate(ctx: RunContext, name: str, path, *, split: str = "dev",
 
     ``emulated``: the artifact's FP16 emulation (a ModelProto or a zero-argument callable
     building it), whose numbers stand for the artifact on ONNX Runtime CPU;
-    ``artifact_sha``: the file's sha256 when known (else computed).
+    ``artifact_sha``: the file's sha256 when known (else computed); ``build``: writes the
+    artifact on a cache miss only (``path`` then names it and ``artifact_sha`` is required:
+    a cached evaluation needs no file; ``emulated`` then says whether it will have an FP16
+    emulation).
     """
     from quantkit.assets import sha256_file
 
@@ -101,7 +107,8 @@ def evaluate(ctx: RunContext, name: str, path, *, split: str = "dev",
     # ranges converged write byte-identical files, evaluated once (the file name is set below)
     role = name if name in ("fp32", "fp16") else "candidate"
     inputs = {"name": role, "artifact": artifact_sha or sha256_file(path),
-              "model": ctx.model.sha256, "emulated": emulated is not None,
+              "model": ctx.model.sha256,
+              "emulated": bool(emulated) if build is not None else emulated is not None,
               "split": split, "data": ctx.split(split).sha256,
               "reference": reference is not None, "qdq_mode": ctx.qdq_mode(),
               "backend": asdict(s.backend), "seed": s.seed,
@@ -112,8 +119,13 @@ def evaluate(ctx: RunContext, name: str, path, *, split: str = "dev",
         inputs["gallery"] = gallery.sha256
 
     def compute():
-        em = emulated() if callable(emulated) else emulated
-        evidence, logits, gallery_out = _evaluate(ctx, name, path, split=split,
+        target = path
+        if build is not None:
+            art = build()
+            target, em = art.path, (art.emulated() if art.emulated is not None else None)
+        else:
+            em = emulated() if callable(emulated) else emulated
+        evidence, logits, gallery_out = _evaluate(ctx, name, target, split=split,
                                                   reference=reference, plan_int8=plan_int8,
                                                   emulated=em, gallery=gallery)
         return evidence, {"logits": logits,

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from quantkit.run.ptq import QuantSource
 
 __all__ = ["SearchOutcome", "search_mixed", "search_skip_reason", "measure_sensitivity",
-           "proxy_layer_stats"]
+           "proxy_layer_stats", "variant_key"]
 
 log = logging.getLogger(__name__)
 
@@ -72,14 +72,16 @@ def search_skip_reason(settings) -> str | None:
 
 
 def measure_sensitivity(ctx: RunContext, plan_for, top: list[str], ranking: list[str],
-                        reference: Evaluation, *, quantized, mode: str = "only"
-                        ) -> tuple[dict, list[str]]:
+                        reference: Evaluation, *, quantized, variant_key: dict,
+                        mode: str = "only") -> tuple[dict, list[str]]:
     """Measured damage (mean KL vs FP32 on a small dev subset) of each top layer: ``only``
     that layer INT8 (the rest in the remainder precision), or ``restore``: full INT8 minus
     that layer kept out. ``quantized(plan)``: the Q/DQ graph of a plan as the candidate is
     built (ptq edits on its INT8 nodes, the original constants elsewhere), FP16 emulated
     when the remainder is FP16. Returns the scores and the new ranking: the measured top
-    layers first (most sensitive first), then the rest in proxy order."""
+    layers first (most sensitive first), then the rest in proxy order. Each damage is
+    stage-cached under ``variant_key`` (:func:`variant_key`: what the graph of a plan is
+    built from) and the FP16 set."""
     from quantkit.backends.batched import run_split
     from quantkit.compare.task import mean_kl
     from quantkit.precision.sensitivity import measured_scores, rank
@@ -88,12 +90,19 @@ def measure_sensitivity(ctx: RunContext, plan_for, top: list[str], ranking: list
     n = min(s.precision.search.subset, len(ctx.splits.dev))
     sub = ctx.head(ctx.splits.dev, n)
     ref_logits = reference.logits[:n]
+    key = {**variant_key, "dev": ctx.splits.dev.sha256, "n": n,
+           "batch": s.backend.batch_size, "qdq_mode": ctx.qdq_mode(),
+           "reference": ref_logits, **ctx.feeds_key(), **ctx.measured_key()}
 
     def damage(fp16: frozenset[str]) -> float:
-        with ctx.runner(quantized(plan_for(fp16)), name="sensitivity") as r:
-            logits = run_split(r, ctx.feeds, sub, output=ctx.model.output_name,
-                               batch_size=s.backend.batch_size, progress=False)
-        return float(mean_kl(ref_logits, logits))
+        def compute():
+            with ctx.runner(quantized(plan_for(fp16)), name="sensitivity") as r:
+                logits = run_split(r, ctx.feeds, sub, output=ctx.model.output_name,
+                                   batch_size=s.backend.batch_size, progress=False)
+            return {"damage": float(mean_kl(ref_logits, logits))}, None
+
+        obj, _, _ = ctx.cached("search_damage", {**key, "fp16": sorted(fp16)}, compute)
+        return float(obj["damage"])
 
     if mode == "only":  # layers outside ``top`` stay out of INT8 too: one layer INT8 at a time
         rest = frozenset(ranking) - frozenset(top)
@@ -102,6 +111,18 @@ def measure_sensitivity(ctx: RunContext, plan_for, top: list[str], ranking: list
         scores = measured_scores(damage, top, mode="restore")
     head = rank(dict(scores), order=top)
     return scores, head + [n for n in ranking if n not in set(head)]
+
+
+def variant_key(ctx: RunContext, source: QuantSource, base: Artifact, fallback: Artifact
+                ) -> dict:
+    """What the graph of a plan ``base`` minus an FP16 set is built from (the set aside):
+    ``base``'s bytes (its ranges and ptq edits), the graph the plan names, the fallback
+    (FP16 candidate) artifact whose decisions restored nodes take, the build settings."""
+    p = ctx.settings.precision
+    return {"base": base.sha256, "graph": source.graph.sha256, "fallback": fallback.sha256,
+            "refined": base.refined is not None, "int8_weights": source.recipe.int8_weights,
+            "target": ctx.settings.target, "remainder": p.remainder, "fp32_ops": p.fp32_ops,
+            "qdq_scale_dtype": p.qdq_scale_dtype, "op_types": list(p.op_types)}
 
 
 def quantized_graph(ctx: RunContext, source: QuantSource, base: Artifact, fallback):
@@ -248,6 +269,7 @@ def search_mixed(ctx: RunContext, artifacts: dict[str, Artifact],
                                                   f"{(why or {}).get(n, '')}")
         return plan
 
+    vkey = variant_key(ctx, source, int8[best], artifacts["fp16"])
     measured, measure_note = {}, "not needed: full INT8's dev evidence gives the planned power"
     base_eval = powered_eval(ctx, best_eval, seconds=best_eval.evidence["eval_seconds"],
                              reused=best)
@@ -255,7 +277,8 @@ def search_mixed(ctx: RunContext, artifacts: dict[str, Artifact],
         top = ranking[:cfg.measure_top]
         measured, ranking = measure_sensitivity(
             ctx, plan_for, top, ranking, reference,
-            quantized=quantized_graph(ctx, source, int8[best], fallback), mode=cfg.measure_mode)
+            quantized=quantized_graph(ctx, source, int8[best], fallback), variant_key=vkey,
+            mode=cfg.measure_mode)
         what = ("each layer alone INT8" if cfg.measure_mode == "only"
                 else "each layer alone kept out of INT8")
         measure_note = (f"{'all' if len(top) == len(ranking) else 'top'} {len(top)} proxy "
@@ -272,10 +295,20 @@ def search_mixed(ctx: RunContext, artifacts: dict[str, Artifact],
             return base_eval
         t0 = time.perf_counter()
         with tempfile.TemporaryDirectory(dir=ctx.run_dir) as tmp:
-            art = build_variant(ctx, "search", int8[best], plan_for(fp16, reasons), source,
-                                fallback, out_dir=Path(tmp))
-            ev = evaluate(ctx, "search", art.path, reference=reference, emulated=art.emulated,
-                          artifact_sha=art.sha256)
+            built: list[Artifact] = []
+
+            def build() -> Artifact:  # written once, and only when a cache misses
+                if not built:
+                    built.append(build_variant(ctx, "search", int8[best],
+                                               plan_for(fp16, reasons), source, fallback,
+                                               out_dir=Path(tmp)))
+                return built[0]
+
+            obj, _, _ = ctx.cached("search_variant", {**vkey, "fp16": sorted(fp16)},
+                                   lambda: ({"sha256": build().sha256,
+                                             "emulated": build().emulated is not None}, None))
+            ev = evaluate(ctx, "search", Path(tmp) / "model.search.onnx", reference=reference,
+                          emulated=obj["emulated"], artifact_sha=obj["sha256"], build=build)
         return powered_eval(ctx, ev, seconds=time.perf_counter() - t0,
                             accuracy=ev.evidence["metrics"].get("accuracy"))
 

@@ -74,7 +74,8 @@ def test_measured_sensitivity_only_mode_scores_each_layer_alone_int8(ctx, artifa
         return plan
     quantized = quantized_graph(ctx, source, art, artifacts["fp16"].plan)
     scores, ranking = measure_sensitivity(ctx, plan_for, nodes[:1], nodes, reference,
-                                          quantized=quantized, mode="only")
+                                          quantized=quantized, variant_key={"test": 1},
+                                          mode="only")
     assert scores.mode == "only" and sorted(ranking) == nodes
     base, *steps = scores.steps
     assert base["fp16_set"] == [nodes[0]] and [s["fp16_set"] for s in steps] == [[]]
@@ -95,3 +96,51 @@ def test_the_search_plans_power_for_the_churn_gate_too():
     # clustered examples: the design effect scales the size
     grouped = {**gate, "groups": {"design_effect": 2.0}}
     assert gate_test_size(grouped, power=0.8, alpha=0.0125, min_n=100) in (2 * n - 1, 2 * n, 2 * n + 1)
+
+
+def test_a_warm_search_builds_and_runs_nothing(ctx, artifacts, layers, reference, source,
+                                               tmp_path, monkeypatch):
+    """The search's per-layer damages, its variants' hashes and their evaluations are
+    stage-cached: a second search on the same cache runs no session and builds no variant
+    but the chosen one, and reads the same evaluations."""
+    import dataclasses
+
+    import quantkit.backends.batched as batched
+    import quantkit.run.evaluation as evaluation
+    import quantkit.run.search as search
+    from quantkit.cache import StageCache
+    from quantkit.run import evaluate_artifact
+
+    s = ctx.settings
+    s = dataclasses.replace(
+        s, verdict=dataclasses.replace(s.verdict, max_flip_rate=1e-6),  # nothing is powered
+        precision=dataclasses.replace(s.precision, search=dataclasses.replace(
+            s.precision.search, measure_top=3, max_full_evals=3)))
+    warm = dataclasses.replace(ctx, settings=s, cache=StageCache(tmp_path / "cache"),
+                               run_dir=tmp_path / "run")
+    warm.run_dir.mkdir()
+    evs = {n: evaluate_artifact(warm, a, reference) for n, a in artifacts.items()}
+    first = search_mixed(warm, artifacts, evs, layers, reference, source)
+    stages = {p.parent.name for p in (tmp_path / "cache").glob("*/*/")}
+    assert {"search_damage", "search_variant"} <= stages, stages
+    assert first.search["measured"] and first.search["full_evals"] >= 2
+
+    built: list[str] = []
+    real_build = search.build_variant
+
+    def counting_build(ctx, name, *a, **k):
+        built.append(name)
+        return real_build(ctx, name, *a, **k)
+
+    def refuse(*a, **k):
+        raise AssertionError("a warm search ran a session")
+    monkeypatch.setattr(search, "build_variant", counting_build)
+    monkeypatch.setattr(evaluation, "_evaluate", refuse)
+    monkeypatch.setattr(batched, "run_split", refuse)
+    second = search_mixed(warm, artifacts, evs, layers, reference, source)
+    assert built == ["mixed"]  # the chosen candidate's file; no search variant
+    def timeless(evals):
+        return [{k: v for k, v in e.items() if k != "seconds"} for e in evals]
+    assert timeless(second.search["evaluations"]) == timeless(first.search["evaluations"])
+    assert second.search["measured"] == first.search["measured"]
+    assert second.fp16_layers == first.fp16_layers
