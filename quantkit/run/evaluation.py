@@ -42,7 +42,7 @@ class Evaluation:
     split: str = "dev"
     test: SignoffTest | None = None  # vs FP32 on ``split`` (None for the reference itself)
     notes: tuple = ()  # what a reviewer must read about this evaluation (record.notes)
-    gallery: Any = None  # embedding outputs: the recall@k gallery embedded by this model
+    gallery: np.ndarray | None = None  # embedding outputs: the recall@k gallery embedded by this model
 
     @property
     def engine(self) -> dict | None:

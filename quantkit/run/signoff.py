@@ -19,10 +19,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from quantkit.run.context import RunContext
 from quantkit.run.evaluation import Evaluation, evaluate
+
+if TYPE_CHECKING:
+    from quantkit.verdict.protocol import (FamilyDecision, FamilyPlan, Recommendation,
+                                           SignoffFamily, TestLedger)
 
 __all__ = ["SignOff", "family_members", "sign_off", "signoff_skip_reason", "recommend_signed",
            "target_throughput", "blocked_by_engine", "deployment_note"]
@@ -37,12 +41,12 @@ class SignOff:
     member was worth testing (no look); ``look``: the persistent ledger's facts
     (``record.signoff.ledger``)."""
 
-    family: Any  # SignoffFamily | None
-    plan: Any  # FamilyPlan
-    ledger: Any  # TestLedger | None (this run's: each member once)
+    family: SignoffFamily | None
+    plan: FamilyPlan
+    ledger: TestLedger | None  # this run's: each member once
     dev: dict  # name -> SignoffTest on dev (the declaration's basis)
     tests: dict  # name -> SignoffTest on test
-    decision: Any  # FamilyDecision | None
+    decision: FamilyDecision | None
     evaluations: dict = field(default_factory=dict)  # name -> Evaluation on test
     look: dict = field(default_factory=dict)  # the persistent ledger's facts of this look
 
@@ -293,7 +297,7 @@ def target_throughput(ctx: RunContext, latency) -> dict | None:
 
 
 def recommend_signed(ctx: RunContext, signoff: SignOff, artifacts: dict, backend_checks: dict,
-                     latency) -> tuple[Any, list[str]]:
+                     latency) -> tuple[Recommendation, list[str]]:
     """The recommendation among test PASSes (not slower than FP16 where latency is on the
     target runtime) whose engine check PASSed where it gates (run/backend_check.py: on the
     deployment runtime, a check that did not pass blocks), and the notes a reviewer must
