@@ -458,13 +458,8 @@ class StageCache:
             pid_text = d.name[len(f".tmp-{key}-{_HOST}-"):].split("-", 1)[0]
             if not pid_text.isdigit() or int(pid_text) == os.getpid():
                 continue
-            try:
-                os.kill(int(pid_text), 0)
+            if _pid_alive(int(pid_text)):
                 continue  # alive (or a reused pid): leave it
-            except ProcessLookupError:
-                pass
-            except OSError:
-                continue
             log.info("stage cache: removing %s left by a process that no longer runs", d)
             shutil.rmtree(d, ignore_errors=True)
 
@@ -535,6 +530,26 @@ class StageCache:
         except OSError as e:
             log.warning("stage cache log %s not written (%s); the entry is stored",
                         self.root / LOG_NAME, e.strerror or e)
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs on this host. A zombie (killed, not yet reaped by its
+    parent) is dead: its locks are released already, so its staging directory is debris."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        if Path("/proc/self/stat").exists():
+            return False
+    except (OSError, IndexError):
+        pass
+    try:  # no /proc: ask the kernel
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def _save_arrays(path: Path, arrays: Mapping[str, np.ndarray]) -> None:

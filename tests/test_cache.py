@@ -382,14 +382,14 @@ def test_a_writer_killed_mid_write_leaves_nothing_a_reader_takes_for_a_result(tm
     go.touch()
     time.sleep(0.6)
     assert waiters[0].poll() is None  # blocked on the lock the writer holds
-    os.kill(writer.pid, signal.SIGKILL)
-    writer.communicate()
-    assert writer.returncode == -signal.SIGKILL
+    os.kill(writer.pid, signal.SIGKILL)  # not reaped until the waiter is done: a zombie
 
     cache = StageCache(tmp_path / "cache")
     key = stage_key("calibrate", model="cd" * 32)
     out, err = waiters[0].communicate(timeout=120)  # the lock died with the writer
     assert waiters[0].returncode == 0, err
+    writer.communicate()
+    assert writer.returncode == -signal.SIGKILL
     assert json.loads(out) == {"hit": False, "size": 5 * 4096}  # it recomputed, whole
     assert [ln.split()[0] for ln in (tmp_path / "count").read_text().splitlines()] == [
         "writer", "waiter"]
