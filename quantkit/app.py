@@ -83,6 +83,7 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
     """Run every stage of one experiment and write record.json (+ reports) to the run dir."""
     from quantkit.assets import cache_root
     from quantkit.environment import host_facts
+    from quantkit.run.job import job_facts
     from quantkit.run import (RunResults, assemble_record, build_artifacts, calibrate,
                               apply_ptq, check_backend, check_fp16_range, check_preflight, compare_layers,
                               evaluate_artifact, evaluate_reference, family_members, load_data,
@@ -103,6 +104,7 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
     ctx = make_context(settings, run_dir, cache_root(settings.cache_dir))
     check_preflight(ctx)  # one clear error per bad dir / backend / model file, before any work
     record.host = host_facts(settings.backend)  # + GPU, driver, CUDA, TensorRT on backend=trt
+    record.job = job_facts(run_dir)  # launcher, worker host, attempt (a sweep's rerun)
     stage, res = _Stages(), RunResults()
 
     with stage("data"):

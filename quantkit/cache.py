@@ -6,9 +6,12 @@ and the stage's inputs (hashes of upstream artifacts, settings)::
     root/<stage>/<key[:2]>/<key>/      the entry: the stage's files + entry.json (manifest)
     root/<stage>/<key[:2]>/.tmp-*      an entry being written (ignored by readers)
     root/locks/<key>.lock              flock'ed while one process computes <key>
+    root/log.jsonl                     one line per entry stored or removed (who, when)
 
 An entry is built in a temp directory and renamed into place in one step, so a reader sees
-a whole entry or none. ``get`` re-hashes every file against the manifest; a corrupt entry
+a whole entry or none. Every rename into place appends one ``stored`` line to ``log.jsonl``
+(host, pid, time), every removal a ``removed`` line: on a cache shared by a sweep's jobs,
+the log shows which process computed each entry, and that each was computed once. ``get`` re-hashes every file against the manifest; a corrupt entry
 is moved aside and reported as a miss, so the caller rebuilds it. That check is also why
 entries are not fsync'ed: a file lost in a crash is caught and rebuilt.
 
@@ -48,7 +51,7 @@ from quantkit.errors import ConfigError, DataError
 from quantkit.fsutil import (atomic_path, atomic_write_json, current_umask, is_disk_full,
                              sha256_file, write_error)
 
-__all__ = ["CACHE_VERSION", "StageCache", "stage_key"]
+__all__ = ["CACHE_VERSION", "LOG_NAME", "StageCache", "stage_key"]
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +59,7 @@ log = logging.getLogger(__name__)
 CACHE_VERSION = "quantkit-stage-cache/1"
 
 MANIFEST = "entry.json"
+LOG_NAME = "log.jsonl"
 JSON_NAME = "data.json"
 ARRAYS_NAME = "arrays.npz"
 _FORMAT = "quantkit.stage_cache"
@@ -368,6 +372,46 @@ class StageCache:
         finally:
             os.close(fd)  # closing releases the lock; lock files stay (removing them races)
 
+    def events(self) -> list[dict[str, Any]]:
+        """The lines of ``root/log.jsonl``, oldest first (``[]`` when none were written).
+
+        Each is ``{"event": "stored" | "removed", "stage", "key", "host", "pid", "time"}``
+        (``removed`` adds ``why``: corrupt, invalidated)."""
+        path = self.root / LOG_NAME
+        if not self.enabled or not path.is_file():
+            return []
+        out = []
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            try:
+                out.append(json.loads(line))
+            except ValueError:  # a line cut by a crash mid-append: say so, keep the rest
+                log.warning("stage cache log %s line %d is not JSON; skipped", path, n)
+        return out
+
+    def problems(self) -> list[str]:
+        """Reads every entry: each one that fails verification, and each staging or
+        aside directory left in place, as ``"<what>: <stage>/<shard>/<name>"``.
+
+        An empty list means every entry is whole and nothing half-written remains. Staging
+        directories of processes still running are listed too: call this when no writer runs.
+        """
+        if not self.enabled or not self.root.is_dir():
+            return []
+        found = []
+        for stage_dir in sorted(p for p in self.root.iterdir() if p.is_dir()):
+            if stage_dir.name == "locks":
+                continue
+            for entry in sorted(stage_dir.glob("*/*")):
+                rel = entry.relative_to(self.root).as_posix()
+                if entry.name.startswith("."):
+                    found.append(f"left over: {rel}")
+                    continue
+                try:
+                    self._verify(entry, stage_dir.name, entry.name)
+                except _Corrupt as e:
+                    found.append(f"fails verification ({e}): {rel}")
+        return found
+
     def stats(self) -> dict[str, dict[str, int]]:
         """``{stage: {"hits": n, "misses": m}}`` for this object's lookups (for the record)."""
         return {s: dict(c) for s, c in sorted(self._stats.items())}
@@ -414,13 +458,8 @@ class StageCache:
             pid_text = d.name[len(f".tmp-{key}-{_HOST}-"):].split("-", 1)[0]
             if not pid_text.isdigit() or int(pid_text) == os.getpid():
                 continue
-            try:
-                os.kill(int(pid_text), 0)
+            if _pid_alive(int(pid_text)):
                 continue  # alive (or a reused pid): leave it
-            except ProcessLookupError:
-                pass
-            except OSError:
-                continue
             log.info("stage cache: removing %s left by a process that no longer runs", d)
             shutil.rmtree(d, ignore_errors=True)
 
@@ -443,6 +482,7 @@ class StageCache:
             try:
                 os.rename(tmp, final)
                 log.debug("stage cache stored: %s %s", stage, key[:12])
+                self._log_event("stored", stage, key)
                 return final
             except OSError as e:
                 if e.errno not in (errno.EEXIST, errno.ENOTEMPTY):
@@ -466,8 +506,50 @@ class StageCache:
             return  # another process moved it already
         except OSError:
             shutil.rmtree(entry, ignore_errors=True)
+            aside = None
+        if self.enabled:
+            self._log_event("removed", entry.parent.parent.name, entry.name, why=why)
+        if aside is not None:
+            shutil.rmtree(aside, ignore_errors=True)
+
+    def _log_event(self, event: str, stage: str, key: str, **extra: str) -> None:
+        """Append one line to ``root/log.jsonl`` (one ``write`` on an O_APPEND file, under
+        the key's lock). The log informs; failing to write it never fails the stage."""
+        if not self.enabled:
             return
-        shutil.rmtree(aside, ignore_errors=True)
+        line = _canonical_json({"event": event, "stage": stage, "key": key, "host": _HOST,
+                                "pid": os.getpid(),
+                                "time": datetime.now(timezone.utc).isoformat(
+                                    timespec="milliseconds"), **extra}) + "\n"
+        try:
+            fd = os.open(self.root / LOG_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, line.encode("ascii"))
+            finally:
+                os.close(fd)
+        except OSError as e:
+            log.warning("stage cache log %s not written (%s); the entry is stored",
+                        self.root / LOG_NAME, e.strerror or e)
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs on this host. A zombie (killed, not yet reaped by its
+    parent) is dead: its locks are released already, so its staging directory is debris."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        if Path("/proc/self/stat").exists():
+            return False
+    except (OSError, IndexError):
+        pass
+    try:  # no /proc: ask the kernel
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def _save_arrays(path: Path, arrays: Mapping[str, np.ndarray]) -> None:

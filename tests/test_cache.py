@@ -290,16 +290,18 @@ _WORKER = textwrap.dedent("""
 """)
 
 
-def test_two_processes_compute_one_key_once(tmp_path):
-    script = tmp_path / "worker.py"
-    script.write_text(_WORKER)
+def _start_workers(tmp_path: Path, script: str, n: int, *extra: str) -> tuple[list, Path]:
+    """``n`` real Python processes running ``script``; each touches ready<i> when started and
+    then waits for the file ``go``, so they all ask for the stage at the same moment."""
+    path = tmp_path / "worker.py"
+    path.write_text(script)
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    counter, go = tmp_path / "count", tmp_path / "go"
-    n = 3
+    go = tmp_path / "go"
     procs = []
     for i in range(n):
-        args = [str(tmp_path / "cache"), str(counter), str(go), str(tmp_path / f"ready{i}")]
-        procs.append(subprocess.Popen([sys.executable, str(script), *args], env=env,
+        args = [str(tmp_path / "cache"), str(tmp_path / "count"), str(go),
+                str(tmp_path / f"ready{i}"), *extra]
+        procs.append(subprocess.Popen([sys.executable, str(path), *args], env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       text=True))
     deadline = time.monotonic() + 120
@@ -307,6 +309,12 @@ def test_two_processes_compute_one_key_once(tmp_path):
         assert all(p.poll() is None for p in procs), [p.communicate() for p in procs]
         assert time.monotonic() < deadline, "workers did not start"
         time.sleep(0.01)
+    return procs, go
+
+
+def test_four_processes_compute_one_key_once_and_read_the_same_bytes(tmp_path):
+    n = 4
+    procs, go = _start_workers(tmp_path, _WORKER, n)
     go.touch()  # release all workers at once
     results = []
     for p in procs:
@@ -314,8 +322,93 @@ def test_two_processes_compute_one_key_once(tmp_path):
         assert p.returncode == 0, err
         results.append(json.loads(out))
 
-    assert len(counter.read_text().splitlines()) == 1  # computed exactly once
+    assert len((tmp_path / "count").read_text().splitlines()) == 1  # computed exactly once
     assert sorted(r["hit"] for r in results) == [False] + [True] * (n - 1)
     assert len({r["entry"] for r in results}) == 1
     assert len({r["sha"] for r in results}) == 1
     assert len({r["manifest"] for r in results}) == 1
+    cache = StageCache(tmp_path / "cache")
+    stored = [e for e in cache.events() if e["event"] == "stored"]
+    computer = next(p.pid for p, r in zip(procs, results) if not r["hit"])
+    assert [(e["stage"], e["pid"]) for e in stored] == [("calibrate", computer)]  # the log says who
+    assert cache.problems() == []
+
+
+# A writer killed in the middle of writing: it writes half of its output, says so, and
+# hangs until the test SIGKILLs it. A second process waits on the key's lock meanwhile.
+_KILLED_WRITER = textwrap.dedent("""
+    import json, os, sys, time
+    from pathlib import Path
+    from quantkit.cache import StageCache, stage_key
+
+    root, counter, go, ready, role = sys.argv[1:6]
+    Path(ready).touch()
+    while not Path(go).exists():
+        time.sleep(0.005)
+    if role == "waiter":
+        time.sleep(0.3)  # the writer holds the lock by now
+
+    def compute(out):
+        with open(counter, "a") as f:
+            f.write(f"{role} {os.getpid()}\\n")
+        if role == "writer":
+            with open(out / "ranges.bin", "wb") as f:
+                f.write(b"half" * 4096)
+                f.flush()
+                Path(root, "..", "mid-write").touch()
+                time.sleep(600)  # SIGKILLed here, with half a file written
+        (out / "ranges.bin").write_bytes(b"whole" * 4096)
+
+    cache = StageCache(root)
+    key = stage_key("calibrate", model="cd" * 32)
+    entry, hit = cache.get_or_compute("calibrate", key, compute)
+    print(json.dumps({"hit": hit, "size": (entry / "ranges.bin").stat().st_size}))
+""")
+
+
+def test_a_writer_killed_mid_write_leaves_nothing_a_reader_takes_for_a_result(tmp_path):
+    import signal
+
+    procs, go = _start_workers(tmp_path, _KILLED_WRITER, 1, "writer")
+    writer = procs[0]
+    go.touch()
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "mid-write").exists():
+        assert writer.poll() is None, writer.communicate()
+        assert time.monotonic() < deadline, "the writer never started writing"
+        time.sleep(0.01)
+    (tmp_path / "go").unlink()
+    waiters, go = _start_workers(tmp_path, _KILLED_WRITER, 1, "waiter")
+    go.touch()
+    time.sleep(0.6)
+    assert waiters[0].poll() is None  # blocked on the lock the writer holds
+    os.kill(writer.pid, signal.SIGKILL)  # not reaped until the waiter is done: a zombie
+
+    cache = StageCache(tmp_path / "cache")
+    key = stage_key("calibrate", model="cd" * 32)
+    out, err = waiters[0].communicate(timeout=120)  # the lock died with the writer
+    assert waiters[0].returncode == 0, err
+    writer.communicate()
+    assert writer.returncode == -signal.SIGKILL
+    assert json.loads(out) == {"hit": False, "size": 5 * 4096}  # it recomputed, whole
+    assert [ln.split()[0] for ln in (tmp_path / "count").read_text().splitlines()] == [
+        "writer", "waiter"]
+    entry = cache.get("calibrate", key)
+    assert (entry / "ranges.bin").read_bytes() == b"whole" * 4096
+    assert cache.problems() == []  # every entry verifies; the dead writer's staging is gone
+    assert [e["pid"] for e in cache.events() if e["event"] == "stored"] == [waiters[0].pid]
+
+
+def test_problems_names_half_written_and_corrupt_entries(tmp_path):
+    cache = StageCache(tmp_path)
+    good = cache.put("calibrate", _key(1), json_obj={"v": 1})
+    bad = cache.put("calibrate", _key(2), json_obj={"v": 2})
+    (bad / "data.json").write_text((bad / "data.json").read_text().replace("2", "3"))  # same size
+    staging = good.parent / f".tmp-{_key(1)}-otherhost-1-x"
+    staging.mkdir()
+    got = cache.problems()
+    assert len(got) == 2, got
+    assert any(p.startswith("fails verification (sha256 of data.json") and _key(2) in p
+               for p in got)
+    assert any(p.startswith("left over:") and staging.name in p for p in got)
+    assert cache.get("calibrate", _key(1)) == good

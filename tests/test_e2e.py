@@ -73,7 +73,8 @@ def test_bert_int8_end_to_end(cli, tmp_path):
 
 VOLATILE = {"run_dir", "started", "finished", "stages", "stage_cache", "notes", "seconds",
             "eval_seconds", "command", "latency",  # latency: timings, never deterministic
-            "read_from_ledger"}  # a rerun reads the same look's decision from the test ledger
+            "read_from_ledger",  # a rerun reads the same look's decision from the test ledger
+            "job"}  # where and how it ran: launcher, worker host, pid, attempt
 
 
 def comparable(obj):

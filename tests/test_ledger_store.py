@@ -152,6 +152,28 @@ def test_two_concurrent_writers_both_recorded_with_distinct_numbers(tmp_path):
         assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
+def test_four_concurrent_sweep_jobs_lose_no_look(tmp_path):
+    """Four jobs of a sweep sharing one ledger, started together on overlapping test data
+    (one lineage): four looks, numbered 1-4, each charged, alphas within the budget."""
+    path = str(tmp_path / "l.sqlite")
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_writer, args=(path, f"job{i}", list(range(i, 100 + i)), out))
+             for i in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(180)
+        assert p.exitcode == 0
+    got = sorted(out.get(timeout=5) for _ in procs)
+    assert sorted(n for _, n, _ in got) == [1, 2, 3, 4]
+    assert sum(a for _, _, a in got) <= A
+    looks = LedgerStore(path).looks(MODEL)
+    assert sorted(lk.number for lk in looks) == [1, 2, 3, 4]
+    assert all(lk.state == "decided" for lk in looks)
+    assert len({lk.lineage for lk in looks}) == 1
+
+
 def test_missing_corrupt_and_foreign_files_are_one_line_errors(tmp_path):
     with pytest.raises(LedgerError, match="no test ledger here"):
         LedgerStore(tmp_path / "none.sqlite", create=False).looks()

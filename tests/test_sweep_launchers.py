@@ -48,9 +48,15 @@ def test_joblib_launcher_runs_a_parallel_sweep(cli, tmp_path):
     assert (sweep_dir / "sweep.html").is_file()
 
 
+SUBMITIT, RAY = "hydra_plugins.hydra_submitit_launcher", "hydra_plugins.hydra_ray_launcher"
+
+
 @pytest.mark.parametrize("name, plugin, expect", [
-    ("slurm_gpu", "hydra_plugins.hydra_submitit_launcher", "SlurmLauncher"),
-    ("ray_cluster", "hydra_plugins.hydra_ray_launcher", "RayLauncher"),
+    ("slurm", SUBMITIT, "SlurmLauncher"),
+    ("slurm_local", SUBMITIT, "LocalLauncher"),
+    ("slurm_gpu", SUBMITIT, "SlurmLauncher"),
+    ("ray_cluster", RAY, "RayLauncher"),
+    ("ray_gpu", RAY, "RayLauncher"),
 ])
 def test_cluster_launcher_examples(name, plugin, expect, tmp_path):
     path = CONF / "hydra" / "launcher" / f"{name}.yaml"
@@ -58,9 +64,42 @@ def test_cluster_launcher_examples(name, plugin, expect, tmp_path):
     assert text.startswith("# @package hydra.launcher") and "python -m quantkit -m" in text
     if importlib.util.find_spec(plugin) is None:
         pytest.skip(f"{plugin.split('.')[-1]} is not installed: the example is checked for its "
-                    "header only (pip install hydra-submitit-launcher / hydra-ray-launcher)")
+                    "header only (pip install -e '.[sweeps]')")
     r = subprocess.run([sys.executable, "-m", "quantkit", f"hydra/launcher={name}",
                         "experiment=bert_int8", "--cfg", "hydra", "-p", "hydra.launcher"],
                        cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     assert expect in r.stdout
+
+
+def _launcher_yaml(name: str) -> dict:
+    import yaml
+
+    return yaml.safe_load((CONF / "hydra" / "launcher" / f"{name}.yaml").read_text())
+
+
+def test_slurm_config_differs_from_the_tested_local_one_only_in_the_launcher():
+    """README "Sweeps on a cluster": what runs through submitit_local here runs on SLURM by
+    changing hydra/launcher=slurm_local to hydra/launcher=slurm (and naming a partition)."""
+    slurm, local = _launcher_yaml("slurm"), _launcher_yaml("slurm_local")
+    assert (slurm.pop("defaults"), local.pop("defaults")) == (["submitit_slurm"], ["submitit_local"])
+    assert slurm == local and slurm
+
+
+def _composed_launcher(name: str, tmp_path) -> dict:
+    import yaml
+
+    r = subprocess.run([sys.executable, "-m", "quantkit", f"hydra/launcher={name}",
+                        "--cfg", "hydra", "-p", "hydra.launcher"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return yaml.safe_load(r.stdout)
+
+
+def test_composed_slurm_and_local_launchers_share_every_common_setting(tmp_path):
+    if importlib.util.find_spec(SUBMITIT) is None:
+        pytest.skip("hydra-submitit-launcher is not installed (pip install -e '.[sweeps]')")
+    slurm, local = _composed_launcher("slurm", tmp_path), _composed_launcher("slurm_local", tmp_path)
+    common = set(slurm) & set(local) - {"_target_"}
+    assert {"timeout_min", "cpus_per_task", "mem_gb", "submitit_folder"} <= common
+    assert {k: slurm[k] for k in common} == {k: local[k] for k in common}

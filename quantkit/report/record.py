@@ -68,6 +68,7 @@ class RunRecord:
     signoff: dict[str, Any] = field(default_factory=dict)  # family, power plan, ledger, decision
     artifacts: dict[str, str] = field(default_factory=dict)  # relative path -> sha256
     stage_cache: dict[str, dict[str, int]] = field(default_factory=dict)  # stage -> hits, misses
+    job: dict[str, Any] = field(default_factory=dict)  # launcher, worker host, attempt (run/job.py)
     notes: list[str] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
 

@@ -80,6 +80,24 @@ def _dev_evidence(c: Any) -> Any:
     return c
 
 
+def _job_run(rec: Mapping[str, Any]) -> dict[str, Any]:
+    """Where and how a job ran (``record.job``, ``record.stage_cache``): launcher, worker host,
+    stage-cache hits, the stages it computed, and whether it ran again after a lost attempt."""
+    job = rec.get("job") if isinstance(rec.get("job"), Mapping) else {}
+    cache = rec.get("stage_cache") if isinstance(rec.get("stage_cache"), Mapping) else {}
+    counts = {s: c for s, c in cache.items() if isinstance(c, Mapping)}
+    attempt = job.get("attempt")
+    later = isinstance(attempt, int) and attempt > 1
+    return {"launcher": job.get("launcher"),
+            "worker_host": job.get("worker_host") or (rec.get("host") or {}).get("hostname"),
+            "cache_hits": sum(int(c.get("hits", 0)) for c in counts.values()),
+            "cache_misses": sum(int(c.get("misses", 0)) for c in counts.values()),
+            "computed": [s for s, c in counts.items() if int(c.get("misses", 0))],
+            "attempt": attempt,
+            "ran_again": later and not job.get("earlier_finished"),
+            "rerun_of_finished": later and bool(job.get("earlier_finished"))}
+
+
 def _label(record: Mapping[str, Any], i: int) -> str:
     run_dir = record.get("run_dir")
     return Path(str(run_dir)).name if run_dir else f"job {i}"
@@ -91,7 +109,10 @@ def sweep_summary(records: Sequence[Mapping[str, Any]], *,
 
     Returns ``{"ranking": str, "jobs": [...], "rows": [...], "best": row | None}``; each row
     has ``rank, job, label, experiment, candidate, status, metric, value, delta, low,
-    latency_batch, latency_p50_ms, recommended, required_n``.
+    latency_batch, latency_p50_ms, recommended, required_n``; each job also says where and
+    how it ran (``record.job``, ``record.stage_cache``): ``launcher, worker_host,
+    cache_hits, cache_misses, computed`` (stages it computed), ``attempt, ran_again`` (a
+    later attempt whose earlier one did not finish), ``rerun_of_finished``.
     """
     if labels is not None and len(labels) != len(records):
         raise ConfigError("one label per record is needed", where="sweep_summary(labels)",
@@ -113,7 +134,7 @@ def sweep_summary(records: Sequence[Mapping[str, Any]], *,
                      "search_skipped": bool(search.get("skipped")),
                      "signoff_skipped": bool((rec.get("signoff") or {}).get("skipped")),
                      "recommended": recommended, "recommended_status": rec_status,
-                     "candidates": len(cands)})
+                     "candidates": len(cands), **_job_run(rec)})
         for name, c in cands.items():
             c = _dev_evidence(c)
             v = c.get("verdict") if isinstance(c, Mapping) else None
@@ -174,13 +195,32 @@ def _context(summary: Mapping[str, Any], links: Sequence[str | None] | None) -> 
             "link": links[r["job"]] if links else None,
         })
     jobs = [{**j, "experiment": j["experiment"] or DASH, "command": j["command"] or DASH,
+             "launcher": j["launcher"] or DASH, "worker_host": j["worker_host"] or DASH,
+             "cache": _cache_text(j), "attempt_text": _attempt_text(j),
              "recommended": j["recommended"] or "none",
              "recommended_status": j["recommended_status"] or DASH,
              "cls": status_class(j["recommended_status"]),
              "link": links[j["job"]] if links else None} for j in summary["jobs"]]
     best = rows[0] if rows else None
     return {"ranking": summary["ranking"], "rows": rows, "jobs": jobs, "best": best,
-            "next_step": summary.get("next_step")}
+            "next_step": summary.get("next_step"),
+            "ran_again": [j["label"] for j in summary["jobs"] if j["ran_again"]],
+            "reread": [j["label"] for j in summary["jobs"] if j["rerun_of_finished"]]}
+
+
+def _cache_text(job: Mapping[str, Any]) -> str:
+    if not job["cache_hits"] and not job["cache_misses"]:
+        return "not recorded"
+    text = f"{job['cache_hits']} hit(s), {job['cache_misses']} computed"
+    return text + (f" ({', '.join(job['computed'])})" if job["computed"] else "")
+
+
+def _attempt_text(job: Mapping[str, Any]) -> str:
+    if job["ran_again"]:
+        return f"attempt {job['attempt']}: ran again (the earlier attempt did not finish)"
+    if job["rerun_of_finished"]:
+        return f"attempt {job['attempt']}: had finished before; rerun"
+    return "first" if job["attempt"] == 1 else DASH
 
 
 def render_sweep(records: Sequence[Mapping[str, Any]], out_dir: str | Path, *,

@@ -121,6 +121,34 @@ def test_render_sweep_is_deterministic(record, tmp_path):
     assert "int8.minmax" in html and "PASS" in html and "not measured" in html
 
 
+def test_jobs_table_names_launcher_worker_host_cache_hits_and_jobs_that_ran_again(record, tmp_path):
+    first = copy.deepcopy(record)
+    first["job"] = {"launcher": "RayLauncher", "worker_host": "node-a", "attempt": 1,
+                    "earlier_finished": False}
+    first["stage_cache"] = {"fp32_reference": {"hits": 0, "misses": 1},
+                            "calibrate": {"hits": 1, "misses": 0}}
+    reread = copy.deepcopy(first)
+    reread["job"] = {**first["job"], "worker_host": "node-b", "attempt": 2, "earlier_finished": True}
+    reread["stage_cache"] = {"fp32_reference": {"hits": 1, "misses": 0},
+                             "calibrate": {"hits": 1, "misses": 0}}
+    lost = copy.deepcopy(first)
+    lost["job"] = {**first["job"], "attempt": 2, "earlier_finished": False}
+    summary = sweep_summary([first, reread, lost], labels=["0", "1", "2"])
+    assert [(j["launcher"], j["worker_host"], j["cache_hits"], j["computed"], j["ran_again"],
+             j["rerun_of_finished"]) for j in summary["jobs"]] == [
+        ("RayLauncher", "node-a", 1, ["fp32_reference"], False, False),
+        ("RayLauncher", "node-b", 2, [], False, True),
+        ("RayLauncher", "node-a", 1, ["fp32_reference"], True, False)]
+    md = render_sweep([first, reread, lost], tmp_path, labels=["0", "1", "2"])["md"].read_text()
+    assert "Ran again after a lost attempt: 2." in md
+    assert "Rerun after finishing before (their finished stages read from the stage cache): 1." in md
+    assert "| RayLauncher | node-b | 2 hit(s), 0 computed | attempt 2: had finished before; rerun |" in md
+    assert "1 hit(s), 1 computed (fp32_reference) | attempt 2: ran again" in md
+    # a plain record (no job facts) still renders, the host from record.host
+    old = {k: v for k, v in record.items() if k != "job"}
+    assert sweep_summary([old])["jobs"][0]["worker_host"] == record["host"]["hostname"]
+
+
 def test_render_sweep_without_verdicts(tmp_path):
     paths = render_sweep([{"experiment": "e", "candidates": {"fp32": {"metrics": {}}}}], tmp_path)
     assert "No candidate with a verdict" in paths["md"].read_text()

@@ -75,10 +75,11 @@ CONFIGS: dict[str, tuple[str, ...]] = {
 }
 
 #: Fields that legitimately differ between two runs of one config (times, paths, host,
-#: installed packages, stage timings, latency numbers, the schema version added later).
+#: installed packages, stage timings, latency numbers, the schema version added later, and
+#: where and how the run ran: ``job``, launcher, worker host, attempt, added by issue 26).
 VOLATILE = {"run_dir", "started", "finished", "stages", "stage_cache", "seconds",
             "eval_seconds", "command", "latency", "host", "packages", "schema_version",
-            "measured_at", "collect_seconds"}
+            "measured_at", "collect_seconds", "job"}
 
 
 def normalize(obj, root: str):
