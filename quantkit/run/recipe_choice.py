@@ -28,6 +28,7 @@ into the record (``ptq.choice``) and the report.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -238,6 +239,11 @@ def _value(change: dict) -> str:
     return ",".join(f"{v}" for v in change.values())
 
 
+def _plan_settings(precision) -> str:
+    """What of ``precision`` shapes a full-INT8 candidate (the search's settings do not)."""
+    return repr(dataclasses.replace(precision, search=None))
+
+
 def _scorer(ctx: RunContext, scope: QuantScope, fp16: Fp16Range, reference: Evaluation,
             n: int) -> Callable[[str, Recipe, str], RecipeTrial]:
     """``score(label, recipe, dimension)``: the recipe's full-INT8 candidate on the first
@@ -248,7 +254,7 @@ def _scorer(ctx: RunContext, scope: QuantScope, fp16: Fp16Range, reference: Eval
     base = {"model": ctx.graph.sha256, "dev": ctx.splits.dev.sha256, "n": n,
             "calib": ctx.splits.calib.sha256, "calibrator": s.ptq.auto.calibrator,
             "calibrators": list(s.calibrator.methods), "target": s.target,
-            "precision": repr(s.precision), "samples": s.ptq.range_search_samples,
+            "precision": _plan_settings(s.precision), "samples": s.ptq.range_search_samples,
             "code": [source_sha(), _own_sha()], **ctx.feeds_key(), **ctx.measured_key()}
 
     def score(label: str, recipe: Recipe, dim: str) -> RecipeTrial:

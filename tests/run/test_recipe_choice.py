@@ -111,3 +111,19 @@ def test_near_ties_go_to_the_simpler_recipe():
     assert _lowest([opt("a", 1.0), opt("b", 1.0 - 1e-9)])[1] == "a"
     assert _lowest([opt("a", 1.0), opt("b", 0.99)])[1] == "b"
     assert _lowest([opt("a", 0.0), opt("b", 0.0)])[1] == "a"
+
+
+def test_recipe_trials_are_keyed_by_what_shapes_the_candidate_not_by_the_search():
+    """A rerun that changes only the search (e.g. precision.search.measure_mode) reads the
+    recipe trials back; a change to what the full-INT8 candidate is made of does not."""
+    import dataclasses
+
+    from quantkit.run.recipe_choice import _plan_settings
+    from quantkit.settings import PrecisionConfig
+
+    p = PrecisionConfig()
+    searched = dataclasses.replace(p, search=dataclasses.replace(p.search, measure_mode="restore",
+                                                                 max_full_evals=3))
+    assert _plan_settings(searched) == _plan_settings(p)
+    assert _plan_settings(dataclasses.replace(p, op_types=["MatMul"])) != _plan_settings(p)
+    assert _plan_settings(dataclasses.replace(p, remainder="fp32")) != _plan_settings(p)
