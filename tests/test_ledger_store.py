@@ -132,46 +132,29 @@ def _writer(path: str, key: str, ids: list[int], out) -> None:
     out.put((key, look.number, look.alpha.alpha))
 
 
-def test_two_concurrent_writers_both_recorded_with_distinct_numbers(tmp_path):
-    path = str(tmp_path / "l.sqlite")
-    ctx = multiprocessing.get_context("spawn")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=_writer, args=(path, f"k{i}", list(range(i, 100 + i)), out))
-             for i in range(2)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(120)
-        assert p.exitcode == 0
-    got = sorted(out.get(timeout=5) for _ in procs)
-    assert sorted(n for _, n, _ in got) == [1, 2]
-    assert sum(a for _, _, a in got) <= A
-    looks = LedgerStore(path).looks(MODEL)
-    assert len(looks) == 2 and all(lk.state == "decided" for lk in looks)
-    with sqlite3.connect(path) as con:
-        assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-
-
-def test_four_concurrent_sweep_jobs_lose_no_look(tmp_path):
-    """Four jobs of a sweep sharing one ledger, started together on overlapping test data
-    (one lineage): four looks, numbered 1-4, each charged, alphas within the budget."""
+@pytest.mark.parametrize("jobs", [2, 4])
+def test_concurrent_writers_lose_no_look(tmp_path, jobs):
+    """Jobs of a sweep sharing one ledger, started together on overlapping test data (one
+    lineage): one look each, numbered 1..jobs, each charged, alphas within the budget."""
     path = str(tmp_path / "l.sqlite")
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
     procs = [ctx.Process(target=_writer, args=(path, f"job{i}", list(range(i, 100 + i)), out))
-             for i in range(4)]
+             for i in range(jobs)]
     for p in procs:
         p.start()
     for p in procs:
         p.join(180)
         assert p.exitcode == 0
     got = sorted(out.get(timeout=5) for _ in procs)
-    assert sorted(n for _, n, _ in got) == [1, 2, 3, 4]
+    assert sorted(n for _, n, _ in got) == list(range(1, jobs + 1))
     assert sum(a for _, _, a in got) <= A
     looks = LedgerStore(path).looks(MODEL)
-    assert sorted(lk.number for lk in looks) == [1, 2, 3, 4]
+    assert sorted(lk.number for lk in looks) == list(range(1, jobs + 1))
     assert all(lk.state == "decided" for lk in looks)
     assert len({lk.lineage for lk in looks}) == 1
+    with sqlite3.connect(path) as con:
+        assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
 def test_missing_corrupt_and_foreign_files_are_one_line_errors(tmp_path):
