@@ -24,7 +24,7 @@ from quantkit.run.fp16_range import Fp16Range
 
 if TYPE_CHECKING:
     from quantkit.graph.model_graph import ModelGraph
-    from quantkit.run.ptq import QuantSource
+    from quantkit.run.quant_source import QuantSource
 
 __all__ = ["Artifact", "ParkedRefined", "plan_for_ranges", "build_artifact", "build_artifacts",
            "build_variant"]

@@ -12,7 +12,7 @@ from quantkit.run.context import RunContext
 
 if TYPE_CHECKING:
     from quantkit.graph.model_graph import ModelGraph
-    from quantkit.run.ptq import QuantSource
+    from quantkit.run.quant_source import QuantSource
 
 __all__ = ["Calibration", "calibrate"]
 

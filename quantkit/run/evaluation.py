@@ -20,7 +20,8 @@ from quantkit.run.context import RunContext
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from quantkit.run.artifacts import Artifact
+    import onnx
+
     from quantkit.verdict.signoff import SignoffTest
 
 __all__ = ["Evaluation", "evaluate", "evaluate_artifact", "evaluate_reference", "numerics_note"]
@@ -75,7 +76,9 @@ def evaluate_reference(ctx: RunContext, split: str = "dev") -> Evaluation:
 def evaluate(ctx: RunContext, name: str, path, *, split: str = "dev",
              reference: Evaluation | None = None, plan_int8: list[str] | None = None,
              emulated: Any = None, artifact_sha: str | None = None,
-             look: Any = None, build: Callable[[], Artifact] | None = None) -> Evaluation:
+             look: Any = None,
+             build: Callable[[], tuple[str, onnx.ModelProto | None]] | None = None
+             ) -> Evaluation:
     """Evidence of the artifact at ``path`` on ``split`` (cached), with its paired test
     against ``reference`` (the FP32 evaluation of the same split).
 
@@ -87,7 +90,7 @@ def evaluate(ctx: RunContext, name: str, path, *, split: str = "dev",
     ``emulated``: the artifact's FP16 emulation (a ModelProto or a zero-argument callable
     building it), whose numbers stand for the artifact on ONNX Runtime CPU;
     ``artifact_sha``: the file's sha256 when known (else computed); ``build``: writes the
-    artifact on a cache miss only (``path`` then names it and ``artifact_sha`` is required:
+    artifact on a cache miss only and returns its path and FP16 emulation (``path`` names it and ``artifact_sha`` is required:
     a cached evaluation needs no file; ``emulated`` then says whether it will have an FP16
     emulation).
     """
@@ -121,8 +124,7 @@ def evaluate(ctx: RunContext, name: str, path, *, split: str = "dev",
     def compute():
         target = path
         if build is not None:
-            art = build()
-            target, em = art.path, (art.emulated() if art.emulated is not None else None)
+            target, em = build()
         else:
             em = emulated() if callable(emulated) else emulated
         evidence, logits, gallery_out = _evaluate(ctx, name, target, split=split,

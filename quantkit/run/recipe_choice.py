@@ -32,69 +32,29 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from quantkit.ptq.pipeline import Rewritten, source_sha
+from quantkit.ptq.pipeline import source_sha
 from quantkit.ptq.recipe import Recipe, named_recipes
 from quantkit.run.context import RunContext
 from quantkit.run.fp16_range import Fp16Range
+from quantkit.run.quant_source import QuantSource, calib_data, ptq_memo, ptq_runners, \
+    rewrite_for, source_for
+from quantkit.run.recipe_trial import RecipeChoice, RecipeTrial
 from quantkit.run.scope import QuantScope
 
 if TYPE_CHECKING:
     from quantkit.run.evaluation import Evaluation
-    from quantkit.run.ptq import QuantSource
 
-__all__ = ["RecipeChoice", "RecipeTrial", "choose_recipe", "dimensions", "OUTLIER_RATIO"]
+__all__ = ["choose_recipe", "dimensions", "OUTLIER_RATIO"]
 
 log = logging.getLogger(__name__)
 
 #: max / median of a MatMul input's per-channel max-abs from which SmoothQuant is tried
 #: (MiniLM's LayerNorm outputs: 20-60; a CNN head's pooled features: about 3)
 OUTLIER_RATIO = 8.0
-
-
-@dataclass(frozen=True)
-class RecipeTrial:
-    """One recipe tried: its ``score`` on ``examples`` dev examples (lower is better; None
-    when it could not be built), the ``dimension`` being decided, ``seconds`` it took (0
-    when read from the stage cache) and what was noted (a rewrite dropped by its proof)."""
-
-    label: str
-    recipe: Recipe
-    dimension: str
-    score: float | None
-    examples: int
-    seconds: float
-    note: str = ""
-
-    def to_record(self) -> dict:
-        return {"recipe": self.label, "steps_on": self.recipe.describe(),
-                "dimension": self.dimension, "score": self.score, "examples": self.examples,
-                "seconds": round(self.seconds, 3), "note": self.note}
-
-
-@dataclass(frozen=True)
-class RecipeChoice:
-    """What ``ptq.recipe=auto`` chose (``name``, ``recipe``, its proven ``rewritten`` graph)
-    and every trial, in order; ``score_kind``: what the scores measure."""
-
-    name: str
-    recipe: Recipe
-    rewritten: Rewritten
-    trials: tuple[RecipeTrial, ...]
-    score_kind: str
-    budget: int
-    skipped: tuple[str, ...] = ()
-
-    def to_record(self) -> dict:
-        return {"chosen": self.name, "steps_on": self.recipe.describe(),
-                "score": self.score_kind, "budget_evaluations": self.budget,
-                "evaluations": len(self.trials),
-                "trials": [t.to_record() for t in self.trials],
-                "dimensions_not_tried": list(self.skipped)}
 
 
 def dimensions(ctx: RunContext, scope: QuantScope) -> list[tuple[str, list[dict]]]:
@@ -130,7 +90,6 @@ def _has_outliers(ctx: RunContext, model) -> bool:
     from quantkit.ptq.capture import channel_stats
     from quantkit.ptq.pipeline import model_sha
     from quantkit.ptq.smoothquant import smoothable_inputs
-    from quantkit.run.ptq import calib_data, ptq_memo, ptq_runners
 
     groups = smoothable_inputs(model)
     if not groups:
@@ -167,7 +126,6 @@ def _reads_token_axis(ctx: RunContext, scope: QuantScope) -> bool:
 def choose_recipe(ctx: RunContext, scope: QuantScope, fp16: Fp16Range,
                   reference: Evaluation) -> RecipeChoice:
     """The greedy choice of the module doc, on the dev reference's first examples."""
-    from quantkit.run.ptq import rewrite_for
 
     cfg = ctx.settings.ptq.auto
     n = min(cfg.subset, len(ctx.splits.dev))
@@ -281,7 +239,6 @@ def _evaluate(ctx: RunContext, scope: QuantScope, fp16: Fp16Range, recipe: Recip
     from quantkit.backends.batched import run_split
     from quantkit.compare.embedding import cosine_per_example
     from quantkit.compare.task import mean_kl
-    from quantkit.run.ptq import rewrite_for, source_for
 
     rewritten = rewrite_for(ctx, recipe)
     notes = [f"{p.step} dropped: {p.reason}" for p in rewritten.proofs if not p.kept]

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from quantkit.run.latency import LatencyReport
     from quantkit.run.layerwise import LayerReport
     from quantkit.run.prepare import Prepared
-    from quantkit.run.ptq import QuantSource
+    from quantkit.run.quant_source import QuantSource
     from quantkit.run.search import SearchOutcome
     from quantkit.run.signoff import SignOff
     from quantkit.verdict.protocol import Recommendation

@@ -26,7 +26,7 @@ from quantkit.run.evaluation import Evaluation, evaluate, evaluate_artifact
 from quantkit.run.layerwise import LayerReport
 
 if TYPE_CHECKING:
-    from quantkit.run.ptq import QuantSource
+    from quantkit.run.quant_source import QuantSource
 
 __all__ = ["SearchOutcome", "search_mixed", "search_skip_reason", "measure_sensitivity",
            "proxy_layer_stats", "variant_key"]
@@ -308,7 +308,9 @@ def search_mixed(ctx: RunContext, artifacts: dict[str, Artifact],
                                    lambda: ({"sha256": build().sha256,
                                              "emulated": build().emulated is not None}, None))
             ev = evaluate(ctx, "search", Path(tmp) / "model.search.onnx", reference=reference,
-                          emulated=obj["emulated"], artifact_sha=obj["sha256"], build=build)
+                          emulated=obj["emulated"], artifact_sha=obj["sha256"],
+                          build=lambda: (build().path, build().emulated()
+                                         if build().emulated is not None else None))
         return powered_eval(ctx, ev, seconds=time.perf_counter() - t0,
                             accuracy=ev.evidence["metrics"].get("accuracy"))
 

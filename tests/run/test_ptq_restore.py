@@ -161,7 +161,7 @@ def test_a_rewrite_that_changes_the_fp32_function_is_dropped_with_its_reason(cnn
     that gets quantized is the original."""
     from quantkit.ptq.pipeline import rewrite
     from quantkit.ptq.recipe import Recipe
-    from quantkit.run.ptq import calib_data, ptq_runners
+    from quantkit.run.quant_source import calib_data, ptq_runners
 
     c = cnn_ctx
     recipe = Recipe(equalization="per_channel_clip", equalization_alpha=0.5)
@@ -178,7 +178,7 @@ def test_prove_rewrite_rejects_scaling_across_a_non_homogeneous_activation(cnn_c
     """Equalization's scale does not commute with HardSwish: a pair scaled across one (what
     equalization itself refuses to do) changes the FP32 function and fails the proof."""
     from quantkit.ptq.proof import prove_rewrite
-    from quantkit.run.ptq import calib_data, ptq_runners
+    from quantkit.run.quant_source import calib_data, ptq_runners
 
     c = cnn_ctx
     before = onnx.ModelProto()

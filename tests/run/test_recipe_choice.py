@@ -104,7 +104,8 @@ def test_near_ties_go_to_the_simpler_recipe():
     """Scores equal up to CPU float noise keep the value tried first: the choice does not
     depend on the host's summation order."""
     from quantkit.ptq.recipe import Recipe
-    from quantkit.run.recipe_choice import RecipeTrial, _lowest
+    from quantkit.run.recipe_choice import _lowest
+    from quantkit.run.recipe_trial import RecipeTrial
 
     def opt(label, score):
         return (RecipeTrial(label, Recipe(), "d", score, 1, 0.0), label, Recipe())

@@ -163,7 +163,7 @@ def test_rescaled_comparison_tensors_are_found_by_value(ctx, scope):
     from onnx import numpy_helper
 
     from quantkit.graph.model_graph import ModelGraph
-    from quantkit.run.ptq import _changed_tensors
+    from quantkit.run.quant_source import _changed_tensors
 
     m = onnx.ModelProto()
     m.CopyFrom(ctx.graph.model)
@@ -223,7 +223,7 @@ def test_bias_correction_edits_the_int8_graph_as_the_pipeline_does(tmp_path):
     from quantkit.ptq.recipe import Recipe
     from quantkit.run import prepared_context
     from quantkit.run.artifacts import build_variant
-    from quantkit.run.ptq import calib_data
+    from quantkit.run.quant_source import calib_data
     from runworld import settings_for
 
     m = tinyworld.text_model()
@@ -295,7 +295,7 @@ def test_weight_rounding_is_cached_and_variants_restore_weights(ctx, tmp_path, m
     from quantkit.ptq.pipeline import refine
     from quantkit.ptq.recipe import Recipe
     from quantkit.run.artifacts import build_variant
-    from quantkit.run.ptq import calib_data
+    from quantkit.run.quant_source import calib_data
 
     cache = StageCache(tmp_path / "stages", enabled=True)
     cfg = dataclasses.replace(OFF, weight_rounding=method, int8_weights=True)

@@ -1,0 +1,194 @@
+"""The ptq stage's value, :class:`QuantSource`, and what builds it: the graph a recipe
+rewrote (:func:`source_for`), the pipeline's runners, memo and calibration data. The stage
+itself (which recipe, then :func:`source_for`) is quantkit/run/ptq.py; the recipe choice
+(quantkit/run/recipe_choice.py) builds candidate sources with the same functions."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from quantkit.ptq.pipeline import CalibData, Refined, Rewritten, Runners, refine, restored_for
+from quantkit.ptq.proof import StepProof
+from quantkit.ptq.recipe import Recipe
+from quantkit.ptq.record import StepRecord
+from quantkit.run.context import RunContext
+from quantkit.run.fp16_range import Fp16Range
+from quantkit.run.recipe_trial import RecipeChoice
+from quantkit.run.scope import QuantScope, quant_scope
+
+if TYPE_CHECKING:
+    from quantkit.graph.model_graph import ModelGraph
+    from quantkit.precision.plan import Plan
+
+__all__ = ["QuantSource", "calib_data", "ptq_key", "ptq_memo", "ptq_runners", "rewrite_for",
+           "source_for"]
+
+log = logging.getLogger(__name__)
+
+#: relative tolerance under which a comparison tensor counts as unchanged by the rewrite
+_SAME_RTOL = 1e-3
+
+
+@dataclass(frozen=True)
+class QuantSource:
+    """The ptq stage's one value (DESIGN.md).
+
+    ``recipe`` (named ``recipe_name``) is what runs; ``graph``: the ModelGraph that gets
+    calibrated and quantized (``original`` itself when no rewrite was kept); ``scope``: the
+    quantization scope on ``graph``; ``fp16``: the FP16 range check of ``graph``;
+    ``rewritten``: the rewrites kept, with the proof of every rewrite tried;
+    ``dropped_compare``: per-layer comparison tensor -> why it was dropped; ``choice``: how
+    ``ptq.recipe=auto`` chose (None for a pinned recipe)."""
+
+    recipe: Recipe
+    recipe_name: str
+    graph: ModelGraph
+    original: ModelGraph
+    scope: QuantScope
+    fp16: Fp16Range
+    rewritten: Rewritten
+    dropped_compare: Mapping[str, str] = field(default_factory=dict)
+    choice: RecipeChoice | None = None
+
+    @property
+    def is_rewritten(self) -> bool:
+        return self.graph is not self.original
+
+    @property
+    def steps(self) -> tuple[StepRecord, ...]:
+        return self.rewritten.steps
+
+    @property
+    def proofs(self) -> tuple[StepProof, ...]:
+        return self.rewritten.proofs
+
+    def refine(self, ctx: RunContext, plan: Plan, ranges: Mapping[str, Any]) -> Refined:
+        """Range search, weight rounding, bias correction of ``plan`` (built on ``graph``)
+        as the recipe says; every statistics pass stage-cached under what produced it."""
+        return refine(self.graph.model, plan, ranges, self.recipe, calib_data(ctx),
+                      target=ctx.settings.target, infos=self.graph.infos,
+                      runners=ptq_runners(ctx, self.graph), memo=ptq_memo(ctx),
+                      graph_sha=self.graph.sha256, progress=ctx.settings.progress)
+
+    def restored_for(self, refined: Refined, plan: Plan, fallback: Plan) -> Refined:
+        """``refined`` for ``plan`` (a subset of its INT8 nodes: the search's mixed plans):
+        every node ``plan`` leaves out of INT8 computes the original FP32 function
+        (quantkit.ptq.pipeline.restored_for); ``fallback``: the original graph's plan."""
+        return restored_for(refined, plan, calibrated=self.graph.model,
+                            rewritten=self.rewritten, original=self.original.model,
+                            fallback=fallback)
+
+    def to_record(self) -> dict:
+        out = {"recipe": self.recipe_name, "steps_on": self.recipe.describe(),
+               "settings": self.recipe.key(), "graph_rewritten": self.is_rewritten,
+               "graph_sha256": self.graph.sha256,
+               "steps": [r.to_dict() for r in self.steps],
+               "proofs": [p.to_dict() for p in self.proofs],
+               "dropped_compare_tensors": dict(self.dropped_compare)}
+        if self.choice is not None:
+            out["choice"] = self.choice.to_record()
+        return out
+
+
+def ptq_key(ctx: RunContext) -> dict[str, Any]:
+    """The ptq settings as a stage-cache key part (the recipe setting and its parameters)."""
+    return {"ptq": dataclasses.asdict(ctx.settings.ptq)}
+
+
+def calib_data(ctx: RunContext, *, limit: int | None = None) -> CalibData:
+    """The calibration split as the pipeline reads it (``limit``: its first examples)."""
+    s = ctx.settings
+    split = ctx.splits.calib if limit is None else ctx.head(ctx.splits.calib, limit)
+    n = s.ptq.range_search_samples
+    return CalibData(
+        batches=lambda: ctx.batches(split, s.calibrator.batch_size),
+        subset=lambda: ctx.batches(ctx.head(split, n), s.calibrator.batch_size),
+        key={"calib": split.sha256, "subset": n, "batch_size": s.calibrator.batch_size,
+             "max_length": s.data.max_length, **ctx.feeds_key()})
+
+
+def ptq_runners(ctx: RunContext, graph: ModelGraph | None = None) -> Runners:
+    """The pipeline's ONNX Runtime runners with the run's backend settings: FP32 capture
+    typed from ``graph``'s one shape inference, exact Q/DQ for the sequential rounding."""
+    from quantkit.backends.runners import ort_runner
+
+    b = ctx.settings.backend
+
+    def capture(m, outs):
+        return ort_runner(b, m, name="ptq-capture", extra_outputs=outs,
+                          graph=graph if graph is not None and m is graph.model else None)
+
+    return Runners(capture=capture,
+                   exact=lambda m: ort_runner(b, m, name="ptq-sequential", qdq_mode="exact",
+                                              memory_arena=False),
+                   fp32=lambda m: ort_runner(b, m, name="ptq-proof"))
+
+
+def ptq_memo(ctx: RunContext):
+    """The pipeline's memo on the run's stage cache (``stage_cache=false``: computes)."""
+    def memo(kind: str, key: dict, compute):
+        obj, arrays, _ = ctx.cached(kind, key, compute)
+        return obj, arrays
+    return memo
+
+
+def rewrite_for(ctx: RunContext, recipe: Recipe) -> Rewritten:
+    """``recipe``'s rewrites of the FP32 graph, each proven on the calibration data."""
+    from quantkit.ptq.pipeline import rewrite
+
+    return rewrite(ctx.graph.model, recipe, calib_data(ctx), output=ctx.model.output_name,
+                   logits=ctx.model.output_kind == "logits", runners=ptq_runners(ctx),
+                   memo=ptq_memo(ctx))
+
+
+def source_for(ctx: RunContext, scope: QuantScope, fp16: Fp16Range, name: str,
+               recipe: Recipe, rewritten: Rewritten) -> QuantSource:
+    """The QuantSource of ``recipe`` whose rewrites are ``rewritten``: the graph they made
+    (with its own scope and FP16 range check), or the original graph when none applied."""
+    from quantkit.graph.model_graph import ModelGraph
+    from quantkit.run.fp16_range import check_fp16_range
+
+    if rewritten.model is ctx.graph.model:
+        return QuantSource(recipe=recipe, recipe_name=name, graph=ctx.graph,
+                           original=ctx.graph, scope=scope, fp16=fp16, rewritten=rewritten)
+    graph = ModelGraph.build(rewritten.model)
+    new = quant_scope(ctx, graph=graph)
+    dropped = _changed_tensors(ctx, graph, scope.compare_tensors)
+    if dropped:
+        log.info("ptq: %d per-layer comparison tensors dropped (rewritten values): %s",
+                 len(dropped), ", ".join(list(dropped)[:8]))
+    own_fp16 = (check_fp16_range(ctx, graph=graph) if ctx.settings.precision.remainder == "fp16"
+                else fp16)
+    compare = tuple(t for t in scope.compare_tensors if t not in dropped)
+    return QuantSource(recipe=recipe, recipe_name=name, graph=graph, original=ctx.graph,
+                       scope=dataclasses.replace(new, compare_tensors=compare), fp16=own_fp16,
+                       rewritten=rewritten, dropped_compare=dropped)
+
+
+def _changed_tensors(ctx: RunContext, graph: ModelGraph, tensors) -> dict[str, str]:
+    """Comparison tensors of the original graph missing from ``graph`` or with other FP32
+    values there (first calibration batch)."""
+    from quantkit.ptq.capture import capture_tensors
+
+    names = set(graph.infos) | {i.name for i in graph.model.graph.input}
+    out = {t: "not in the ptq-rewritten graph" for t in tensors if t not in names}
+    keep = [t for t in tensors if t not in out]
+    first = next(iter(ctx.batches(ctx.head(ctx.splits.calib, 8),
+                                  ctx.settings.calibrator.batch_size)), None)
+    if first is None or not keep:
+        return out
+    ref = capture_tensors(ctx.graph.model, [first], keep)
+    new = capture_tensors(graph.model, [first], keep)
+    for t in keep:
+        a, b = ref[t][0], new[t][0]
+        scale = float(np.max(np.abs(a))) if a.size else 0.0
+        if a.shape != b.shape or float(np.max(np.abs(a - b), initial=0.0)) > \
+                _SAME_RTOL * scale + 1e-6:
+            out[t] = "FP32 values rescaled by the ptq rewrite (same name, other values)"
+    return out
