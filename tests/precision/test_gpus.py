@@ -41,3 +41,16 @@ def test_check_formats_accepts_and_refuses_naming_target_and_format():
 def test_unknown_targets_are_refused(bad):
     with pytest.raises(ConfigError):
         resolve_gpu(bad)
+
+
+def test_record_target_note_names_gpu_and_formats_only_when_set():
+    from quantkit.run.record import target_note
+    from quantkit.settings import Settings
+
+    s = Settings()
+    before = target_note(s)
+    assert "GPU" not in before  # unset: the note reads as it always did
+    s.gpu.sm = "H200"
+    s.precision.formats = ["int8", "fp8"]
+    note = target_note(s)
+    assert note.startswith(before) and "H200 (sm 90)" in note and "int8, fp8" in note
