@@ -138,6 +138,10 @@ def check_overrides(argv: list[str]) -> None:
                                   "function, or remove the override")
         if key == "experiment_name":
             check_plain_name("experiment_name", value)
+        if key.startswith("target."):  # target is the deployment target's name
+            raise ConfigError("target is the deployment target's name (tensorrt | ort_cpu); "
+                              "the target GPU is gpu.sm", where=key, value=value,
+                              fix=f"write gpu.sm={value} (a compute capability or a GPU name)")
 
 
 def cli() -> None:

@@ -231,6 +231,9 @@ class PrecisionConfig:
     # Q/DQ scales of FP16-remainder artifacts: fp32 (opset >= 13, Cast before each Q) | fp16
     # (opset 19 Q/DQ with float16 scales: no Cast(fp16->fp32) -> Q pairs)
     qdq_scale_dtype: str = "fp32"
+    # quantized formats the run may write: int8 | fp8 (FP8 E4M3 needs gpu.sm >= 89;
+    # quantkit/precision/gpus.py refuses a format the target GPU cannot run)
+    formats: list[str] = field(default_factory=lambda: ["int8"])
     search: SearchConfig = field(default_factory=SearchConfig)
 
 
@@ -498,6 +501,15 @@ class PtqConfig(Recipe):
 
 
 @dataclass
+class GpuConfig:
+    """The target GPU (``gpu.*``): which quantized formats exist and whose cost table applies."""
+
+    # compute capability (75, 80, 86, 87, 89, 90, 100, 120) or a GPU name (T4, A100, A10, Orin,
+    # L4, L40S, H100, H200, B200: quantkit/precision/gpus.py); null: not stated (INT8 only)
+    sm: Optional[str] = None
+
+
+@dataclass
 class Settings:
     experiment_name: str = "default"
     # deployment target the INT8 artifacts are written for (quantkit/qdq/targets.py):
@@ -518,6 +530,7 @@ class Settings:
     report: ReportConfig = field(default_factory=ReportConfig)
     bench: BenchConfig = field(default_factory=BenchConfig)
     ptq: PtqConfig = field(default_factory=PtqConfig)
+    gpu: GpuConfig = field(default_factory=GpuConfig)
 
 
 def register() -> None:
@@ -615,6 +628,18 @@ def validate(s: Settings) -> Settings:
                               "precision.qdq_scale_dtype=fp32")
     _choice("backend.qdq_mode", s.backend.qdq_mode, ("auto", "exact", "fused", "integer"))
     _choice("target", s.target, ("tensorrt", "ort_cpu"))
+    from quantkit.precision.gpus import check_formats
+
+    check_formats(s.gpu.sm, s.precision.formats)
+    if "fp8" in s.precision.formats and s.target != "tensorrt":
+        raise ConfigError("format fp8 is written for TensorRT only", where="precision.formats",
+                          value=s.target, fix="use target=tensorrt, or precision.formats=[int8]")
+    if "fp8" in s.precision.formats:  # the writer, lint and numerics exist; the run does not
+        raise ConfigError("fp8 candidates are not built by the run yet (issue 25: FP8 "
+                          "calibration, fp8.<calibrator> candidates and the mixed-format "
+                          "search are to come); quantkit.qdq writes and lints FP8 Q/DQ",
+                          where="precision.formats", value=list(s.precision.formats),
+                          fix="use precision.formats=[int8] for now")
     if s.target == "ort_cpu" and s.backend.name == "trt":
         raise ConfigError("target=ort_cpu artifacts are for ONNX Runtime, not TensorRT",
                           where="target", value=s.target,

@@ -52,3 +52,17 @@ def test_import_is_lazy():
             "[m for m in ('tensorrt', 'torch') if m in sys.modules]")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_fp8_on_a_gpu_without_fp8_is_one_line_naming_target_and_format(cli):
+    r = cli("experiment=bert_int8", "gpu.sm=86", "precision.formats=[int8,fp8]")
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "sm 86" in lines[0] and "fp8" in lines[0], lines
+    r = cli("experiment=bert_int8", "target.sm=86")  # the GPU is gpu.sm, not target.sm
+    assert r.returncode == 2 and "gpu.sm=86" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    # on a GPU with FP8 the run refuses fp8 as not built yet, in one line (no silent INT8 run)
+    r = cli("experiment=bert_int8", "gpu.sm=90", "precision.formats=[int8,fp8]")
+    assert r.returncode == 2 and "not built by the run yet" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1

@@ -64,9 +64,14 @@ _WEIGHTED = frozenset(WEIGHTED_OPS)
 
 
 class Precision(str, Enum):
-    """Where a node computes: INT8 (Q/DQ on its inputs), FP16 or FP32."""
+    """Where a node computes: INT8 or FP8 E4M3 (Q/DQ on its inputs), FP16 or FP32.
+
+    FP8 is only ever set on purpose (``force`` or :meth:`Plan.with_precision`; the target GPU
+    must run it, ``precision/gpus.py``); :func:`build_plan` chooses INT8 automatically as
+    before."""
 
     INT8 = "int8"
+    FP8 = "fp8"
     FP16 = "fp16"
     FP32 = "fp32"
 
@@ -79,7 +84,7 @@ def _precision(value: object, where: str) -> Precision:
         return Precision(str(value.value if isinstance(value, Precision) else value).lower())
     except ValueError:
         raise ConfigError("unknown precision", where=where, value=value,
-                          fix="use one of int8, fp16, fp32") from None
+                          fix="use one of int8, fp8, fp16, fp32") from None
 
 
 @dataclass(frozen=True)
@@ -129,15 +134,21 @@ class Plan:
         return self.decisions[node].precision
 
     def counts(self) -> dict[str, int]:
-        """Number of nodes per precision, e.g. ``{"int8": 4, "fp16": 20, "fp32": 1}``."""
-        out = {p.value: 0 for p in Precision}
+        """Number of nodes per precision, e.g. ``{"int8": 4, "fp16": 20, "fp32": 1}``;
+        ``fp8`` appears only in plans that have FP8 nodes (INT8-only records stay as they were)."""
+        out = {p.value: 0 for p in Precision if p is not Precision.FP8}
         for d in self.decisions.values():
-            out[d.precision.value] += 1
+            out[d.precision.value] = out.get(d.precision.value, 0) + 1
         return out
 
     def int8_nodes(self) -> list[str]:
         """Names of the INT8 nodes, in graph order."""
         return [n for n, d in self.decisions.items() if d.precision is Precision.INT8]
+
+    def quantized_nodes(self) -> list[str]:
+        """Names of the INT8 and FP8 nodes (those that get Q/DQ), in graph order."""
+        return [n for n, d in self.decisions.items()
+                if d.precision in (Precision.INT8, Precision.FP8)]
 
     def nodes_with(self, precision: Precision | str) -> list[str]:
         p = _precision(precision, "Plan.nodes_with")
@@ -239,9 +250,10 @@ def build_plan(model: onnx.ModelProto, *, amax: Mapping[str, float],
     selection = NodeSelection.from_patterns(tuple(include_nodes), tuple(exclude_nodes),
                                             where="build_plan")
     rem = _precision(remainder, "build_plan(remainder)")
-    if rem is Precision.INT8:
-        raise ConfigError("the remainder precision cannot be int8", where="build_plan(remainder)",
-                          value="int8", fix="use fp16 or fp32; INT8 needs calibrated weighted ops")
+    if rem in (Precision.INT8, Precision.FP8):
+        raise ConfigError(f"the remainder precision cannot be {rem.value}",
+                          where="build_plan(remainder)", value=rem.value,
+                          fix="use fp16 or fp32; INT8 / FP8 need calibrated weighted ops")
     names = [n.name for n in graph.node]
     selection.check_matches(names, where="build_plan")
     for what, given in (("fp32_nodes_reasons", set(fp32_reasons)),):
@@ -283,10 +295,10 @@ def build_plan(model: onnx.ModelProto, *, amax: Mapping[str, float],
         if forced is not None:
             pattern, p = forced
             used_patterns.add(pattern)
-            if p is Precision.INT8:
+            if p in (Precision.INT8, Precision.FP8):
                 problem = ctx.int8_blocker(node)
                 if problem:
-                    raise ConfigError(f"cannot force node {node.name} to int8: {problem}",
+                    raise ConfigError(f"cannot force node {node.name} to {p.value}: {problem}",
                                       where=f"build_plan(force[{pattern!r}])", value=node.name,
                                       fix="calibrate the node's inputs or force fp16/fp32")
             decisions[node.name] = NodeDecision(p, f"forced by config ({pattern!r})")

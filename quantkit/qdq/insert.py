@@ -20,7 +20,16 @@ outputs (past a Relu / Clip), float Adds of two quantized tensors (residual Adds
 QLinearAdd) and GlobalAveragePools of a quantized tensor. Such an output without a
 calibrated range stays float (logged).
 
-Scales and zero points are float32 / int8 (uint8 for ort_cpu activations) initializers.
+FP8 nodes of the Plan (``Precision.FP8``, target ``tensorrt`` only) go through the same writer
+with FP8 E4M3 numerics (``qdq/fp8.py``, TRT_RULES.md "FP8"): opset-19 Q/DQ whose zero point is
+a ``float8e4m3fn`` zero, activations per tensor with ``scale = amax / 448``, weights per
+tensor (lint rule ``fp8-weight-per-channel``: per-tensor is the FP8 weight granularity
+TensorRT documents for every op), as a float32 weight behind Q -> DQ or, with
+``int8_weights``, as a float8e4m3fn initializer behind one DQ. INT8 nodes are written exactly
+as before.
+
+Scales and zero points are float32 / int8 (uint8 for ort_cpu activations, float8e4m3fn for
+FP8 nodes) initializers.
 New tensors are named
 ``<tensor>__q_<consumer>`` (int8), ``<tensor>__dq_<consumer>`` (float32),
 ``<tensor>__scale_<consumer>``, ``<tensor>__zp_<consumer>``; the :class:`QdqMap` records
@@ -44,6 +53,7 @@ from quantkit.graph.facts import (TensorInfo, attr, constant_tensors, consumers,
                                 node_names, quant_slots, require_qdq_opset, tensor_infos,
                                 unique_name, with_value_info)
 from quantkit.graph.weights import BIAS_SLOT, weight_axis
+from quantkit.qdq.fp8 import FP8_DTYPE, fp8_scale, quantize_fp8
 from quantkit.qdq.scales import int8_scale, per_channel_amax, quantize_weight
 from quantkit.qdq.targets import DEFAULT_TARGET, Target, get_target, uint8_qparams
 
@@ -296,10 +306,20 @@ def insert_qdq(model: onnx.ModelProto, plan: Plan, *,
     m.CopyFrom(model)
     ensure_node_names(m)
     names = {n.name for n in m.graph.node}
-    missing = [n for n in plan.int8_nodes() if n not in names]
+    missing = [n for n in plan.quantized_nodes() if n not in names]
     if missing:
         raise GraphEditError("the plan's INT8 node is not in the model", where=where,
                              value=missing[0], fix="build the plan on this model (build_plan)")
+    fp8_nodes = plan.nodes_with(Precision.FP8)
+    if fp8_nodes and tgt.name != "tensorrt":
+        raise GraphEditError(f"FP8 nodes are written for target tensorrt only, not {tgt.name}",
+                             where=where, value=fp8_nodes[0],
+                             fix="use target=tensorrt, or set the node to int8/fp16/fp32")
+    opset = next((i.version for i in m.opset_import if i.domain in ("", "ai.onnx")), 0)
+    if fp8_nodes and opset < 19:
+        raise GraphEditError("FP8 Q/DQ (float8e4m3fn) needs opset 19", where=where,
+                             value=f"opset {opset}", fix="convert the model to opset 19 "
+                             "(onnx.version_converter.convert_version(model, 19))")
     infos = tensor_infos(m) if infos is None else infos
     constants = constant_tensors(m.graph)
     skips = _residual_skips(m.graph, plan, infos) if tgt.residual_add else []
@@ -313,7 +333,12 @@ def insert_qdq(model: onnx.ModelProto, plan: Plan, *,
     graph = gs.import_onnx(m)
     editor = _Editor(graph, share_activation_q=tgt.fuse_outputs)
     for node in list(graph.nodes):
-        if _decision(plan, node.name) is not Precision.INT8:
+        decision = _decision(plan, node.name)
+        if decision is Precision.FP8:
+            _quantize_fp8_node(editor, node, proto_nodes[node.name], plan, infos, constants,
+                               int8_weights=int8_weights)
+            continue
+        if decision is not Precision.INT8:
             continue
         proto = proto_nodes[node.name]
         slots = quant_slots(proto, infos, constants)
@@ -365,7 +390,34 @@ def insert_qdq(model: onnx.ModelProto, plan: Plan, *,
                                               "should pass onnx.checker first") from exc
     log.info("inserted %d Q/DQ pairs for %d INT8 nodes (target %s)", editor.pairs,
              len(plan.int8_nodes()), tgt.name)
+    if fp8_nodes:
+        log.info("of which FP8 E4M3 nodes: %d", len(fp8_nodes))
     return out, editor.qmap
+
+
+def _quantize_fp8_node(editor: "_Editor", node: gs.Node, proto: onnx.NodeProto, plan: Plan,
+                       infos, constants: dict, *, int8_weights: bool) -> None:
+    """Q/DQ with FP8 E4M3 numerics on every input of one FP8 node: activations per tensor
+    (``amax / 448``), the weight and other constant inputs per tensor."""
+    zero = np.zeros((), dtype=FP8_DTYPE)
+    slots = quant_slots(proto, infos, constants)
+    for t in dict.fromkeys(proto.input[s] for s in slots.activations):
+        if t not in plan.activation_amax:
+            raise GraphEditError(f"FP8 node {node.name} reads {t}, which has no amax",
+                                 where="qdq.insert_qdq", value=t,
+                                 fix="calibrate the tensor or set the node to fp16/fp32 "
+                                     "(Plan.with_precision)")
+        editor.quantize(node, t, fp8_scale(plan.activation_amax[t], where=f"amax[{t!r}]"),
+                        zero)
+    weight = [slots.weight] if slots.weight is not None else []
+    for slot in weight + list(slots.constants):
+        t = proto.input[slot]
+        w = numpy_helper.to_array(constants[t])
+        scale = fp8_scale(float(np.max(np.abs(w), initial=0.0)), where=f"weight {t}")
+        if int8_weights and slot in weight:  # FP8 initializer behind one DQ (4x smaller)
+            editor.dequantize_constant(node, t, quantize_fp8(w, scale), scale)
+        else:
+            editor.quantize(node, t, scale, zero)
 
 
 def _quantize_bias(editor: "_Editor", node: gs.Node, proto: onnx.NodeProto, slots, plan: Plan,

@@ -18,6 +18,33 @@ dq-shared              a DequantizeLinear output read by several nodes          
 q-without-dq           a QuantizeLinear output read by anything but DequantizeLinear 7
 =====================  ==========================================================  =====
 
+FP8 E4M3 Q/DQ (zero point or data ``float8e4m3fn``; TRT_RULES.md "FP8") is TensorRT's
+other quantized format: rules 1 and 3 above are INT8's; an FP8 Q/DQ is checked by
+:data:`FP8_RULES` instead (the shared scale, constant, nonfinite and pairing rules apply):
+
+======================  =========================================================  ======
+fp8-opset               FP8 Q/DQ in a model below opset 19 (float8 types are        ONNX
+                        opset 19's)
+fp8-zero-point-nonzero  an FP8 zero point that is not 0                             [1]
+fp8-weight-per-channel  FP8 weight with per-channel scales                          [1][2]
+fp8-consumer            an FP8 DequantizeLinear read by an op that is not            [3]
+                        MatMul / Gemm / Conv / ConvTranspose
+======================  =========================================================  ======
+
+[1] TensorRT developer guide, "Quantization Schemes": FP8 is
+    ``castToFp8(clip(x / s, -448, 448))`` with ``s`` "a 16-bit or 32-bit floating point
+    scalar", symmetric (no zero point),
+    https://docs.nvidia.com/deeplearning/tensorrt/latest/inference-library/quantized-types-schemes.html
+[2] per-tensor is the FP8 weight granularity TensorRT documents for every op and the one
+    TRT_RULES.md calls always accepted; per-channel FP8 weights were not found documented per
+    op (TensorRT guide, onnx-tensorrt) when this rule was written, so quantkit writes FP8
+    weights per tensor for MatMul, Gemm, Conv and ConvTranspose alike and flags anything else.
+[3] TensorRT-RTX "Working with Quantized Types": "FP8 is only supported for matrix
+    multiplications (GEMM) on Ada and later architectures (compute capability 8.9 or later)",
+    https://docs.nvidia.com/deeplearning/tensorrt-rtx/latest/inference-library/work-quantized-types.html
+    (Conv is allowed here: TensorRT lowers it to implicit GEMM; TRT_RULES.md warns FP8
+    convolutions may not be selected, which is a cost question, not a lint one.)
+
 Nodes are named as ``ensure_node_names`` would name them; the model is not edited.
 
 These are TensorRT's rules (target ``tensorrt``). Artifacts for target ``ort_cpu``
@@ -31,17 +58,25 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
+import ml_dtypes
 import numpy as np
 import onnx
 
 from quantkit.graph.facts import attr, constant_arrays, consumers, node_names, producers
 from quantkit.graph.weights import BIAS_SLOT, WEIGHT_SLOT, weight_axis
 
-__all__ = ["Violation", "lint_qdq", "lint_ort_cpu", "lint_for_target", "RULES", "ORT_CPU_RULES"]
+__all__ = ["Violation", "lint_qdq", "lint_ort_cpu", "lint_for_target", "RULES", "ORT_CPU_RULES",
+           "FP8_RULES"]
 
 RULES = ("zero-point-dtype", "zero-point-nonzero", "scale-not-constant", "scale-invalid",
          "weight-per-tensor", "weight-axis", "unsupported-op", "nonfinite-quantized",
          "dq-shared", "q-without-dq")
+
+#: TensorRT's FP8 E4M3 rules (module docstring: sources)
+FP8_RULES = ("fp8-opset", "fp8-zero-point-nonzero", "fp8-weight-per-channel", "fp8-consumer")
+#: ops an FP8 DequantizeLinear may feed (GEMMs and convolutions)
+FP8_CONSUMERS = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose"})
+_FP8 = np.dtype(ml_dtypes.float8_e4m3fn)
 
 UNSUPPORTED_OPS = frozenset({"QLinearConv", "ConvInteger", "MatMulInteger",
                              "DynamicQuantizeLinear", "QLinearMatMul",
@@ -96,12 +131,15 @@ def lint_qdq(model: onnx.ModelProto, *, nonfinite_tensors: Iterable[str] = ()) -
     names, consts, readers, prod, outputs = _graph_facts(graph)
     nonfinite = set(nonfinite_tensors)
     out: list[Violation] = []
+    opset = next((i.version for i in model.opset_import if i.domain in ("", "ai.onnx")), 0)
 
     for node, name in zip(graph.node, names):
         def flag(rule: str, message: str) -> None:
             out.append(Violation(rule, name, message))
 
         op = node.op_type
+        if op in ("QuantizeLinear", "DequantizeLinear") and _is_fp8(node, consts):
+            _check_fp8(node, name, consts, prod, readers, opset, flag)
         if op in UNSUPPORTED_OPS or op.startswith("QLinear"):
             flag("unsupported-op", f"{op} is not supported by TensorRT; use float weights or "
                                    "int8 weights behind QuantizeLinear/DequantizeLinear (rule 8)")
@@ -129,7 +167,7 @@ def lint_qdq(model: onnx.ModelProto, *, nonfinite_tensors: Iterable[str] = ()) -
                     flag("zero-point-dtype", "no zero point and no output_dtype: output is "
                                              "uint8; TensorRT needs int8 zero point 0 (rule 1)")
         else:
-            if x in consts and len(node.input) < 3 and consts[x].dtype != np.int8:
+            if x in consts and len(node.input) < 3 and consts[x].dtype not in (np.int8, _FP8):
                 flag("zero-point-dtype", f"dequantizes {consts[x].dtype} data {x}; "
                                          "TensorRT needs int8 (rule 1)")
             dq_out = node.output[0] if node.output else ""
@@ -253,10 +291,47 @@ def _check_conv_output(conv: onnx.NodeProto, readers, prod, consts, outputs, fla
 
 
 def _has_int8_output(q: onnx.NodeProto, consts: dict[str, np.ndarray]) -> bool:
+    """INT8 or FP8 E4M3 output (FP8 has its own rules, :func:`_check_fp8`)."""
     zp = q.input[2] if len(q.input) > 2 else ""
     if zp:
-        return zp in consts and consts[zp].dtype == np.int8
-    return attr(q, "output_dtype", 0) == _INT8
+        return zp in consts and consts[zp].dtype in (np.int8, _FP8)
+    return attr(q, "output_dtype", 0) in (_INT8, onnx.TensorProto.FLOAT8E4M3FN)
+
+
+def _is_fp8(node: onnx.NodeProto, consts: dict[str, np.ndarray]) -> bool:
+    """A Q/DQ whose zero point, or a DQ whose constant data, is float8e4m3fn."""
+    zp = node.input[2] if len(node.input) > 2 else ""
+    if zp in consts:
+        return consts[zp].dtype == _FP8
+    x = node.input[0] if node.input else ""
+    return (node.op_type == "DequantizeLinear" and x in consts and consts[x].dtype == _FP8) \
+        or attr(node, "output_dtype", 0) == onnx.TensorProto.FLOAT8E4M3FN
+
+
+def _check_fp8(node: onnx.NodeProto, name: str, consts, prod, readers, opset: int,
+               flag) -> None:
+    """:data:`FP8_RULES` for one FP8 Q/DQ node."""
+    if opset < 19:
+        flag("fp8-opset", f"FP8 {node.op_type} in an opset-{opset} model; float8e4m3fn Q/DQ "
+                          "needs opset 19")
+    zp = node.input[2] if len(node.input) > 2 else ""
+    if zp in consts and np.any(consts[zp].astype(np.float32) != 0):
+        flag("fp8-zero-point-nonzero", f"FP8 zero point {zp} is not 0; TensorRT FP8 is "
+                                       "symmetric")
+    if node.op_type != "DequantizeLinear" or not node.output:
+        return
+    for reader in readers.get(node.output[0], []):
+        if reader.op_type not in FP8_CONSUMERS:
+            flag("fp8-consumer", f"FP8 output {node.output[0]} is read by {reader.op_type}; "
+                                 "TensorRT runs FP8 in GEMMs (MatMul, Gemm) and convolutions")
+    x = node.input[0] if node.input else ""
+    q = prod.get(x)
+    weight = x in consts or (q is not None and q.op_type == "QuantizeLinear" and q.input
+                             and q.input[0] in consts)
+    scale = node.input[1] if len(node.input) > 1 else ""
+    if weight and scale in consts and consts[scale].size > 1:
+        flag("fp8-weight-per-channel", f"FP8 weight {x} has {consts[scale].size} scales; "
+                                       "write FP8 weights per tensor (one scale)")
 
 
 def _check_scale_zp(node: onnx.NodeProto, consts: dict[str, np.ndarray], flag) -> None:
@@ -279,6 +354,8 @@ def _check_scale_zp(node: onnx.NodeProto, consts: dict[str, np.ndarray], flag) -
         flag("scale-not-constant", f"zero point {zp} is not a build-time constant (rule 2)")
         return
     z = consts[zp]
+    if z.dtype == _FP8:
+        return  # FP8 E4M3: its own rules (_check_fp8)
     if z.dtype != np.int8:
         flag("zero-point-dtype", f"zero point {zp} is {z.dtype}; TensorRT needs signed int8 "
                                  "(rule 1)")
@@ -301,6 +378,8 @@ def _check_weight(dq: onnx.NodeProto, name: str, x: str, consts, prod, readers, 
         return
     w = consts[weight]
     n_scales = consts[scale].size
+    if _is_fp8(dq, consts):
+        return  # FP8 weights: per tensor (fp8-weight-per-channel), not INT8's rule 3
     for reader in readers.get(dq.output[0], []):
         slot = WEIGHT_SLOT.get(reader.op_type)
         if slot is None or len(reader.input) <= slot or reader.input[slot] != dq.output[0]:

@@ -201,6 +201,13 @@ def target_note(settings) -> str:
     if t.name == "ort_cpu":
         note += ("; every number of this run is on ONNX Runtime CPU, target ort_cpu, and "
                  "says nothing about TensorRT")
+    gpu = getattr(getattr(settings, "gpu", None), "sm", None)
+    if gpu is not None:  # unset: the note reads as before this setting existed
+        from quantkit.precision.gpus import formats_for, resolve_gpu
+
+        g = resolve_gpu(gpu)
+        note += (f"; target GPU {g.label}, {g.arch}: formats it runs {', '.join(formats_for(g))}"
+                 f", requested {', '.join(settings.precision.formats)}")
     return note
 
 

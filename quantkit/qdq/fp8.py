@@ -1,0 +1,76 @@
+"""FP8 E4M3 (``float8e4m3fn``) Q/DQ numerics: the numpy reference. numpy + ml_dtypes, no I/O.
+
+TensorRT defines FP8 quantization as (TensorRT developer guide, "Quantization Schemes",
+https://docs.nvidia.com/deeplearning/tensorrt/latest/inference-library/quantized-types-schemes.html)::
+
+    x_q = quantize(x, s)   = castToFp8(clip(x / s, -448, 448))
+    x   = dequantize(x_q, s) = x_q * s
+
+where ``castToFp8`` "rounds to the nearest value representable in FP8E4M3, ties are rounded
+to an even number" and ``s`` is a 16- or 32-bit float scale. ONNX QuantizeLinear (opset 19)
+with a ``float8e4m3fn`` zero point and ``saturate=1`` (the default) computes the same:
+``x / scale`` in float32, round to nearest even, saturate to +-448; NaN stays NaN (E4M3FN has
+no infinities; +-inf saturates to +-448). Here ``scale = amax / 448`` (E4M3's largest finite
+value), per tensor or per channel. ``tests/qdq/test_fp8.py`` proves bit for bit that ONNX
+Runtime's CPU QuantizeLinear / DequantizeLinear (``session.disable_quant_qdq=1``) equal
+:func:`quantize_fp8` / :func:`dequantize_fp8`.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from quantkit.errors import GraphEditError
+
+__all__ = ["FP8_E4M3_MAX", "FP8_DTYPE", "fp8_scale", "quantize_fp8", "dequantize_fp8",
+           "fake_quantize_fp8"]
+
+#: Largest finite float8e4m3fn magnitude (S.1111.110 = 1.75 * 2**8).
+FP8_E4M3_MAX = 448.0
+#: numpy dtype of FP8 E4M3 data (ONNX TensorProto.FLOAT8E4M3FN).
+FP8_DTYPE = np.dtype(ml_dtypes.float8_e4m3fn)
+
+
+def fp8_scale(amax: float | np.ndarray, *, where: str = "qdq.fp8") -> np.ndarray:
+    """``amax / 448`` as float32 (shape of ``amax``). An amax of 0 gets the scale of amax
+    1.0 (every scale must be positive); a non-finite or negative amax is an error."""
+    a = np.asarray(amax, dtype=np.float64)
+    if not np.all(np.isfinite(a)) or np.any(a < 0):
+        raise GraphEditError("amax must be finite and >= 0", where=where,
+                             value=a.tolist() if a.size <= 8 else f"array of {a.size}",
+                             fix="exclude tensors with non-finite values from FP8 "
+                                 "(TRT rule 9) or recalibrate")
+    a = np.where(a > 0, a, 1.0)
+    return (a / FP8_E4M3_MAX).astype(np.float32)
+
+
+def _broadcast_scale(scale: np.ndarray, ndim: int, axis: int | None) -> np.ndarray:
+    s = np.asarray(scale, dtype=np.float32)
+    if axis is not None and s.ndim == 1 and ndim > 0:
+        shape = [1] * ndim
+        shape[axis] = -1
+        s = s.reshape(shape)
+    return s
+
+
+def quantize_fp8(x: np.ndarray, scale: np.ndarray, axis: int | None = None) -> np.ndarray:
+    """float8e4m3fn values of ``x / scale``: division in float32, saturate to +-448, round
+    to nearest even, NaN stays NaN (QuantizeLinear, opset 19, saturate=1)."""
+    s = _broadcast_scale(scale, np.ndim(x), axis)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        y = np.asarray(x, dtype=np.float32) / s
+    # clip before the cast: ml_dtypes casts out-of-range values to NaN (E4M3FN has no inf)
+    y = np.where(np.isnan(y), y, np.clip(y, -FP8_E4M3_MAX, FP8_E4M3_MAX))
+    return y.astype(FP8_DTYPE)
+
+
+def dequantize_fp8(q: np.ndarray, scale: np.ndarray, axis: int | None = None) -> np.ndarray:
+    """``float32(q) * scale`` in float32 (DequantizeLinear with a float8e4m3fn input)."""
+    s = _broadcast_scale(scale, np.ndim(q), axis)
+    return (np.asarray(q, dtype=FP8_DTYPE).astype(np.float32) * s).astype(np.float32)
+
+
+def fake_quantize_fp8(x: np.ndarray, scale: np.ndarray, axis: int | None = None) -> np.ndarray:
+    """Quantize then dequantize ``x`` on the FP8 E4M3 grid (what a Q -> DQ pair computes)."""
+    return dequantize_fp8(quantize_fp8(x, scale, axis), scale, axis)
