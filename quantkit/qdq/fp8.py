@@ -21,7 +21,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from quantkit.errors import GraphEditError
+from quantkit.qdq.scales import grid_scale
 
 __all__ = ["FP8_E4M3_MAX", "FP8_DTYPE", "fp8_scale", "quantize_fp8", "dequantize_fp8",
            "fake_quantize_fp8"]
@@ -35,14 +35,7 @@ FP8_DTYPE = np.dtype(ml_dtypes.float8_e4m3fn)
 def fp8_scale(amax: float | np.ndarray, *, where: str = "qdq.fp8") -> np.ndarray:
     """``amax / 448`` as float32 (shape of ``amax``). An amax of 0 gets the scale of amax
     1.0 (every scale must be positive); a non-finite or negative amax is an error."""
-    a = np.asarray(amax, dtype=np.float64)
-    if not np.all(np.isfinite(a)) or np.any(a < 0):
-        raise GraphEditError("amax must be finite and >= 0", where=where,
-                             value=a.tolist() if a.size <= 8 else f"array of {a.size}",
-                             fix="exclude tensors with non-finite values from FP8 "
-                                 "(TRT rule 9) or recalibrate")
-    a = np.where(a > 0, a, 1.0)
-    return (a / FP8_E4M3_MAX).astype(np.float32)
+    return grid_scale(amax, FP8_E4M3_MAX, fmt="FP8", where=where)
 
 
 def _broadcast_scale(scale: np.ndarray, ndim: int, axis: int | None) -> np.ndarray:

@@ -13,7 +13,7 @@ import numpy as np
 from quantkit.errors import GraphEditError
 from quantkit.graph.weights import BIAS_SLOT, WEIGHT_SLOT, weight_axis
 
-__all__ = ["INT8_MAX", "BIAS_SLOT", "WEIGHT_SLOT", "weight_axis", "per_channel_amax", "int8_scale",
+__all__ = ["INT8_MAX", "BIAS_SLOT", "WEIGHT_SLOT", "weight_axis", "per_channel_amax", "int8_scale", "grid_scale",
            "fake_quantize"]
 
 #: Largest magnitude of signed, symmetric INT8 (TRT rule 1: range [-128, 127], zero point 0).
@@ -36,14 +36,21 @@ def int8_scale(amax: float | np.ndarray, *, where: str = "qdq.scales") -> np.nda
     scale must be positive (rule 2) and zeros quantize to 0 with any scale. A non-finite or
     negative amax is an error: it would put inf / nan into the engine.
     """
+    return grid_scale(amax, INT8_MAX, fmt="INT8", where=where)
+
+
+def grid_scale(amax: float | np.ndarray, qmax: float, *, fmt: str, where: str) -> np.ndarray:
+    """``amax / qmax`` as float32 for the ``fmt`` grid whose largest magnitude is ``qmax``
+    (INT8: 127, FP8 E4M3: 448); amax 0 -> the scale of amax 1.0, non-finite or negative
+    amax -> one GraphEditError."""
     a = np.asarray(amax, dtype=np.float64)
     if not np.all(np.isfinite(a)) or np.any(a < 0):
         raise GraphEditError("amax must be finite and >= 0", where=where,
                              value=a.tolist() if a.size <= 8 else f"array of {a.size}",
-                             fix="exclude tensors with non-finite values from INT8 "
+                             fix=f"exclude tensors with non-finite values from {fmt} "
                                  "(TRT rule 9) or recalibrate")
     a = np.where(a > 0, a, 1.0)
-    return (a / INT8_MAX).astype(np.float32)
+    return (a / qmax).astype(np.float32)
 
 
 def fake_quantize(x: np.ndarray, scale: np.ndarray, axis: int | None = None) -> np.ndarray:
