@@ -12,6 +12,7 @@ with its power plan; ``pareto`` lists the FP16-layer count against the metric.""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import tempfile
 import time
@@ -26,6 +27,8 @@ from quantkit.run.evaluation import Evaluation, evaluate, evaluate_artifact
 from quantkit.run.layerwise import LayerReport
 
 if TYPE_CHECKING:
+    import onnx
+
     from quantkit.run.quant_source import QuantSource
 
 __all__ = ["SearchOutcome", "search_mixed", "search_skip_reason", "measure_sensitivity",
@@ -295,22 +298,20 @@ def search_mixed(ctx: RunContext, artifacts: dict[str, Artifact],
             return base_eval
         t0 = time.perf_counter()
         with tempfile.TemporaryDirectory(dir=ctx.run_dir) as tmp:
-            built: list[Artifact] = []
-
+            @functools.cache
             def build() -> Artifact:  # written once, and only when a cache misses
-                if not built:
-                    built.append(build_variant(ctx, "search", int8[best],
-                                               plan_for(fp16, reasons), source, fallback,
-                                               out_dir=Path(tmp)))
-                return built[0]
+                return build_variant(ctx, "search", int8[best], plan_for(fp16, reasons),
+                                     source, fallback, out_dir=Path(tmp))
+
+            def written() -> tuple[str, onnx.ModelProto | None]:
+                art = build()
+                return art.path, art.emulated() if art.emulated is not None else None
 
             obj, _, _ = ctx.cached("search_variant", {**vkey, "fp16": sorted(fp16)},
-                                   lambda: ({"sha256": build().sha256,
-                                             "emulated": build().emulated is not None}, None))
+                                   lambda: ({"sha256": build().sha256}, None))
+            # the kept nodes are in the remainder precision: FP16 ones make an emulation
             ev = evaluate(ctx, "search", Path(tmp) / "model.search.onnx", reference=reference,
-                          emulated=obj["emulated"], artifact_sha=obj["sha256"],
-                          build=lambda: (build().path, build().emulated()
-                                         if build().emulated is not None else None))
+                          emulated=keep == "fp16", artifact_sha=obj["sha256"], build=written)
         return powered_eval(ctx, ev, seconds=time.perf_counter() - t0,
                             accuracy=ev.evidence["metrics"].get("accuracy"))
 
