@@ -634,12 +634,6 @@ def validate(s: Settings) -> Settings:
     if "fp8" in s.precision.formats and s.target != "tensorrt":
         raise ConfigError("format fp8 is written for TensorRT only", where="precision.formats",
                           value=s.target, fix="use target=tensorrt, or precision.formats=[int8]")
-    if "fp8" in s.precision.formats:  # the writer, lint and numerics exist; the run does not
-        raise ConfigError("fp8 candidates are not built by the run yet (issue 25: FP8 "
-                          "calibration, fp8.<calibrator> candidates and the mixed-format "
-                          "search are to come); quantkit.qdq writes and lints FP8 Q/DQ",
-                          where="precision.formats", value=list(s.precision.formats),
-                          fix="use precision.formats=[int8] for now")
     if s.target == "ort_cpu" and s.backend.name == "trt":
         raise ConfigError("target=ort_cpu artifacts are for ONNX Runtime, not TensorRT",
                           where="target", value=s.target,

@@ -3,7 +3,8 @@ no calibrators).
 
 One streaming FP32 pass (``collect_stats``) fills a `HistogramStats` per selected tensor
 (``select_tensors``); every calibrator (``CALIBRATORS``: minmax, percentile, entropy,
-mse) then computes its amax from the same histograms (``compute_ranges`` -> `Ranges`).
+mse) then computes its amax from the same histograms (``compute_ranges`` -> `Ranges`); the
+FP8 E4M3 grid has its own (``FP8_CALIBRATORS``: minmax, percentile, mse on the FP8 grid).
 Weights use per-channel max-abs (``weight_amax_per_channel``). ``bootstrap_ranges``
 measures how stable each amax is; ``io`` saves Ranges as JSON or a TensorRT cache.
 
@@ -15,9 +16,10 @@ from __future__ import annotations
 from typing import Any
 
 from quantkit.calibrate.bootstrap import AmaxSpread, bootstrap_ranges
-from quantkit.calibrate.calibrators import (ALL_ZERO_AMAX, CALIBRATORS, QMAX, Calibrator,
-                                            EntropyCalibrator, MinMaxCalibrator,
-                                            MseCalibrator, PercentileCalibrator,
+from quantkit.calibrate.calibrators import (ALL_ZERO_AMAX, CALIBRATORS, FP8_CALIBRATORS, QMAX,
+                                            Calibrator, EntropyCalibrator, Fp8MseCalibrator,
+                                            MinMaxCalibrator, MseCalibrator,
+                                            PercentileCalibrator,
                                             make_calibrator, make_calibrators)
 from quantkit.calibrate.io import (check_ranges_match, load_ranges, load_stats,
                                    read_trt_calibration_cache, save_ranges, save_stats,
@@ -30,7 +32,8 @@ _LAZY = {"QuantTarget", "WeightTarget", "select_tensors", "activation_tensors",
          "CollectResult", "collect_stats"}
 
 __all__ = ["HistogramStats", "combine_stats", "Calibrator", "MinMaxCalibrator",
-           "PercentileCalibrator", "EntropyCalibrator", "MseCalibrator", "CALIBRATORS",
+           "PercentileCalibrator", "EntropyCalibrator", "MseCalibrator", "Fp8MseCalibrator",
+           "CALIBRATORS", "FP8_CALIBRATORS",
            "make_calibrator", "make_calibrators", "ALL_ZERO_AMAX", "QMAX", "weight_amax_per_channel",
            "weight_axis", "Ranges", "compute_ranges", "AmaxSpread", "bootstrap_ranges",
            "save_ranges", "load_ranges", "save_stats", "load_stats", "check_ranges_match",

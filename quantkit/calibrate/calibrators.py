@@ -12,6 +12,9 @@ streaming pass can feed every calibrator.
 - ``mse``        amax minimizing the expected squared INT8 error, integrated exactly over
                  each bin assuming values are uniform inside a bin (exact zeros cost 0).
 
+On the FP8 E4M3 grid (``FP8_CALIBRATORS``, ``make_calibrator(name, grid="fp8")``): minmax
+and percentile as above, ``mse`` on the FP8 grid's error (``Fp8MseCalibrator``).
+
 An all-zero tensor gets ``ALL_ZERO_AMAX``; no calibrator returns 0, inf or NaN.
 """
 
@@ -21,16 +24,17 @@ import functools
 import inspect
 import logging
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
 import numpy as np
 
+from quantkit.calibrate.fp8_grid import fp8_error_integral
 from quantkit.calibrate.stats import DEFAULT_NUM_BINS, HistogramStats
 from quantkit.errors import CalibrationError, ConfigError
 
 __all__ = ["Calibrator", "MinMaxCalibrator", "PercentileCalibrator", "EntropyCalibrator",
-           "MseCalibrator", "CALIBRATORS", "make_calibrator", "make_calibrators", "ALL_ZERO_AMAX", "QMAX"]
+           "MseCalibrator", "Fp8MseCalibrator", "CALIBRATORS", "FP8_CALIBRATORS", "make_calibrator", "make_calibrators", "ALL_ZERO_AMAX", "QMAX"]
 
 log = logging.getLogger(__name__)
 
@@ -295,8 +299,11 @@ def _quant_error_integral(x: np.ndarray, amax: np.ndarray) -> np.ndarray:
     return g
 
 
-def mse_curve(stats: HistogramStats, amax: np.ndarray) -> np.ndarray:
-    """Expected squared INT8 error per value for each candidate ``amax`` (1-D array).
+def mse_curve(stats: HistogramStats, amax: np.ndarray,
+              integral: Callable[[np.ndarray, np.ndarray], np.ndarray] = _quant_error_integral
+              ) -> np.ndarray:
+    """Expected squared error per value for each candidate ``amax`` (1-D array) on the grid
+    whose error integral is ``integral`` (INT8 by default; ``fp8_error_integral`` for FP8).
 
     Values are taken as uniform inside each bin; exact zeros (``n_zero_``) cost nothing.
     By summation by parts, ``sum_j h_j (F(e_{j+1}) - F(e_j)) / w = sum_e F(e) dh_e / w``.
@@ -317,7 +324,7 @@ def mse_curve(stats: HistogramStats, amax: np.ndarray) -> np.ndarray:
     block = max(1, (1 << 18) // max(1, edges.size))
     for start in range(0, amax.size, block):
         a = amax[start:start + block, None]
-        out[start:start + block] = _quant_error_integral(edges[None, :], a) @ dh / w
+        out[start:start + block] = integral(edges[None, :], a) @ dh / w
     return out
 
 
@@ -343,11 +350,22 @@ class MseCalibrator(Calibrator):
         lo, hi, step = 0, n - 1, max(1, -(-n // 128))
         while True:
             idx = np.unique(np.concatenate((np.arange(lo, hi + 1, step), [hi])))
-            best = int(idx[int(np.argmin(mse_curve(stats, cands[idx])))])
+            best = int(idx[int(np.argmin(self._curve(stats, cands[idx])))])
             if step == 1:
                 return float(cands[best])
             lo, hi = max(0, best - step), min(n - 1, best + step)
             step = max(1, step // 8)
+
+    def _curve(self, stats: HistogramStats, amax: np.ndarray) -> np.ndarray:
+        return mse_curve(stats, amax)
+
+
+class Fp8MseCalibrator(MseCalibrator):
+    """amax minimizing the expected squared FP8 E4M3 error of |x| (``scale = amax / 448``):
+    the same search as :class:`MseCalibrator` on the FP8 grid (``fp8_grid.py``)."""
+
+    def _curve(self, stats: HistogramStats, amax: np.ndarray) -> np.ndarray:
+        return mse_curve(stats, amax, fp8_error_integral)
 
 
 CALIBRATORS: dict[str, type[Calibrator]] = {
@@ -356,14 +374,24 @@ CALIBRATORS: dict[str, type[Calibrator]] = {
     "entropy": EntropyCalibrator,
     "mse": MseCalibrator,
 }
+#: the calibrators on the FP8 E4M3 grid (``scale = amax / 448``): max |x| and the percentile
+#: do not depend on the grid; mse searches the FP8 grid's error; entropy is INT8's
+#: 128-level KL method and has no FP8 form here (ModelOpt's FP8 default is max)
+FP8_CALIBRATORS: dict[str, type[Calibrator]] = {
+    "minmax": MinMaxCalibrator,
+    "percentile": PercentileCalibrator,
+    "mse": Fp8MseCalibrator,
+}
 
 
-def make_calibrator(name: str, **params: Any) -> Calibrator:
-    """Build a registered calibrator by name; ConfigError on unknown names or parameters."""
-    cls = CALIBRATORS.get(name) if isinstance(name, str) else None
+def make_calibrator(name: str, *, grid: str = "int8", **params: Any) -> Calibrator:
+    """Build a registered calibrator by name for the ``grid`` (``int8`` or ``fp8``) it
+    serves; ConfigError on unknown names or parameters."""
+    table = FP8_CALIBRATORS if grid == "fp8" else CALIBRATORS
+    cls = table.get(name) if isinstance(name, str) else None
     if cls is None:
-        raise ConfigError("unknown calibrator", where="calibrator.name", value=name,
-                          fix=f"choose one of {sorted(CALIBRATORS)}")
+        raise ConfigError(f"unknown {grid} calibrator", where="calibrator.name", value=name,
+                          fix=f"choose one of {sorted(table)}")
     valid = cls._param_names()
     unknown = sorted(k for k in params if k not in valid)
     if unknown:

@@ -53,16 +53,19 @@ def _check(g: GpuTarget, op: str, fmt: str) -> None:
 
 
 def _nearest_measured(mkn: tuple[int, int, int] | None):
+    """The measured (M, K, N) nearest ``mkn`` in log distance over all three dimensions (a
+    4096 x 3072 x 768 GEMM is nearer 32768 x 3072 x 768 than 4096 x 768 x 3072, whose
+    FLOPs it shares)."""
     if mkn is None:
         return None
-    flops = 2.0 * math.prod(mkn)
-    return min(MEASURED_H200, key=lambda s: abs(math.log(2.0 * math.prod(s) / flops)))
+    return min(MEASURED_H200, key=lambda s: sum(abs(math.log(max(a, 1) / max(b, 1)))
+                                                for a, b in zip(s, mkn)))
 
 
 def relative_throughput(target: int | str | GpuTarget, op: str, fmt: str, *,
                         mkn: tuple[int, int, int] | None = None) -> float:
     """Throughput of ``fmt`` relative to FP16 for ``op`` on ``target``: the H200 measurement
-    of the GEMM shape nearest ``mkn`` (M x K x N) on Hopper, else the published peak ratio.
+    of the GEMM shape nearest ``mkn`` (M x K x N, log distance) on Hopper, else the published peak ratio.
     An unknown target, op or format, or one the target cannot run, is a ConfigError."""
     g = _gpu(target)
     _check(g, op, fmt)

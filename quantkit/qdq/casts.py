@@ -210,7 +210,7 @@ class _Rewrite:
         ensure_node_names(self.model)
         if self.fp16_qdq and opset_version(self.model) < FP16_QDQ_OPSET:
             before = {n.name for n in self.model.graph.node}
-            self.model = _to_opset(self.model, FP16_QDQ_OPSET)
+            self.model = to_opset(self.model, FP16_QDQ_OPSET, why="FP16 Q/DQ scales")
             ensure_node_names(self.model)
             added = [n.name for n in self.model.graph.node if n.name not in before]
             if added:  # e.g. the axes constants opset 18 moved from attributes to inputs
@@ -545,20 +545,19 @@ class _Rewrite:
                 vi.type.tensor_type.elem_type = self.dt[vi.name]
 
 
-def _to_opset(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
-    """``model`` converted to default-domain ``opset`` with ONNX's version converter."""
+def to_opset(model: onnx.ModelProto, opset: int, *, why: str) -> onnx.ModelProto:
+    """``model`` converted to default-domain ``opset`` with ONNX's version converter
+    (``why``: what needs it, e.g. "FP16 Q/DQ scales", "FP8 Q/DQ"); node names kept."""
     from onnx import version_converter
 
     try:
         out = version_converter.convert_version(model, opset)
     except Exception as exc:  # the converter raises its own untyped errors
-        raise GraphEditError(f"cannot convert the model to opset {opset}: "
+        raise GraphEditError(f"cannot convert the model to opset {opset} for {why}: "
                              f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
-                             where="qdq.casts(qdq_scale_dtype=fp16)", value=opset_version(model),
-                             fix=f"export the model at opset >= {opset}, or keep fp32 Q/DQ "
-                                 "scales") from exc
-    log.info("converted the model from opset %d to %d for FP16 Q/DQ scales",
-             opset_version(model), opset)
+                             where="qdq.casts.to_opset", value=opset_version(model),
+                             fix=f"export the model at opset >= {opset}") from exc
+    log.info("converted the model from opset %d to %d for %s", opset_version(model), opset, why)
     return out
 
 

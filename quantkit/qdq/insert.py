@@ -53,7 +53,7 @@ from quantkit.graph.facts import (TensorInfo, attr, constant_tensors, consumers,
                                 node_names, quant_slots, require_qdq_opset, tensor_infos,
                                 unique_name, with_value_info)
 from quantkit.graph.weights import BIAS_SLOT, weight_axis
-from quantkit.qdq.fp8 import FP8_DTYPE, fp8_scale, quantize_fp8
+from quantkit.qdq.fp8 import FP8_DTYPE, FP8_OPSET, fp8_scale, quantize_fp8
 from quantkit.qdq.scales import int8_scale, per_channel_amax, quantize_weight
 from quantkit.qdq.targets import DEFAULT_TARGET, Target, get_target, uint8_qparams
 
@@ -316,10 +316,10 @@ def insert_qdq(model: onnx.ModelProto, plan: Plan, *,
                              where=where, value=fp8_nodes[0],
                              fix="use target=tensorrt, or set the node to int8/fp16/fp32")
     opset = next((i.version for i in m.opset_import if i.domain in ("", "ai.onnx")), 0)
-    if fp8_nodes and opset < 19:
-        raise GraphEditError("FP8 Q/DQ (float8e4m3fn) needs opset 19", where=where,
-                             value=f"opset {opset}", fix="convert the model to opset 19 "
-                             "(onnx.version_converter.convert_version(model, 19))")
+    if fp8_nodes and opset < FP8_OPSET:
+        raise GraphEditError(f"FP8 Q/DQ (float8e4m3fn) needs opset {FP8_OPSET}", where=where,
+                             value=f"opset {opset}", fix=f"convert the model to opset {FP8_OPSET} "
+                             f"(qdq.casts.to_opset(model, {FP8_OPSET}, why=...))")
     infos = tensor_infos(m) if infos is None else infos
     constants = constant_tensors(m.graph)
     skips = _residual_skips(m.graph, plan, infos) if tgt.residual_add else []

@@ -134,13 +134,13 @@ def build_artifact(ctx: RunContext, name: str, plan: Plan, *, graph: ModelGraph 
     out_dir = Path(out_dir) if out_dir is not None else ctx.run_dir
     target = get_target(ctx.settings.target)
     source = graph.model if model is None else model
-    if plan.int8_nodes():
+    if plan.quantized_nodes():
         edited, qmap = insert_qdq(source, plan, target=target, infos=graph.infos,
                                   int8_weights=int8_weights)
     else:
         edited, qmap = source, None
     infos = graph.infos if edited is graph.model else None  # an edited graph: its own facts
-    scales = p.qdq_scale_dtype if plan.int8_nodes() else "fp32"  # fp16 scales: Q/DQ only
+    scales = p.qdq_scale_dtype if plan.quantized_nodes() else "fp32"  # fp16 scales: Q/DQ only
     final = (convert_fp16(edited, plan, infos=infos, qdq_scale_dtype=scales)
              if p.remainder == "fp16" else edited)
     violations = lint_for_target(final, target.name, nonfinite_tensors=set(nonfinite))
@@ -192,6 +192,48 @@ def build_artifacts(ctx: RunContext, calibration: Calibration, overflow: Fp16Ran
             nonfinite=rng.excluded, int8_weights=source.recipe.int8_weights,
             steps=source.steps + refined.records,
             refined=ParkedRefined.park(refined, keep=source.graph.model, name=name))
+    fp8_graph = fp8_model_graph(ctx.graph) if calibration.fp8_ranges else None
+    for name, rng in calibration.fp8_ranges.items():
+        plan = fp8_plan(plan_for_ranges(ctx, rng, overflow, fp8_graph), name, fp8_graph.model,
+                        ctx.settings.precision.remainder)
+        out[name] = build_artifact(ctx, name, plan, graph=fp8_graph, nonfinite=rng.excluded,
+                                   int8_weights=True)
+    return out
+
+
+def fp8_model_graph(graph: ModelGraph) -> ModelGraph:
+    """The graph FP8 candidates are planned on: the original, at opset 19 (float8 Q/DQ) when
+    it is below; the conversion keeps the FP32 function and the names of every node and
+    tensor it does not add."""
+    from quantkit.graph.facts import opset_version
+    from quantkit.graph.model_graph import ModelGraph
+    from quantkit.qdq.casts import to_opset
+    from quantkit.qdq.fp8 import FP8_OPSET
+
+    if opset_version(graph.model) >= FP8_OPSET:
+        return graph
+    return ModelGraph.build(to_opset(graph.model, FP8_OPSET, why="FP8 Q/DQ"))
+
+
+def fp8_plan(plan: Plan, name: str, model: onnx.ModelProto, remainder: str) -> Plan:
+    """``plan``'s INT8 nodes in FP8 E4M3 where TensorRT runs FP8 (GEMMs and convolutions,
+    ``qdq.lint.FP8_CONSUMERS``), any other INT8 node in ``remainder`` (fp16 / fp32).
+
+    FP8 candidates are planned on the original graph with no ptq step: SmoothQuant,
+    equalization, the range search, weight rounding and bias correction are INT8's answers
+    to INT8's coarse grid (issue 25: FP8 needs little of that machinery), so an FP8
+    candidate is the model's own FP32 function behind FP8 Q/DQ; its weights are FP8
+    initializers behind one DequantizeLinear."""
+    from quantkit.precision.plan import Precision
+    from quantkit.qdq.lint import FP8_CONSUMERS
+
+    ops = {n.name: n.op_type for n in model.graph.node}
+    gemm = [n for n in plan.int8_nodes() if ops.get(n) in FP8_CONSUMERS]
+    other = [n for n in plan.int8_nodes() if ops.get(n) not in FP8_CONSUMERS]
+    out = plan.with_precision(gemm, Precision.FP8, f"FP8 E4M3 ({name}: amax / 448 per tensor)")
+    if other:
+        out = out.with_precision(other, remainder,
+                                 "TensorRT runs FP8 in GEMMs and convolutions only")
     return out
 
 

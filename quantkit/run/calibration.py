@@ -4,7 +4,7 @@ calibrator (or ranges loaded from files a previous run saved)."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
@@ -21,12 +21,15 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Calibration:
-    """``ranges``: calibrator -> Ranges; ``record``: what record.calibration shows;
-    ``info``: the stage's timing line."""
+    """``ranges``: calibrator -> Ranges on the INT8 grid; ``fp8_ranges``: ``fp8.<calibrator>``
+    -> Ranges on the FP8 E4M3 grid, from the same statistics (empty unless
+    ``precision.formats`` has fp8); ``record``: what record.calibration shows; ``info``: the
+    stage's timing line."""
 
     ranges: dict
     record: dict
     info: dict
+    fp8_ranges: dict = field(default_factory=dict)
 
     def to_record(self) -> dict:
         return dict(self.record)
@@ -34,7 +37,9 @@ class Calibration:
 
 def calibrate(ctx: RunContext, source: QuantSource) -> Calibration:
     """Ranges of ``source.scope.tensors`` on ``source.graph`` (the graph that gets quantized)
-    for every ``calibrator.methods``; saved under ranges/."""
+    for every ``calibrator.methods``; with fp8 in ``precision.formats``, FP8-grid ranges of
+    the original graph's scope (FP8 candidates take no ptq rewrite; the same pass when the
+    recipe kept none); saved under ranges/."""
     from quantkit.calibrate import (bootstrap_ranges, collect_stats, compute_ranges,
                                     make_calibrator, save_ranges, to_trt_calibration_cache)
     from quantkit.errors import CalibrationError
@@ -50,7 +55,7 @@ def calibrate(ctx: RunContext, source: QuantSource) -> Calibration:
         return _load_saved_ranges(c.ranges_files, tensors, scope.quant_nodes)
     chunks = 16 if c.bootstrap > 0 else None
 
-    def collect():
+    def collect(graph=graph, tensors=tensors, chunks=chunks):
         return collect_stats(graph.model, ctx.batches(ctx.splits.calib, c.batch_size),
                              tensors, num_bins=c.num_bins, progress=ctx.settings.progress,
                              runner_factory=lambda m, outs: ctx.runner(m, name="calibrate",
@@ -61,16 +66,32 @@ def calibrate(ctx: RunContext, source: QuantSource) -> Calibration:
     res = collect() if chunks else cached_stats(ctx, graph, tensors, collect)  # bootstrap: uncached
     params = {"percentile": {"percentile": c.percentile},
               "entropy": {"num_quant_bins": c.num_quant_bins}}
-    cals = {m: make_calibrator(m, **params.get(m, {})) for m in c.methods}
+    formats = p.formats
+    cals = ({m: make_calibrator(m, **params.get(m, {})) for m in c.methods}
+            if "int8" in formats else {})
+    fp8_cals = ({f"fp8.{m}": make_calibrator(m, grid="fp8", **params.get(m, {}))
+                 for m in fp8_methods(c.methods)} if "fp8" in formats else {})
     spread = (bootstrap_ranges(res.chunk_stats, cals, num_resamples=c.bootstrap,
-                               seed=ctx.settings.seed) if chunks else None)
-    ranges = compute_ranges(res.stats, cals, samples_seen=res.samples_seen, spread=spread)
+                               seed=ctx.settings.seed) if chunks and cals else None)
+    ranges = (compute_ranges(res.stats, cals, samples_seen=res.samples_seen, spread=spread)
+              if cals else {})
+    fp8 = {}
+    if fp8_cals:  # FP8 candidates are planned on the original graph: its statistics
+        fres = res
+        if source.is_rewritten:  # a second pass (stage-cached) over the original graph
+            from quantkit.run.scope import quant_scope
+
+            orig = list(quant_scope(ctx).tensors)
+            fres = cached_stats(ctx, ctx.graph, orig,
+                                lambda: collect(ctx.graph, orig, None))
+        fp8 = compute_ranges(fres.stats, fp8_cals, samples_seen=fres.samples_seen)
     files = {}
-    for m, r in ranges.items():
+    for m, r in {**ranges, **fp8}.items():
         save_ranges(r, ctx.run_dir / "ranges" / f"{m}.json")
         files[m] = f"ranges/{m}.json"
+    for m, r in ranges.items():  # TensorRT's INT8 calibration cache: INT8 scales only
         to_trt_calibration_cache(r, ctx.run_dir / "ranges" / f"{m}.trt_calib.cache")
-    first = next(iter(ranges.values()))
+    first = next(iter({**ranges, **fp8}.values()))
     if first.excluded:
         log.info("calibration left %d tensors unquantized: %s", len(first.excluded),
                  "; ".join(f"{t}: {why}" for t, why in list(first.excluded.items())[:8]))
@@ -79,9 +100,25 @@ def calibrate(ctx: RunContext, source: QuantSource) -> Calibration:
               "notes": first.notes, "amax": {m: r.amax for m, r in ranges.items()},
               "files": files, "spread": {m: r.spread for m, r in ranges.items() if r.spread},
               "summary": first.summary, "seconds": round(res.seconds, 3)}
-    return Calibration(ranges=ranges, record=record,
+    if fp8:  # FP8 E4M3 ranges (scale = amax / 448) beside INT8's, from the same pass
+        record["fp8"] = {"methods": list(fp8), "amax": {m: r.amax for m, r in fp8.items()},
+                         "skipped": {m: FP8_NO_FORM for m in c.methods
+                                     if m not in fp8_methods(c.methods)}}
+    return Calibration(ranges=ranges, record=record, fp8_ranges=fp8,
                        info={"tensors": len(tensors), "samples": res.samples_seen,
                              "collect_seconds": round(res.seconds, 3)})
+
+
+#: why a calibrator gets no FP8 candidate
+FP8_NO_FORM = ("INT8's 128-level KL method has no FP8 E4M3 form in quantkit; "
+               "FP8 candidates use minmax, percentile and mse on the FP8 grid")
+
+
+def fp8_methods(methods) -> list[str]:
+    """The configured calibrators that have an FP8 E4M3 form (``FP8_CALIBRATORS``), in order."""
+    from quantkit.calibrate import FP8_CALIBRATORS
+
+    return [m for m in methods if m in FP8_CALIBRATORS]
 
 
 def cached_stats(ctx: RunContext, graph: ModelGraph, tensors: list[str], collect):
@@ -123,9 +160,13 @@ def _load_saved_ranges(files: list[str], tensors: list[str], n_nodes: int) -> Ca
         paths[r.calibrator] = f
     first = next(iter(ranges.values()))
     log.info("calibration skipped: ranges loaded from %s", ", ".join(files))
+    fp8 = {m: r for m, r in ranges.items() if m.startswith("fp8.")}  # saved FP8 ranges
+    ranges = {m: r for m, r in ranges.items() if m not in fp8}
     record = {"tensors": len(tensors), "quant_nodes": n_nodes, "samples": first.samples_seen,
               "methods": list(ranges), "excluded": first.excluded, "notes": first.notes,
               "amax": {m: r.amax for m, r in ranges.items()}, "files": paths,
               "loaded_from": list(files), "summary": first.summary, "seconds": 0.0}
-    return Calibration(ranges=ranges, record=record,
+    if fp8:
+        record["fp8"] = {"methods": list(fp8), "amax": {m: r.amax for m, r in fp8.items()}}
+    return Calibration(ranges=ranges, record=record, fp8_ranges=fp8,
                        info={"tensors": len(tensors), "loaded": len(files)})

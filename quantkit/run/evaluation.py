@@ -333,5 +333,5 @@ def evaluate_artifact(ctx: RunContext, artifact, reference: Evaluation, *,
     split (``plan_int8=False``: do not check the engine's INT8 layers against the plan, as
     for a search step)."""
     return evaluate(ctx, artifact.name, artifact.path, split=reference.split, reference=reference,
-                    plan_int8=artifact.plan.int8_nodes() if plan_int8 else None,
+                    plan_int8=artifact.plan.quantized_nodes() if plan_int8 else None,
                     emulated=artifact.emulated, artifact_sha=artifact.sha256)

@@ -80,8 +80,8 @@ class SignOff:
 
 def family_members(ctx: RunContext, evaluations: dict[str, Evaluation],
                    mixed: Evaluation | None, mixed_fp16_layers: int = 0) -> list[str]:
-    """The sign-off family, chosen on dev: fp16, the INT8 candidate with the best dev metric,
-    and the mixed candidate when the search kept at least one layer out of INT8 (with none it
+    """The sign-off family, chosen on dev: fp16, the INT8 candidate with the best dev metric
+    (and the FP8 one, where the target has FP8: ``precision.formats``), and the mixed candidate when the search kept at least one layer out of INT8 (with none it
     is the best INT8 candidate again).
 
     The best INT8 candidate: dev values within :data:`~quantkit.compare.ties.DEV_TIE_SHARE`
@@ -91,13 +91,15 @@ def family_members(ctx: RunContext, evaluations: dict[str, Evaluation],
     from quantkit.run.verdicts import decision_value
 
     names = [n for n in ("fp16",) if n in evaluations]
-    int8 = [n for n in evaluations if n.startswith("int8.")]
-    if int8:  # decision_value: larger is better (kl / abs_logit negated)
-        values = {n: decision_value(ctx, evaluations[n]) for n in int8}
-        leader = max(int8, key=lambda n: (values[n], -int8.index(n)))
+    for fmt in ("int8.", "fp8."):  # the best candidate of each quantized format
+        cands = [n for n in evaluations if n.startswith(fmt)]
+        if not cands:
+            continue
+        values = {n: decision_value(ctx, evaluations[n]) for n in cands}  # larger is better
+        leader = max(cands, key=lambda n: (values[n], -cands.index(n)))
         t = evaluations[leader].test
         width = (t.high - t.low) if t is not None else 0.0
-        names.append(best_with_ties(values, order=int8, tolerance=DEV_TIE_SHARE * width))
+        names.append(best_with_ties(values, order=cands, tolerance=DEV_TIE_SHARE * width))
     if mixed is not None and mixed_fp16_layers > 0:
         names.append("mixed")
     return names
@@ -168,7 +170,7 @@ def evaluate_on_test(ctx: RunContext, name: str, artifact, reference_test: Evalu
     """One declared member's test Evaluation: the artifact run on the test split, its paired
     test at the look's alpha (``look``: the ledger's LookAlpha)."""
     return evaluate(ctx, name, artifact.path, split="test", reference=reference_test,
-                    plan_int8=artifact.plan.int8_nodes(), emulated=artifact.emulated,
+                    plan_int8=artifact.plan.quantized_nodes(), emulated=artifact.emulated,
                     artifact_sha=artifact.sha256, look=look)
 
 
@@ -314,10 +316,33 @@ def recommend_signed(ctx: RunContext, signoff: SignOff, artifacts: dict, backend
                                     "that would do", [], dict(signoff.not_tested), basis), []
     counts = {n: a.plan.counts().get("int8", 0) for n, a in artifacts.items()}
     blocked = blocked_by_engine(backend_checks)
+    estimates = estimated_cost(ctx, artifacts)
+    label = next(iter(estimates.values())).label if estimates else ""
     rec = recommend_candidate(signoff.decision, int8_nodes=counts,
-                              throughput=target_throughput(ctx, latency), blocked=blocked)
+                              throughput=target_throughput(ctx, latency), blocked=blocked,
+                              cost={n: e.ms for n, e in estimates.items()} or None,
+                              cost_label=label)
     check = backend_checks.get(rec.candidate) if rec.candidate else None
-    return rec, ([deployment_note(rec.candidate, check)] if check is not None else [])
+    notes = [deployment_note(rec.candidate, check)] if check is not None else []
+    if estimates:
+        e = next(iter(estimates.values()))
+        notes.append(f"GEMM time {e.label} (cost model: {e.basis}; {e.shape}; not measured): "
+                     + ", ".join(f"{n} {v.ms:.4g} ms" for n, v in estimates.items()))
+    return rec, notes
+
+
+def estimated_cost(ctx: RunContext, artifacts: dict) -> dict:
+    """name -> PlanEstimate of each candidate's GEMM time on ``gpu.sm`` (empty when no target
+    GPU is set): at the largest ``bench.batch_sizes`` and ``data.max_length``."""
+    from quantkit.precision.plan_cost import estimate_plan, gemm_shapes
+
+    s = ctx.settings
+    if s.gpu.sm is None:
+        return {}
+    batch, length = max(s.bench.batch_sizes), int(s.data.max_length or 1)
+    shapes = gemm_shapes(ctx.graph.model, ctx.graph.infos, batch=batch, length=length)
+    where = f"batch {batch}, length {length} where the model's shape is symbolic"
+    return {n: estimate_plan(a.plan, shapes, s.gpu.sm, shape=where) for n, a in artifacts.items()}
 
 
 def blocked_by_engine(backend_checks: dict) -> dict[str, str]:

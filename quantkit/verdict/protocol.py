@@ -475,8 +475,15 @@ def _throughputs(value: Any) -> dict[str, float]:
 def recommend_candidate(decision: FamilyDecision, *, int8_nodes: Mapping[str, int] | None = None,
                         throughput: Mapping[str, Any] | None = None,
                         fp16: str = "fp16",
-                        blocked: Mapping[str, str] | None = None) -> Recommendation:
+                        blocked: Mapping[str, str] | None = None,
+                        cost: Mapping[str, float] | None = None,
+                        cost_label: str = "") -> Recommendation:
     """Recommend among test PASSes only (module docstring, step 6).
+
+    ``cost``: candidate -> estimated time on the target GPU (lower is faster; ``cost_label``
+    says where, e.g. "estimated on H200"), used where no throughput was measured on the
+    target's runtime: the cheapest PASS is recommended instead of the one with most INT8
+    nodes (an FP8 candidate has none).
 
     ``throughput``: candidate -> throughput (higher is faster) on the *target's own
     runtime*, one number or ``{batch: throughput}``; None when not measured there (then
@@ -530,6 +537,13 @@ def recommend_candidate(decision: FamilyDecision, *, int8_nodes: Mapping[str, in
     point = {r["candidate"]: r.get("point", 0.0) for r in decision.rows}
     tp_min = ({c: min(_throughputs(throughput[c]).values()) for c in eligible}
               if throughput is not None else {c: 0.0 for c in eligible})
+    if cost is not None and throughput is None and all(c in cost for c in eligible):
+        best = min(eligible, key=lambda c: (cost[c], -point[c], position[c]))
+        ref = f"; FP16 {cost[fp16]:.4g} ms" if fp16 in cost else ""
+        reason = (f"{best}: PASS on test after familywise control, GEMM time {cost[best]:.4g} "
+                  f"ms {cost_label}{ref} (the cheapest of {len(eligible)} eligible)")
+        return Recommendation(best, reason, list(eligible), excluded,
+                              basis + f"; speed {cost_label} (cost model, not measured)")
     best = max(eligible, key=lambda c: (counts.get(c, 0), tp_min[c], point[c], -position[c]))
     reason = (f"{best}: PASS on test after familywise control"
               + (f", {counts[best]} INT8 nodes" if best in counts else "")

@@ -207,3 +207,48 @@ def test_make_calibrators_from_config_options():
         make_calibrators(["mse"], bogus=1)
     with pytest.raises(ConfigError):
         make_calibrators([])
+
+
+# -- mse on the FP8 E4M3 grid ----------------------------------------------------------------
+def test_fp8_error_integral_equals_a_numeric_integral_of_the_fp8_qdq():
+    """The closed form integrates the error of qdq/fp8.py's fake quantization (the ORT-exact
+    reference), below, across and beyond the saturation point 448 * scale."""
+    from quantkit.calibrate.fp8_grid import fp8_error_integral
+    from quantkit.qdq.fp8 import fake_quantize_fp8, fp8_scale
+
+    amax = 3.7
+    for x in (0.001, 0.5, 2.0, 3.7, 5.0):
+        ys = np.linspace(0.0, x, 400_001)
+        q = fake_quantize_fp8(ys.astype(np.float32), fp8_scale(amax)).astype(np.float64)
+        err = (ys - q) ** 2
+        numeric = float(np.sum((err[1:] + err[:-1]) / 2 * np.diff(ys)))
+        closed = float(fp8_error_integral(np.array([[x]]), np.array([[amax]]))[0, 0])
+        assert closed == pytest.approx(numeric, rel=2e-3)
+
+
+@pytest.mark.parametrize("kind", ["gauss", "student_t3", "outliers"])
+def test_fp8_mse_minimizes_the_measured_fp8_error(kind):
+    from quantkit.calibrate.calibrators import Fp8MseCalibrator, make_calibrator
+    from quantkit.qdq.fp8 import fake_quantize_fp8, fp8_scale
+
+    rng = np.random.default_rng(12)
+    n = 200_000
+    x = {"gauss": rng.standard_normal(n), "student_t3": rng.standard_t(3, size=n),
+         "outliers": np.concatenate([rng.standard_normal(n), [50.0, -80.0]])}[kind]
+    x = x.astype(np.float32)
+
+    def fp8_mse(a: float) -> float:
+        return float(np.mean((fake_quantize_fp8(x, fp8_scale(a)) - x) ** 2))
+
+    cal = make_calibrator("mse", grid="fp8")
+    assert isinstance(cal, Fp8MseCalibrator)
+    amax = cal.observe(x).amax_
+    grid = np.linspace(0.02, 1.0, 200) * float(np.abs(x).max())
+    assert fp8_mse(amax) <= min(fp8_mse(a) for a in grid) * 1.02
+    # FP8's grid is relative: its best range clips far less than INT8's
+    assert amax >= MseCalibrator().observe(x).amax_
+
+
+def test_entropy_has_no_fp8_form():
+    with pytest.raises(ConfigError, match="unknown fp8 calibrator"):
+        make_calibrator("entropy", grid="fp8")

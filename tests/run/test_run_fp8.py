@@ -1,0 +1,82 @@
+"""FP8 E4M3 candidates in the run (issue 25): ``gpu.sm=90 precision.formats=[int8,fp8]`` gives
+``fp8.<calibrator>`` beside ``int8.<calibrator>``, from the same calibration pass, written as
+float8e4m3fn Q/DQ on the original graph, lint-clean and run on ONNX Runtime CPU."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, numpy_helper
+
+from runworld import settings_for
+
+
+@pytest.fixture(scope="module")
+def fp8_run(tiny, tmp_path_factory):
+    from quantkit.run import (build_artifacts, calibrate, check_fp16_range, evaluate_artifact,
+                              evaluate_reference, prepared_context, quant_scope, apply_ptq)
+
+    s = settings_for(tiny, "stage_cache=false", "gpu.sm=90", "precision.formats=[int8,fp8]",
+                     "calibrator.methods=[minmax,entropy,mse]")
+    ctx = prepared_context(s, tmp_path_factory.mktemp("fp8-run"))
+    overflow = check_fp16_range(ctx)
+    source = apply_ptq(ctx, quant_scope(ctx), overflow)
+    cal = calibrate(ctx, source)
+    arts = build_artifacts(ctx, cal, overflow, source)
+    ref = evaluate_reference(ctx)
+    evals = {n: evaluate_artifact(ctx, a, ref) for n, a in arts.items()}
+    return ctx, cal, arts, evals
+
+
+def test_fp8_candidates_beside_int8_from_one_pass(fp8_run):
+    ctx, cal, arts, _ = fp8_run
+    assert sorted(arts) == ["fp16", "fp8.minmax", "fp8.mse", "int8.entropy", "int8.minmax",
+                            "int8.mse"]
+    # entropy has no FP8 form: said in the record, no silent INT8 stand-in
+    assert "entropy" in cal.record["fp8"]["skipped"]
+    # minmax does not depend on the grid; mse does (its own search on the FP8 grid)
+    assert cal.fp8_ranges["fp8.minmax"].amax == cal.ranges["minmax"].amax
+    fp8_mse, int8_mse = cal.fp8_ranges["fp8.mse"].amax, cal.ranges["mse"].amax
+    top = cal.ranges["minmax"].amax
+    assert fp8_mse.keys() == int8_mse.keys() and fp8_mse != int8_mse
+    assert all(0 < fp8_mse[t] <= top[t] for t in top)
+    assert (ctx.run_dir / "ranges" / "fp8.mse.json").is_file()
+
+
+def test_an_fp8_artifact_is_float8_qdq_at_opset_19_on_the_original_graph(fp8_run):
+    ctx, _, arts, _ = fp8_run
+    a = arts["fp8.mse"]
+    m = onnx.load(a.path)
+    assert max(o.version for o in m.opset_import if o.domain in ("", "ai.onnx")) >= 19
+    qdq = [n for n in m.graph.node if n.op_type in ("QuantizeLinear", "DequantizeLinear")]
+    assert qdq
+    inits = {t.name: t for t in m.graph.initializer}
+    zero_points = [inits[n.input[2]] for n in qdq if len(n.input) > 2 and n.input[2] in inits]
+    assert zero_points and all(z.data_type == TensorProto.FLOAT8E4M3FN for z in zero_points)
+    assert a.plan.nodes_with("fp8") and not a.plan.int8_nodes()
+    assert a.lint["violations"] == 0
+    assert not a.steps  # no ptq step: FP8 is planned on the model's own FP32 function
+    # the FP8 weights are float8e4m3fn initializers whose values dequantize near FP32's
+    w8 = [t for t in m.graph.initializer if t.data_type == TensorProto.FLOAT8E4M3FN and t.dims]
+    assert w8
+
+
+def test_fp8_candidates_evaluate_on_ort_and_join_the_family(fp8_run):
+    from quantkit.run import family_members
+
+    ctx, _, arts, evals = fp8_run
+    for name in ("fp8.minmax", "fp8.mse"):
+        ev = evals[name]
+        assert ev.test is not None and np.isfinite(ev.test.point)
+    members = family_members(ctx, evals, None)
+    assert members[0] == "fp16"
+    assert sum(m.startswith("int8.") for m in members) == 1
+    assert sum(m.startswith("fp8.") for m in members) == 1
+
+
+def test_fp8_on_ort_cpu_target_is_refused_in_settings(tiny):
+    from quantkit.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="TensorRT only"):
+        settings_for(tiny, "gpu.sm=90", "precision.formats=[int8,fp8]", "target=ort_cpu")
