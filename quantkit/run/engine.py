@@ -9,10 +9,11 @@ from quantkit.run.context import RunContext
 __all__ = ["build_trt_engine"]
 
 
-def build_trt_engine(ctx: RunContext, onnx_path, planned_int8: list[str] | None):
+def build_trt_engine(ctx: RunContext, onnx_path, planned_int8: list[str] | None,
+                     planned_fp8: list[str] | None = None):
     """Engine for ``onnx_path`` (cached by ONNX, settings, TensorRT, GPU under cache_dir),
-    on ``backend.trt.device``, with the INT8 layer check when INT8 nodes are planned."""
+    on ``backend.trt.device``, with the INT8 / FP8 layer checks when such nodes are planned."""
     from quantkit.backends.trt.run import build_for_run
 
-    return build_for_run(ctx.settings, onnx_path, planned_int8,
+    return build_for_run(ctx.settings, onnx_path, planned_int8, planned_fp8=planned_fp8,
                          cache_dir=ctx.cache_dir / "engines")

@@ -75,6 +75,7 @@ def evaluate_reference(ctx: RunContext, split: str = "dev") -> Evaluation:
 
 def evaluate(ctx: RunContext, name: str, path, *, split: str = "dev",
              reference: Evaluation | None = None, plan_int8: list[str] | None = None,
+             plan_fp8: list[str] | None = None,
              emulated: Any = None, artifact_sha: str | None = None,
              look: Any = None,
              build: Callable[[], tuple[str, onnx.ModelProto | None]] | None = None
@@ -87,7 +88,8 @@ def evaluate(ctx: RunContext, name: str, path, *, split: str = "dev",
     (:func:`quantkit.run.signoff.sign_off`), and runs at that look's alpha. Without one it
     is refused (TestSplitReuse), cached test outputs included: no silent re-decision.
 
-    ``emulated``: the artifact's FP16 emulation (a ModelProto or a zero-argument callable
+    ``plan_int8`` / ``plan_fp8``: the nodes planned INT8 / FP8, checked against the TensorRT
+    engine's layers on backend=trt. ``emulated``: the artifact's FP16 emulation (a ModelProto or a zero-argument callable
     building it), whose numbers stand for the artifact on ONNX Runtime CPU;
     ``artifact_sha``: the file's sha256 when known (else computed); ``build``: writes the
     artifact on a cache miss only and returns its path and FP16 emulation (``path`` names it and ``artifact_sha`` is required:
@@ -117,6 +119,8 @@ def evaluate(ctx: RunContext, name: str, path, *, split: str = "dev",
               "backend": asdict(s.backend), "seed": s.seed,
               "max_length": s.data.max_length, "tokenizer": ctx.model.tokenizer,
               "plan_int8": plan_int8 or [], **ctx.feeds_key(), **ctx.measured_key()}
+    if plan_fp8:  # FP8 plans only: INT8 evaluations keep their cache keys
+        inputs["plan_fp8"] = list(plan_fp8)
     gallery = recall_gallery(ctx)
     if gallery is not None:  # embedding outputs only: logit runs keep their cache keys
         inputs["gallery"] = gallery.sha256
@@ -129,7 +133,8 @@ def evaluate(ctx: RunContext, name: str, path, *, split: str = "dev",
             em = emulated() if callable(emulated) else emulated
         evidence, logits, gallery_out = _evaluate(ctx, name, target, split=split,
                                                   reference=reference, plan_int8=plan_int8,
-                                                  emulated=em, gallery=gallery)
+                                                  plan_fp8=plan_fp8, emulated=em,
+                                                  gallery=gallery)
         return evidence, {"logits": logits,
                           **({"gallery": gallery_out} if gallery_out is not None else {})}
 
@@ -210,7 +215,8 @@ def label_free_evidence(ctx: RunContext, evidence: dict, ref_out: np.ndarray,
 
 
 def _evaluate(ctx: RunContext, name: str, path, *, split: str, reference: Evaluation | None,
-              plan_int8: list[str] | None, emulated, gallery=None
+              plan_int8: list[str] | None, emulated, gallery=None,
+              plan_fp8: list[str] | None = None
               ) -> tuple[dict, np.ndarray, np.ndarray | None]:
     """Task evidence of one artifact on ``split`` (+ agreement with ``reference``), its
     outputs, and (``gallery``: the recall@k gallery split) the gallery's outputs from the
@@ -234,7 +240,8 @@ def _evaluate(ctx: RunContext, name: str, path, *, split: str, reference: Evalua
     with tempfile.TemporaryDirectory() as tmp:
         optimized = Path(tmp) / "optimized.onnx"
         t0 = time.perf_counter()
-        engine = build_trt_engine(ctx, path, plan_int8) if s.backend.name == "trt" else None
+        engine = (build_trt_engine(ctx, path, plan_int8, plan_fp8) if s.backend.name == "trt"
+                  else None)
         use_emulation = engine is None and emulated is not None
         if use_emulation:
             with ctx.runner(path, name=f"{name}-census", optimized_to=optimized,
@@ -333,5 +340,6 @@ def evaluate_artifact(ctx: RunContext, artifact, reference: Evaluation, *,
     split (``plan_int8=False``: do not check the engine's INT8 layers against the plan, as
     for a search step)."""
     return evaluate(ctx, artifact.name, artifact.path, split=reference.split, reference=reference,
-                    plan_int8=artifact.plan.quantized_nodes() if plan_int8 else None,
+                    plan_int8=artifact.plan.int8_nodes() if plan_int8 else None,
+                    plan_fp8=artifact.plan.nodes_with("fp8") if plan_int8 else None,
                     emulated=artifact.emulated, artifact_sha=artifact.sha256)

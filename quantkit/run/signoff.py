@@ -170,7 +170,8 @@ def evaluate_on_test(ctx: RunContext, name: str, artifact, reference_test: Evalu
     """One declared member's test Evaluation: the artifact run on the test split, its paired
     test at the look's alpha (``look``: the ledger's LookAlpha)."""
     return evaluate(ctx, name, artifact.path, split="test", reference=reference_test,
-                    plan_int8=artifact.plan.quantized_nodes(), emulated=artifact.emulated,
+                    plan_int8=artifact.plan.int8_nodes(),
+                    plan_fp8=artifact.plan.nodes_with("fp8"), emulated=artifact.emulated,
                     artifact_sha=artifact.sha256, look=look)
 
 

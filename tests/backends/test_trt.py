@@ -570,3 +570,30 @@ def test_parser_errors_are_joined_in_one_message(gpu, tmp_path):
     path = _save(model, tmp_path / "bad.onnx")
     with pytest.raises(BackendError, match=r"TensorRT could not parse the ONNX model \(\d+ error"):
         build_engine(path, EngineSettings(**SMALL), cache_dir=tmp_path / "engines")
+
+
+def test_check_fp8_layers_counts_fp8_inputs_not_int8_ones():
+    """dtype="fp8": a GEMM reading FP8 data (TensorRT's kFP8, "... FP8 format (kLINEAR)") runs
+    FP8; one reading Int8 or FP16 does not; the statuses and counts say fp8."""
+    report = json.dumps({"Layers": [
+        {"Name": "/q/MatMul", "LayerType": "gemm",
+         "Inputs": [{"Name": "x_q", "Format/Datatype": "Row major linear FP8 format (kLINEAR)"},
+                    {"Name": "w_q", "Format/Datatype": "Row major linear FP8 format (kLINEAR)"}],
+         "Outputs": [{"Name": "y", "Format/Datatype": "Row major linear FP16 format (kLINEAR)"}],
+         "Metadata": "[ONNX Layer: /q/MatMul]"},
+        {"Name": "/k/MatMul", "LayerType": "gemm",
+         "Inputs": [{"Name": "x_i", "Format/Datatype": "Row major linear Int8 format"}],
+         "Outputs": [{"Name": "k", "Format/Datatype": "Row major linear FP16 format (kLINEAR)"}],
+         "Metadata": "[ONNX Layer: /k/MatMul]"},
+        {"Name": "/v/MatMul", "LayerType": "gemm",
+         "Inputs": [{"Name": "x", "Format/Datatype": "Row major linear FP16 format (kLINEAR)"}],
+         "Outputs": [{"Name": "v", "Format/Datatype": "Row major linear FP16 format (kLINEAR)"}],
+         "Metadata": "[ONNX Layer: /v/MatMul]"}]})
+    result = check_int8_layers(report, ["/q/MatMul", "/k/MatMul", "/v/MatMul"], dtype="fp8")
+    assert {n: v["status"] for n, v in result["nodes"].items()} == {
+        "/q/MatMul": "fp8", "/k/MatMul": "not_fp8", "/v/MatMul": "not_fp8"}
+    assert (result["n_fp8"], result["n_not_fp8"], result["ok"]) == (1, 2, False)
+    assert result["nodes"]["/q/MatMul"]["fp8_tensors"] == ["/q/MatMul:x_q", "/q/MatMul:w_q"]
+    assert check_int8_layers(report, ["/k/MatMul"])["n_int8"] == 1  # INT8's check unchanged
+    with pytest.raises(ValueError, match="dtype"):
+        check_int8_layers(report, ["/q/MatMul"], dtype="int4")

@@ -148,16 +148,23 @@ def _layers_for(node: str, layers: Sequence[Mapping]) -> tuple[list[Mapping], st
     return [], None
 
 
-#: Per-node statuses of :func:`check_int8_layers`, in report order.
+#: Per-node statuses of :func:`check_int8_layers`, in report order (``dtype="fp8"``: the
+#: same with fp8 in place of int8).
 INT8_STATUSES = ("int8", "int8_output_only", "not_int8", "opaque", "not_found")
+
+#: how the inspector names each quantized data type in a tensor's format ("Int8", "FP8":
+#: TensorRT's DataType kINT8 / kFP8, e.g. "Row major linear FP8 format (kLINEAR)")
+_DTYPE = {"int8": _INT8, "fp8": re.compile(r"(?<![A-Za-z])(fp8|float8|e4m3)", re.IGNORECASE)}
 
 
 def check_int8_layers(layer_report: Sequence[Mapping] | Mapping | str,
-                      planned_int8_nodes: Sequence[str]) -> dict:
-    """For each ONNX node planned INT8: does TensorRT run it as an INT8 layer?
+                      planned_int8_nodes: Sequence[str], *, dtype: str = "int8") -> dict:
+    """For each ONNX node planned INT8 (``dtype="fp8"``: FP8 E4M3): does TensorRT run it as
+    a layer of that type?
 
     Layers are found by the ``[ONNX Layer: name]`` entries in ``Metadata``, else by the layer
-    name (TensorRT names fused layers ``a + b``); Reformat layers never count. Per node:
+    name (TensorRT names fused layers ``a + b``); Reformat layers never count. Per node
+    (statuses for fp8 read ``fp8`` in place of ``int8``):
 
     - ``int8``: a matching layer reads Int8 data: an Int8 input, or (TensorRT 11 inspector)
       an Int8 entry in its ``Constants``;
@@ -168,13 +175,18 @@ def check_int8_layers(layer_report: Sequence[Mapping] | Mapping | str,
 
     ``ok`` is True when every planned node is ``int8``.
     """
+    if dtype not in _DTYPE:
+        raise ValueError(f"dtype must be one of {sorted(_DTYPE)}, not {dtype!r}")
+    pattern = _DTYPE[dtype]
+    statuses = tuple(st.replace("int8", dtype) for st in INT8_STATUSES)
+    reads, writes_only, not_it = statuses[0], statuses[1], statuses[2]
     layers = (parse_layer_info(layer_report)
               if isinstance(layer_report, (str, bytes, Mapping)) else parse_layer_info(list(layer_report)))
     nodes: dict[str, dict] = {}
     for node in planned_int8_nodes:
         matched, how = _layers_for(node, layers)
-        int8_inputs: list[str] = []
-        int8_outputs: list[str] = []
+        q_inputs: list[str] = []
+        q_outputs: list[str] = []
         formats: list[str] = []
         for layer in matched:
             for key in ("Inputs", "Constants", "Outputs"):
@@ -182,30 +194,31 @@ def check_int8_layers(layer_report: Sequence[Mapping] | Mapping | str,
                     fmt = _tensor_format(tensor)
                     formats.append(f"{layer['Name']} {key[:-1].lower()} "
                                    f"{tensor.get('Name', '?')}: {fmt or 'unknown'}")
-                    if _INT8.search(fmt):
+                    if pattern.search(fmt):
                         where = f"{layer['Name']}:{tensor.get('Name', '?')}"
-                        (int8_outputs if key == "Outputs" else int8_inputs).append(where)
+                        (q_outputs if key == "Outputs" else q_inputs).append(where)
         if not matched:
             status = "not_found"
-        elif int8_inputs:
-            status = "int8"
-        elif int8_outputs:
-            status = "int8_output_only"
+        elif q_inputs:
+            status = reads
+        elif q_outputs:
+            status = writes_only
         elif all(_is_opaque(l) for l in matched):
             status = "opaque"
         else:
-            status = "not_int8"
+            status = not_it
         nodes[node] = {"status": status, "matched_by": how,
                        "layers": [l["Name"] for l in matched],
                        "layer_types": [str(l.get("LayerType", "")) for l in matched],
                        "tactics": [str(l.get("TacticName", "")) for l in matched
                                    if l.get("TacticName")],
-                       "int8_tensors": int8_inputs, "int8_outputs": int8_outputs,
+                       f"{dtype}_tensors": q_inputs, f"{dtype}_outputs": q_outputs,
                        "formats": formats}
-    counts = {s: sum(1 for v in nodes.values() if v["status"] == s) for s in INT8_STATUSES}
-    result = {"ok": bool(nodes) and counts["int8"] == len(nodes), "n_planned": len(nodes),
-              **{f"n_{s}": n for s, n in counts.items()}, "nodes": nodes}
-    log.info("INT8 layer check: %d/%d planned nodes read INT8 (%d write INT8 only, %d not, "
-             "%d opaque, %d not found)", counts["int8"], len(nodes), counts["int8_output_only"],
-             counts["not_int8"], counts["opaque"], counts["not_found"])
+    counts = {st: sum(1 for v in nodes.values() if v["status"] == st) for st in statuses}
+    result = {"ok": bool(nodes) and counts[reads] == len(nodes), "n_planned": len(nodes),
+              **{f"n_{st}": n for st, n in counts.items()}, "nodes": nodes}
+    log.info("%s layer check: %d/%d planned nodes read %s (%d write %s only, %d not, "
+             "%d opaque, %d not found)", dtype.upper(), counts[reads], len(nodes),
+             dtype.upper(), counts[writes_only], dtype.upper(), counts[not_it],
+             counts["opaque"], counts["not_found"])
     return result

@@ -49,6 +49,8 @@ class EngineBuild:
     tf32: bool
     int8_check: dict | None = None
     planned_int8: tuple[str, ...] = field(default=())
+    fp8_check: dict | None = None
+    planned_fp8: tuple[str, ...] = field(default=())
 
     @property
     def engine_path(self) -> Path:
@@ -62,25 +64,34 @@ class EngineBuild:
                "engine_sha256": a.meta.engine_sha256}
         if self.int8_check is not None:
             out["int8_check"] = self.int8_check
+        if self.fp8_check is not None:
+            out["fp8_check"] = self.fp8_check
         return out
 
 
 def build_for_run(settings, onnx_path: str | os.PathLike,
                   planned_int8: Sequence[str] | None = None, *,
+                  planned_fp8: Sequence[str] | None = None,
                   cache_dir: str | os.PathLike | None = None,
                   debug_tensors: Sequence[str] = ()) -> EngineBuild:
     """The engine of one artifact: built (or reused) with ``settings.backend.trt`` on its
-    device, its profile checked against every shape the run feeds, and, when INT8 nodes are
-    planned, the check of which of them TensorRT runs INT8. ``debug_tensors``: build the
-    separate debug engine with those ONNX tensors marked (per-layer run on TensorRT)."""
+    device, its profile checked against every shape the run feeds, and, when INT8 (FP8)
+    nodes are planned, the check of which of them TensorRT runs INT8 (FP8).
+    ``debug_tensors``: build the separate debug engine with those ONNX tensors marked
+    (per-layer run on TensorRT)."""
     t = settings.backend.trt
     art = build_engine(onnx_path, t, cache_dir=cache_dir or engine_cache_dir(settings),
                        needs=shape_needs(settings), debug_tensors=debug_tensors)
-    check = None
-    if planned_int8:
-        check = check_int8_layers(art.layers_path.read_text(), list(planned_int8))
+    check = fp8_check = None
+    if planned_int8 or planned_fp8:
+        report = art.layers_path.read_text()
+        if planned_int8:
+            check = check_int8_layers(report, list(planned_int8))
+        if planned_fp8:
+            fp8_check = check_int8_layers(report, list(planned_fp8), dtype="fp8")
     return EngineBuild(artifact=art, device=t.device, tf32=bool(t.tf32), int8_check=check,
-                       planned_int8=tuple(planned_int8 or ()))
+                       planned_int8=tuple(planned_int8 or ()), fp8_check=fp8_check,
+                       planned_fp8=tuple(planned_fp8 or ()))
 
 
 def runner_for(settings, engine: EngineBuild | Mapping, *, name: str,
