@@ -159,7 +159,7 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
         res.backend_checks = {n: check_backend(ctx, a, ref) for n, a in every.items()}
 
     members = family_members(ctx, res.evaluations, dev.get("mixed"),
-                             len(res.search.fp16_layers) if res.search else 0)
+                             res.search.kept_layers if res.search else 0)
     if res.signoff_skipped:
         log.info("sign-off skipped: %s", res.signoff_skipped)
     else:

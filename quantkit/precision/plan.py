@@ -32,6 +32,8 @@ Unknown (symbolic) dimensions never make a node small.
 
 from __future__ import annotations
 
+import dataclasses
+
 import difflib
 import logging
 import math
@@ -113,6 +115,9 @@ class Plan:
     activation_amax: dict[str, float] = field(default_factory=dict)
     calibrator: str = ""
     activation_range: dict[str, tuple[float, float]] = field(default_factory=dict)
+    #: FP8-grid amax of tensors read by FP8 nodes where it differs from ``activation_amax``
+    #: (a mixed-format plan: INT8 and FP8 nodes reading one tensor, each on its own grid)
+    fp8_amax: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         fixed = {}
@@ -126,6 +131,11 @@ class Plan:
         object.__setattr__(self, "activation_range",
                            {k: (float(v[0]), float(v[1]))
                             for k, v in self.activation_range.items()})
+        object.__setattr__(self, "fp8_amax", {k: float(v) for k, v in self.fp8_amax.items()})
+
+    def fp8_amax_of(self, tensor: str) -> float:
+        """The amax an FP8 node quantizes ``tensor`` with (KeyError if it has none)."""
+        return self.fp8_amax[tensor] if tensor in self.fp8_amax else self.activation_amax[tensor]
 
     def precision_of(self, node: str) -> Precision:
         if node not in self.decisions:
@@ -166,8 +176,7 @@ class Plan:
         decisions = dict(self.decisions)
         for n in names:
             decisions[n] = NodeDecision(p, reason)
-        return Plan(decisions, dict(self.activation_amax), self.calibrator,
-                    dict(self.activation_range))
+        return dataclasses.replace(self, decisions=decisions)
 
     def on_nodes(self, names: Iterable[str], fallback: "Plan") -> "Plan":
         """This plan for a graph whose nodes are ``names`` (in order): the decisions of the
@@ -183,8 +192,7 @@ class Plan:
                 raise ConfigError("node is in neither plan", where="Plan.on_nodes", value=n,
                                   fix="build the fallback plan on the original graph")
             decisions[n] = d
-        return Plan(decisions, dict(self.activation_amax), self.calibrator,
-                    dict(self.activation_range))
+        return dataclasses.replace(self, decisions=decisions)
 
     def to_dict(self) -> dict:
         """JSON-ready: ``{"calibrator", "decisions": {node: {"precision", "reason"}},
@@ -195,6 +203,7 @@ class Plan:
                           for n, d in self.decisions.items()},
             "activation_amax": dict(self.activation_amax),
             "activation_range": {k: list(v) for k, v in self.activation_range.items()},
+            **({"fp8_amax": dict(self.fp8_amax)} if self.fp8_amax else {}),
         }
 
     @classmethod
@@ -214,7 +223,8 @@ class Plan:
                                            str(d.get("reason", "")))
         return cls(decisions, dict(data.get("activation_amax", {})),
                    str(data.get("calibrator", "")),
-                   {k: tuple(v) for k, v in data.get("activation_range", {}).items()})
+                   {k: tuple(v) for k, v in data.get("activation_range", {}).items()},
+                   dict(data.get("fp8_amax", {})))
 
 
 def _close_names_fix(name: str, known: Iterable[str]) -> str:

@@ -402,13 +402,12 @@ def _quantize_fp8_node(editor: "_Editor", node: gs.Node, proto: onnx.NodeProto, 
     zero = np.zeros((), dtype=FP8_DTYPE)
     slots = quant_slots(proto, infos, constants)
     for t in dict.fromkeys(proto.input[s] for s in slots.activations):
-        if t not in plan.activation_amax:
+        if t not in plan.activation_amax and t not in plan.fp8_amax:
             raise GraphEditError(f"FP8 node {node.name} reads {t}, which has no amax",
                                  where="qdq.insert_qdq", value=t,
                                  fix="calibrate the tensor or set the node to fp16/fp32 "
                                      "(Plan.with_precision)")
-        editor.quantize(node, t, fp8_scale(plan.activation_amax[t], where=f"amax[{t!r}]"),
-                        zero)
+        editor.quantize(node, t, fp8_scale(plan.fp8_amax_of(t), where=f"amax[{t!r}]"), zero)
     weight = [slots.weight] if slots.weight is not None else []
     for slot in weight + list(slots.constants):
         t = proto.input[slot]

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from quantkit.graph.model_graph import ModelGraph
     from quantkit.run.quant_source import QuantSource
 
-__all__ = ["Calibration", "calibrate"]
+__all__ = ["Calibration", "calibrate", "fp8_ranges_on"]
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +119,27 @@ def fp8_methods(methods) -> list[str]:
     from quantkit.calibrate import FP8_CALIBRATORS
 
     return [m for m in methods if m in FP8_CALIBRATORS]
+
+
+def fp8_ranges_on(ctx: RunContext, graph: ModelGraph, tensors: list[str], method: str):
+    """FP8-grid Ranges (calibrator ``method``) of ``tensors`` on ``graph``: one stage-cached
+    statistics pass over the calibration split (the mixed search's FP8 layers, on the graph
+    their plan is built from)."""
+    from quantkit.calibrate import collect_stats, compute_ranges, make_calibrator
+
+    c = ctx.settings.calibrator
+
+    def collect():
+        return collect_stats(graph.model, ctx.batches(ctx.splits.calib, c.batch_size),
+                             tensors, num_bins=c.num_bins, progress=ctx.settings.progress,
+                             runner_factory=lambda m, outs: ctx.runner(m, name="calibrate",
+                                                                       extra_outputs=outs,
+                                                                       graph=graph))
+
+    res = cached_stats(ctx, graph, tensors, collect)
+    params = {"percentile": {"percentile": c.percentile}}.get(method, {})
+    cal = {f"fp8.{method}": make_calibrator(method, grid="fp8", **params)}
+    return compute_ranges(res.stats, cal, samples_seen=res.samples_seen)[f"fp8.{method}"]
 
 
 def cached_stats(ctx: RunContext, graph: ModelGraph, tensors: list[str], collect):

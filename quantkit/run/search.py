@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from quantkit.run.artifacts import Artifact, build_variant
 from quantkit.run.context import RunContext
 from quantkit.run.evaluation import Evaluation, evaluate, evaluate_artifact
+from quantkit.run.format_fill import fp8_fill
 from quantkit.run.layerwise import LayerReport
 
 if TYPE_CHECKING:
@@ -48,6 +49,12 @@ class SearchOutcome:
     fp16_layers: list[str]
     plan_reasons: dict[str, str]
     search: dict
+    fp8_layers: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def kept_layers(self) -> int:
+        """How many layers the search kept out of INT8 (in FP16, or FP8 by the fill)."""
+        return len(self.fp16_layers) + len(self.fp8_layers)
 
     def to_record(self) -> dict:
         return dict(self.search)
@@ -55,6 +62,7 @@ class SearchOutcome:
     def candidate_record(self) -> dict:
         return {**self.evaluation.to_record(), **self.artifact.to_record(),
                 "calibrator": self.calibrator, "fp16_layers": list(self.fp16_layers),
+                **({"fp8_layers": list(self.fp8_layers)} if self.fp8_layers else {}),
                 "plan_reasons": dict(self.plan_reasons)}
 
 
@@ -322,7 +330,14 @@ def search_mixed(ctx: RunContext, artifacts: dict[str, Artifact],
     plan = plan_for(found, reasons)
     art = build_variant(ctx, "mixed", int8[best], plan, source, fallback)
     ev = evaluate_artifact(ctx, art, reference)
+    fill = fp8_fill(ctx, int8[best], plan, list(result.fp16_nodes), artifacts, evaluations,
+                    reference, source, fallback,
+                    powered=lambda e: powered_eval(ctx, e, seconds=0.0))
+    if fill.artifact is not None:  # the kept layers FP8 runs faster than FP16 are FP8
+        art, ev, plan = fill.artifact, fill.evaluation, fill.artifact.plan
     search = result.to_dict()
+    if fill.record is not None:
+        search["format_fill"] = fill.record
     search.update({"calibrator": best, "quantizable_layers": len(ranking), "ranking": ranking,
                    "proxy": {n: proxy[n] for n in ranking}, "measured": dict(measured),
                    "proxy_remeasured_tensors": remeasured,
@@ -330,7 +345,8 @@ def search_mixed(ctx: RunContext, artifacts: dict[str, Artifact],
                    "measure_cost": measured.cost() if hasattr(measured, "steps") else {},
                    "pareto": pareto(search["evaluations"]),
                    "full_evals_linear": linear_evals_needed(ranking, found if result else None)})
+    fp8_layers = [n for n in result.fp16_nodes if n in set(plan.nodes_with("fp8"))]
     return SearchOutcome(artifact=art, evaluation=ev, calibrator=best,
-                         fp16_layers=list(result.fp16_nodes),
+                         fp16_layers=[n for n in result.fp16_nodes if n not in fp8_layers],
                          plan_reasons={n: plan.decisions[n].reason for n in result.fp16_nodes},
-                         search=search)
+                         search=search, fp8_layers=fp8_layers)

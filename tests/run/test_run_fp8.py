@@ -17,7 +17,7 @@ def fp8_run(tiny, tmp_path_factory):
     from quantkit.run import (build_artifacts, calibrate, check_fp16_range, evaluate_artifact,
                               evaluate_reference, prepared_context, quant_scope, apply_ptq)
 
-    s = settings_for(tiny, "stage_cache=false", "gpu.sm=90", "precision.formats=[int8,fp8]",
+    s = settings_for(tiny, "stage_cache=false", "gpu.sm=L4", "precision.formats=[int8,fp8]",
                      "calibrator.methods=[minmax,entropy,mse]")
     ctx = prepared_context(s, tmp_path_factory.mktemp("fp8-run"))
     overflow = check_fp16_range(ctx)
@@ -26,11 +26,11 @@ def fp8_run(tiny, tmp_path_factory):
     arts = build_artifacts(ctx, cal, overflow, source)
     ref = evaluate_reference(ctx)
     evals = {n: evaluate_artifact(ctx, a, ref) for n, a in arts.items()}
-    return ctx, cal, arts, evals
+    return ctx, cal, arts, evals, source, ref
 
 
 def test_fp8_candidates_beside_int8_from_one_pass(fp8_run):
-    ctx, cal, arts, _ = fp8_run
+    ctx, cal, arts, *_ = fp8_run
     assert sorted(arts) == ["fp16", "fp8.minmax", "fp8.mse", "int8.entropy", "int8.minmax",
                             "int8.mse"]
     # entropy has no FP8 form: said in the record, no silent INT8 stand-in
@@ -45,7 +45,7 @@ def test_fp8_candidates_beside_int8_from_one_pass(fp8_run):
 
 
 def test_an_fp8_artifact_is_float8_qdq_at_opset_19_on_the_original_graph(fp8_run):
-    ctx, _, arts, _ = fp8_run
+    ctx, _, arts, *_ = fp8_run
     a = arts["fp8.mse"]
     m = onnx.load(a.path)
     assert max(o.version for o in m.opset_import if o.domain in ("", "ai.onnx")) >= 19
@@ -65,7 +65,7 @@ def test_an_fp8_artifact_is_float8_qdq_at_opset_19_on_the_original_graph(fp8_run
 def test_fp8_candidates_evaluate_on_ort_and_join_the_family(fp8_run):
     from quantkit.run import family_members
 
-    ctx, _, arts, evals = fp8_run
+    ctx, _, arts, evals, *_ = fp8_run
     for name in ("fp8.minmax", "fp8.mse"):
         ev = evals[name]
         assert ev.test is not None and np.isfinite(ev.test.point)
@@ -80,3 +80,50 @@ def test_fp8_on_ort_cpu_target_is_refused_in_settings(tiny):
 
     with pytest.raises(ConfigError, match="TensorRT only"):
         settings_for(tiny, "gpu.sm=90", "precision.formats=[int8,fp8]", "target=ort_cpu")
+
+
+def arts_int8(fp8_run) -> list[str]:
+    return fp8_run[2]["int8.mse"].plan.int8_nodes()
+
+
+def _fill(fp8_run, powered):
+    from quantkit.run.format_fill import fp8_fill
+
+    ctx, _, arts, evals, source, ref = fp8_run
+    base = arts["int8.mse"]
+    kept = base.plan.int8_nodes()[-1:]  # the last MatMul, as if the search had kept it
+    plan = base.plan.with_precision(kept, "fp16", "kept FP16 by search: test")
+    return fp8_fill(ctx, base, plan, kept, arts, evals, ref, source, arts["fp16"].plan,
+                    powered=powered), kept
+
+
+def test_the_format_fill_puts_a_kept_layer_in_fp8_with_its_own_range(fp8_run):
+    """On an FP8 GPU whose cost model finds FP8 faster (L4: FP8 = 2x FP16), the layer the
+    search kept goes to FP8 when the plan stays powered on dev; the INT8 layers keep
+    INT8's amax, the FP8 layer reads its own (Plan.fp8_amax), and the file is lint-clean
+    float8 Q/DQ that ONNX Runtime runs."""
+    from quantkit.precision.search import EvalResult
+
+    fill, kept = _fill(fp8_run, lambda ev: EvalResult("PASS", 0.0, (0.0, 0.0)))
+    assert fill.record["ran"] and fill.record["status"] == "PASS"
+    assert list(fill.fp8_layers) == kept
+    plan = fill.artifact.plan
+    assert plan.nodes_with("fp8") == kept
+    assert plan.int8_nodes() == [n for n in arts_int8(fp8_run) if n not in kept]
+    # the FP8 layer's input range: measured on the FP8 grid on the variant's own graph
+    assert plan.fp8_amax and all(v > 0 for v in plan.fp8_amax.values())
+    assert fill.artifact.lint["violations"] == 0
+    m = onnx.load(fill.artifact.path)
+    zps = {t.data_type for t in m.graph.initializer if not t.dims}
+    assert TensorProto.FLOAT8E4M3FN in zps
+    assert np.isfinite(fill.evaluation.test.point)
+    est = fill.record["estimates"][kept[0]]
+    assert est["fp8_ms"] < est["fp16_ms"] and est["label"].startswith("estimated on L4")
+
+
+def test_an_unpowered_fill_leaves_the_fp16_layers_and_says_why(fp8_run):
+    from quantkit.precision.search import EvalResult
+
+    fill, kept = _fill(fp8_run, lambda ev: EvalResult("INCONCLUSIVE", 0.0, (0.0, 0.0)))
+    assert fill.artifact is None and fill.record["status"] == "INCONCLUSIVE"
+    assert "FP16 ones stand" in fill.record["why"]
