@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from quantkit.run.backend_check import BackendCheck  # noqa: E402
 from quantkit.run.signoff import blocked_by_engine  # noqa: E402
-from quantkit.verdict import (Margin, decide_family, declare_family, paired_signoff,  # noqa: E402
-                              recommend_candidate)
+from quantkit.verdict import (Margin, TestPolicy, decide_family, declare_family,  # noqa: E402
+                              paired_signoff, recommend_candidate)
 from quantkit.verdict.engine_gate import flip_gate, score_gate, split_budget  # noqa: E402
 
 ALPHA = 0.025
@@ -45,8 +45,8 @@ NAME = "int8.entropy"
 def passing_decision():
     rng = np.random.default_rng(0)
     correct = rng.random(6000) < 0.77
-    t = paired_signoff(correct, correct.copy(), margin=Margin("absolute", 0.00385), alpha=ALPHA,
-                       n_boot=200, seed=0)
+    t = paired_signoff(correct, correct.copy(), margin=Margin("absolute", 0.00385),
+                       policy=TestPolicy(alpha=ALPHA, n_boot=200, seed=0))
     family = declare_family({NAME: t}, alpha=ALPHA)
     return decide_family(family, {NAME: t})
 
@@ -76,7 +76,8 @@ def main() -> None:
         for label, f in (("0", 0.0), ("t/4", tol / 4), ("t/2", tol / 2), ("t", tol),
                          ("margin", margin), ("1.5 margin", 1.5 * margin)):
             flips = rng.binomial(n, f, size=a.sims)
-            status = {int(k): flip_gate(int(k), n, tolerance=tol, alpha=ALPHA).status
+            status = {int(k): flip_gate(int(k), n, tolerance=tol,
+                                                  policy=TestPolicy(alpha=ALPHA)).status
                       for k in np.unique(flips)}
             ok = {k: recommended(decision, s) for k, s in status.items()}
             rate = float(np.mean([ok[int(k)] for k in flips]))
@@ -97,8 +98,8 @@ def main() -> None:
             sigma = 1.5
             mu = np.log(mean) - sigma ** 2 / 2
             rec = [recommended(decision, score_gate(rng.lognormal(mu, sigma, size=n), metric="kl",
-                                                    tolerance=kl_tol, alpha=ALPHA, n_boot=500,
-                                                    seed=i).status)
+                                                    tolerance=kl_tol, policy=TestPolicy(
+                                                        alpha=ALPHA, n_boot=500, seed=i)).status)
                    for i in range(a.kl_sims)]
             rate = float(np.mean(rec))
             se = np.sqrt(max(rate * (1 - rate), 1e-12) / a.kl_sims)

@@ -39,7 +39,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from quantkit.verdict import Margin, margin_abs, paired_signoff, score_signoff  # noqa: E402
+from quantkit.verdict import (Margin, TestPolicy, margin_abs, paired_signoff,  # noqa: E402
+                              score_signoff)
 from quantkit.verdict.cluster import (cluster_bootstrap_means,  # noqa: E402
                                       intra_group_correlation)
 from quantkit.verdict.score import tango_interval  # noqa: E402
@@ -94,13 +95,14 @@ def false_pass(world: str, g: int, size: int, sims: int, seed: int, baseline: bo
     for i in range(sims):
         if world.startswith("accuracy"):
             ref, cand, groups = accuracy_world(g, size, rng)
-            t = paired_signoff(ref, cand, margin=MARGIN, groups=groups, seed=i, min_groups=2)
+            t = paired_signoff(ref, cand, margin=MARGIN, groups=groups,
+                               policy=TestPolicy(seed=i, min_groups=2))
             if baseline:
                 old += old_percentile_test(ref, cand, groups, seed=i)
         else:
             cos, groups = share_world(g, size, rng)
             t = score_signoff(cos, metric="cosine", threshold=0.99, quantile=0.05,
-                              groups=groups, seed=i, min_groups=2)
+                              groups=groups, policy=TestPolicy(seed=i, min_groups=2))
         hits += t.status == "PASS"
     p = hits / sims
     base = old / sims if baseline and world.startswith("accuracy") else None

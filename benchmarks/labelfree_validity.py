@@ -38,7 +38,7 @@ from scipy.stats import norm, t as student_t
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from quantkit.verdict import score_signoff  # noqa: E402
+from quantkit.verdict import TestPolicy, score_signoff  # noqa: E402
 
 ALPHA = 0.025
 QUANTILE = 0.05  # verdict.score_quantile (the default)
@@ -100,10 +100,11 @@ def row(world: str, n: int, sims: int, old_sims: int, seed: int) -> dict:
     rng = np.random.default_rng([seed, n, len(world)])
     bound, metric = BOUNDS[world], METRIC[world]
     new = sum(score_signoff(draw(world, n, rng, share=1 - QUANTILE), metric=metric,
-                            threshold=bound, quantile=QUANTILE, seed=i).status == "PASS"
+                            threshold=bound, quantile=QUANTILE,
+                            policy=TestPolicy(seed=i)).status == "PASS"
               for i in range(sims))
     power = sum(score_signoff(draw(world, n, rng, share=0.99), metric=metric, threshold=bound,
-                              quantile=QUANTILE, seed=i).status == "PASS"
+                              quantile=QUANTILE, policy=TestPolicy(seed=i)).status == "PASS"
                 for i in range(max(sims // 4, 1)))
     old = sum(old_mean_test(draw(world, n, rng, share=None, mean=bound), bound=bound,
                             higher=world in ("cosine", "recall"), n_boot=2000, rng=rng)

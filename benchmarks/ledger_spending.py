@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from quantkit.verdict import Margin, paired_signoff, required_test_size  # noqa: E402
+from quantkit.verdict import Margin, TestPolicy, paired_signoff, required_test_size  # noqa: E402
 from quantkit.verdict.ledger import SPENDING_RATIO, SpentLook, look_alpha  # noqa: E402
 
 ALPHA, F, M = 0.025, 0.02, 0.0085
@@ -40,8 +40,9 @@ def passes(b: int, c: int, n: int, alpha: float, rng: np.random.Generator) -> bo
     cand = np.ones(n, bool)
     r[:c] = False  # only the candidate right
     cand[c:c + b] = False  # only FP32 right
-    return paired_signoff(r, cand, margin=Margin("absolute", M), alpha=alpha, n_boot=2000,
-                          seed=rng).status == "PASS"
+    return paired_signoff(r, cand, margin=Margin("absolute", M),
+                          policy=TestPolicy(alpha=alpha, n_boot=2000, seed=rng)
+                          ).status == "PASS"
 
 
 def two_looks(delta: float, n: int, sims: int, seed: int) -> dict[float, tuple[float, float]]:

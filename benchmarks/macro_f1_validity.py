@@ -39,7 +39,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from quantkit.verdict import Margin  # noqa: E402
+from quantkit.verdict import Margin, TestPolicy  # noqa: E402
 from quantkit.verdict.macro_f1 import macro_f1, macro_f1_signoff  # noqa: E402
 
 MARGIN = Margin("relative", 0.01)
@@ -126,7 +126,8 @@ def rate(world: World, n: int, sims: int, loss: float, seed: int
     hits = boot_only = 0
     for i in range(sims):
         y, r, q = draw(p, n, rng)
-        t = macro_f1_signoff(y, r, q, n_classes=p.shape[0], margin=MARGIN, seed=int(i))
+        t = macro_f1_signoff(y, r, q, n_classes=p.shape[0], margin=MARGIN,
+                             policy=TestPolicy(seed=int(i)))
         hits += t.status == "PASS"
         boot_only += t.n >= 100 and t.methods["bootstrap"]["low"] > t.threshold
     f = hits / sims

@@ -405,7 +405,6 @@ class VerdictConfig:
     margin_kind: str = "relative"  # relative | absolute
     alpha: float = 0.05  # two-sided interval level 1 - alpha; sign-off is one-sided alpha / 2
     n_boot: int = 2000
-    min_slice_n: int = 30
     # dev / test sign-off (quantkit/verdict/protocol.py)
     family: str = "fixed_sequence"  # familywise control: fixed_sequence (dev order) | holm
     min_n: int = 100  # fewer examples: INCONCLUSIVE whatever the interval

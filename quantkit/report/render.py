@@ -277,9 +277,8 @@ def _thresholds(record, v) -> list[tuple[str, str]]:
     else:
         rows.append(("verdict", NOT_MEASURED))
     rows += _budget_rows(record)
-    for key, label in (("n_boot", "bootstrap resamples"), ("min_slice_n", "min examples per slice")):
-        if key in cfg_v:
-            rows.append((label, _cfg(cfg_v[key])))
+    if "n_boot" in cfg_v:
+        rows.append(("bootstrap resamples", _cfg(cfg_v["n_boot"])))
     for key, label in (("floor_multiple", "layer flagged when INT8 noise > this x FP16 noise"),
                        ("numerics_margin_share", "engine check: its share of the margin"),
                        ("backend_check_subset", "engine check: dev examples (at most)"),

@@ -22,7 +22,7 @@ Statuses (``BackendCheck.status``):
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -172,6 +172,7 @@ def gate_outputs(ctx: RunContext, plan, deployed: np.ndarray, emulated: np.ndarr
     outputs)."""
     from quantkit.run.deployment import signoff_budget
     from quantkit.run.verdicts import example_scores
+    from quantkit.verdict import TestPolicy
     from quantkit.verdict.engine_gate import FLIP_METRICS, flip_gate, score_gate
 
     s = ctx.settings
@@ -179,11 +180,11 @@ def gate_outputs(ctx: RunContext, plan, deployed: np.ndarray, emulated: np.ndarr
     n = int(len(deployed))
     budget = signoff_budget(s, base["metric"])
     tol = _tolerance(ctx, budget, reference)
-    alpha = s.verdict.alpha / 2
+    policy = TestPolicy.from_settings(s)
     metric = base["metric"]
     if metric in FLIP_METRICS:
         flips = int((deployed.argmax(axis=1) != emulated.argmax(axis=1)).sum())
-        gate = flip_gate(flips, n, tolerance=tol, alpha=alpha, metric=metric,
+        gate = flip_gate(flips, n, tolerance=tol, policy=policy, metric=metric,
                          what=plan.compared)
     else:
         what = plan.compared
@@ -198,8 +199,8 @@ def gate_outputs(ctx: RunContext, plan, deployed: np.ndarray, emulated: np.ndarr
             what += " (recall@k among the checked examples)"
         else:
             scores = example_scores(metric, emulated, deployed)
-        gate = score_gate(scores, metric=metric, tolerance=tol, alpha=alpha, seed=s.seed,
-                          n_boot=s.verdict.n_boot, min_n=min(s.verdict.min_n, n), what=what)
+        gate = score_gate(scores, metric=metric, tolerance=tol,
+                          policy=replace(policy, min_n=min(policy.min_n, n)), what=what)
     status = gate.status
     out = {**base, "checked": True, "gates_recommendation": True, "n": n, "status": status,
            "ok": status == "pass", "gate": gate.to_dict(), "engine_tolerance": tol,

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     import onnx
 
     from quantkit.run.quant_source import QuantSource
+    from quantkit.verdict.policy import TestPolicy
 
 __all__ = ["SearchOutcome", "search_mixed", "search_skip_reason", "measure_sensitivity",
            "proxy_layer_stats", "variant_key"]
@@ -202,15 +203,16 @@ def proxy_layer_stats(ctx: RunContext, art: Artifact, source: QuantSource,
     return {**stats, **extra}, list(extra)
 
 
-def gate_test_size(gate: dict, *, power: float, alpha: float, min_n: int) -> int | None:
-    """Test examples for ``power`` to show the churn gate (``gate``: its dev
-    ``SignoffTest.to_dict()``; ``point`` = agreement, ``threshold`` = 1 - max_flip_rate),
-    None when its dev agreement is not above the minimum."""
+def gate_test_size(gate: dict, *, policy: TestPolicy) -> int | None:
+    """Test examples for ``policy.power`` to show the churn gate at ``policy.alpha``
+    (``gate``: its dev ``SignoffTest.to_dict()``; ``point`` = agreement, ``threshold`` =
+    1 - max_flip_rate), None when its dev agreement is not above the minimum."""
     from quantkit.verdict.power import required_agreement_size
 
     deff = float(gate["groups"]["design_effect"]) if gate.get("groups") else 1.0
     return required_agreement_size(agreement=gate["point"], min_agreement=gate["threshold"],
-                                   alpha=alpha, power=power, design_effect=deff, min_n=min_n)
+                                   alpha=policy.alpha, power=policy.power, design_effect=deff,
+                                   min_n=policy.min_n)
 
 
 def powered_eval(ctx: RunContext, ev: Evaluation, *, seconds: float, **extra):
@@ -221,16 +223,16 @@ def powered_eval(ctx: RunContext, ev: Evaluation, *, seconds: float, **extra):
     when dev says FAIL; else ``INCONCLUSIVE``. The verdict and the power plan go into
     ``extra``."""
     from quantkit.precision.search import EvalResult
+    from quantkit.verdict import TestPolicy
     from quantkit.verdict.signoff import plan_power
 
-    v = ctx.settings.verdict
+    policy = TestPolicy.from_settings(ctx.settings)
     n_test = len(ctx.splits.test)
-    plan = plan_power(ev.test, n_available=n_test, power=v.power, alpha=v.alpha / 2,
-                      min_n=v.min_n)
+    plan = plan_power(ev.test, n_available=n_test, policy=policy)
     need, why = plan.n_required, plan.reason
     gate = ev.test.gate  # the churn gate (verdict.max_flip_rate): the candidate needs both
     if gate is not None and need is not None:
-        need_gate = gate_test_size(gate, power=v.power, alpha=v.alpha / 2, min_n=v.min_n)
+        need_gate = gate_test_size(gate, policy=policy)
         why += (f"; churn gate: flip rate {1 - gate['point']:.4f} (dev) against "
                 f"verdict.max_flip_rate {1 - gate['threshold']:.4f} needs "
                 + (f"{need_gate} test examples" if need_gate is not None else

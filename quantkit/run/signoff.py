@@ -189,11 +189,12 @@ def sign_off(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str
     """
     from quantkit.ledger_store import LedgerStore, example_hashes, ledger_path
     from quantkit.run.verdicts import decision_metric, split_groups
-    from quantkit.verdict import TestLedger, decide_family, declare_powered_family
+    from quantkit.verdict import TestLedger, TestPolicy, decide_family, declare_powered_family
     from quantkit.verdict.ledger import model_key
     from quantkit.verdict.protocol import FamilyDecision, FamilyPlan, SignoffFamily
 
     s, v = ctx.settings, ctx.settings.verdict
+    policy = TestPolicy.from_settings(s)
     dev_tests = {n: dev[n].test for n in members}
     test_split = ctx.splits.test
     codes = split_groups(ctx, "test")
@@ -210,10 +211,8 @@ def sign_off(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str
                                                             alpha.describe())
             return None
         held["family"], held["plan"] = declare_powered_family(
-            dev_tests, method=v.family, alpha=alpha.alpha, supersedes=supersedes,
-            n_test=len(test_split), power=v.power, min_power=v.min_power, n_boot=v.n_boot,
-            seed=s.seed, min_n=v.min_n, min_groups=v.min_groups, n_groups=n_groups,
-            sims=v.power_sims)
+            dev_tests, method=v.family, supersedes=supersedes, n_test=len(test_split),
+            policy=policy.at(alpha.alpha), n_groups=n_groups)
         fam = held["family"]
         return None if fam is None else {"family": fam.to_dict(), "plan": held["plan"].to_dict(),
                                          "metric": decision_metric(ctx)}
@@ -227,7 +226,7 @@ def sign_off(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str
                         examples=example_hashes(test_split),
                         split_sha256=test_split.sha256,
                         decision_key=_decision_key(ctx, members, artifacts, dev_tests),
-                        alpha_declared=v.alpha / 2, supersedes=supersedes, planner=planner,
+                        alpha_declared=policy.alpha, supersedes=supersedes, planner=planner,
                         run_dir=str(ctx.run_dir),
                         facts={"margin": v.margin, "margin_kind": v.margin_kind,
                                "seed": s.seed, "n_test": len(test_split),

@@ -181,21 +181,20 @@ def candidate_test(ctx: RunContext, split: str, ref_logits: np.ndarray, logits: 
     """
     from dataclasses import replace
 
-    from quantkit.verdict import (Margin, agreement_signoff, churn_gate, paired_signoff,
-                                  score_signoff, with_gate)
+    from quantkit.verdict import (Margin, TestPolicy, agreement_signoff, churn_gate,
+                                  paired_signoff, score_signoff, with_gate)
     from quantkit.verdict.macro_f1 import macro_f1_signoff
 
-    v, seed = ctx.settings.verdict, ctx.settings.seed
-    alpha = v.alpha / 2 if alpha is None else alpha
-    groups = split_groups(ctx, split)
-    common = dict(alpha=alpha, groups=groups, n_boot=v.n_boot, seed=seed, min_n=v.min_n,
-                  min_groups=v.min_groups, candidate=name)
+    v = ctx.settings.verdict
+    policy = TestPolicy.from_settings(ctx.settings)
+    common = dict(groups=split_groups(ctx, split), candidate=name,
+                  policy=policy if alpha is None else policy.at(alpha))
     metric = decision_metric(ctx)
     if _output_kind(ctx) == "embedding":  # no top-1 predictions: no churn gate
         test = score_signoff(example_scores(metric, ref_logits, logits, recall_k=v.recall_k,
                                             ref_gallery=ref_gallery, gallery=gallery),
                              metric=metric, threshold=signoff_threshold(ctx.settings, metric),
-                             quantile=v.score_quantile, power=v.power, **common)
+                             quantile=v.score_quantile, **common)
         if metric == "recall_at_k" and gallery_info:
             test = replace(test, margin={**test.margin, "gallery": dict(gallery_info)},
                            reasons=[*test.reasons, _gallery_reason(gallery_info, v.recall_k)])
@@ -204,21 +203,19 @@ def candidate_test(ctx: RunContext, split: str, ref_logits: np.ndarray, logits: 
     if metric == "agreement":
         return agreement_signoff(ref_pred, pred,
                                  min_agreement=signoff_threshold(ctx.settings, metric),
-                                 power=v.power, **common)
+                                 **common)
     if metric in LOGIT_METRICS:
         test = score_signoff(example_scores(metric, ref_logits, logits), metric=metric,
                              threshold=signoff_threshold(ctx.settings, metric),
-                             quantile=v.score_quantile,
-                             power=v.power, **common)
+                             quantile=v.score_quantile, **common)
     else:
         y = ctx.split(split).labels
         margin = Margin(v.margin_kind, signoff_threshold(ctx.settings, metric))
         if metric == "macro_f1":
             test = macro_f1_signoff(y, ref_pred, pred, n_classes=len(ctx.splits.label_names),
-                                    margin=margin, power=v.power, **common)
+                                    margin=margin, **common)
         else:
-            test = paired_signoff(ref_pred == y, pred == y, margin=margin, power=v.power,
-                                  **common)
+            test = paired_signoff(ref_pred == y, pred == y, margin=margin, **common)
     if v.max_flip_rate is None:
         return test
     return with_gate(test, churn_gate(ref_pred, pred, max_flip_rate=v.max_flip_rate, **common))

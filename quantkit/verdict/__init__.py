@@ -1,6 +1,8 @@
 """quantkit.verdict: paired statistics and the PASS | FAIL | INCONCLUSIVE verdict.
 
-Pure numpy/scipy; randomness only from the ``seed`` passed in. Decision rules are
+Pure numpy/scipy; randomness only from the seed of the :class:`TestPolicy` passed in (the
+knobs of every test: alpha, bootstrap resamples and seed, minimum examples and groups,
+power; built once from ``settings.verdict`` by ``TestPolicy.from_settings``). Decision rules are
 documented in ``quantkit.verdict.signoff`` (one candidate: score + bootstrap intervals,
 groups, churn, agreement, label-free shares), ``quantkit.verdict.macro_f1`` (macro-F1),
 ``quantkit.verdict.power`` (planned test sizes) and
@@ -13,6 +15,7 @@ is, which share test data, the alpha of look k).
 from __future__ import annotations
 
 from quantkit.verdict.margin import Margin, check_alpha, check_n_boot, margin_abs
+from quantkit.verdict.policy import TestPolicy
 from quantkit.verdict.cluster import GroupStats, intra_group_correlation
 from quantkit.verdict.power import (PowerPlan, required_agreement_size, required_score_size,
                                     required_test_size)
@@ -58,6 +61,7 @@ __all__ = [
     "SignoffFamily",
     "SignoffTest",
     "TestLedger",
+    "TestPolicy",
     "TestSplitReuse",
     "Churn",
     "agreement_signoff",

@@ -43,19 +43,23 @@ the default checks the whole dev split (``compare.backend_check_subset``). Per-e
 (lognormal, sigma 1.5) at the tolerance: 1.7% (n = 1,000) and 3.3% (n = 3,000) of 60 runs
 each, SE ~2%: the score gate is as valid as ``score_signoff`` is for skewed scores.
 
-Pure: numpy / scipy, randomness only from the seed passed in; no I/O.
+Both gates take the sign-off's :class:`~quantkit.verdict.policy.TestPolicy` (its alpha;
+the score gate also its ``n_boot``, seed and ``min_n``).
+
+Pure: numpy / scipy, randomness only from the policy's seed; no I/O.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
 from scipy.stats import beta
 
 from quantkit.errors import ConfigError
+from quantkit.verdict.policy import TestPolicy
 
 __all__ = ["DeploymentBudget", "EngineGate", "FLIP_METRICS", "GATE_UNITS", "ROOT_METRICS",
            "flip_gate", "score_gate", "split_budget", "flip_bounds", "engine_deficits"]
@@ -175,24 +179,22 @@ def _flips_needed(rate: float, tolerance: float, alpha: float, n: int) -> int | 
     return hi
 
 
-def _check(n: int, tolerance: float, alpha: float, where: str) -> None:
+def _check(n: int, tolerance: float, where: str) -> None:
     if not (isinstance(n, (int, np.integer)) and n > 0):
         raise ConfigError("the engine check needs at least one compared example", where=where,
                           value=n, fix="set compare.backend_check_subset > 0")
     if not (math.isfinite(tolerance) and tolerance > 0):
         raise ConfigError("the engine tolerance must be positive", where=where, value=tolerance,
                           fix="set compare.numerics_margin_share in (0, 1)")
-    if not 0.0 < alpha < 0.5:
-        raise ConfigError("alpha must be in (0, 0.5)", where=where, value=alpha,
-                          fix="use the sign-off's one-sided alpha, 0.025")
 
 
-def flip_gate(flips: int, n: int, *, tolerance: float, alpha: float = 0.025,
+def flip_gate(flips: int, n: int, *, tolerance: float, policy: TestPolicy = TestPolicy(),
               metric: str = "accuracy", what: str = "engine vs emulation") -> EngineGate:
     """Gate ``flips`` top-1 flips among ``n`` compared examples at ``tolerance`` (a flip
     rate): pass when the exact upper bound is within it, fail when the lower bound is above
     it, else inconclusive (with the size that would decide at the observed rate)."""
-    _check(n, tolerance, alpha, "flip_gate")
+    alpha = policy.alpha
+    _check(n, tolerance, "flip_gate")
     if not (isinstance(flips, (int, np.integer)) and 0 <= flips <= n):
         raise ConfigError("flips must be a count in [0, n]", where="flip_gate", value=flips,
                           fix="count the examples whose top-1 prediction differs")
@@ -223,26 +225,28 @@ def engine_deficits(metric: str, scores: Any) -> np.ndarray:
     return 1.0 - v if metric in ("cosine", "recall_at_k", "agreement") else v
 
 
-def score_gate(scores: Any, *, metric: str, tolerance: float, alpha: float = 0.025,
-               seed: int = 0, n_boot: int = 2000, min_n: int = 100,
-               what: str = "engine vs emulation") -> EngineGate:
+def score_gate(scores: Any, *, metric: str, tolerance: float,
+               policy: TestPolicy = TestPolicy(), what: str = "engine vs emulation"
+               ) -> EngineGate:
     """Gate per-example ``scores`` of the engine vs the emulation (cosine, recall@k: higher
     is better; kl, abs_logit: lower) at ``tolerance`` on their mean deficit, with the
     sign-off's own label-free test (:func:`quantkit.verdict.score_signoff`): pass when it
-    shows the mean within ``1 - tolerance`` (floors) or ``tolerance`` (ceilings)."""
+    shows the mean within ``1 - tolerance`` (floors) or ``tolerance`` (ceilings). Its
+    ``n_needed`` is sized for 80% power whatever ``policy.power``."""
     from quantkit.verdict.signoff import FAIL as S_FAIL
     from quantkit.verdict.signoff import PASS as S_PASS
     from quantkit.verdict.signoff import score_signoff
 
     v = np.asarray(scores, dtype=np.float64)
-    _check(int(v.size), tolerance, alpha, "score_gate")
+    alpha = policy.alpha
+    _check(int(v.size), tolerance, "score_gate")
     higher = metric in ("cosine", "recall_at_k")
     if metric not in ("cosine", "recall_at_k", "kl", "abs_logit"):
         raise ConfigError("score_gate is for per-example scores", where="score_gate(metric)",
                           value=metric, fix="use flip_gate for accuracy / agreement")
     threshold = 1.0 - tolerance if higher else tolerance
-    t = score_signoff(v, metric=metric, threshold=threshold, alpha=alpha, seed=seed,
-                      n_boot=n_boot, min_n=min_n, candidate="engine")
+    t = score_signoff(v, metric=metric, threshold=threshold,
+                      policy=replace(policy, power=0.8), candidate="engine")
     deficit = engine_deficits(metric, v)
     if higher:  # bounds of the mean score -> bounds of the mean deficit
         lo, hi = 1.0 - float(t.high), 1.0 - float(t.low)

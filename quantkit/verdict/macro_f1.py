@@ -48,13 +48,13 @@ from scipy import sparse
 
 from quantkit.errors import DataError
 from quantkit.verdict.cluster import group_weight_chunks, weighted_cr1
-from quantkit.verdict.margin import Margin, check_n_boot, margin_abs as to_margin_abs
+from quantkit.verdict.margin import Margin, margin_abs as to_margin_abs
+from quantkit.verdict.policy import TestPolicy
 from quantkit.verdict.power import required_test_size
 from quantkit.verdict.score import tango_interval, tango_p_noninferiority
-from quantkit.verdict.signoff import (INCONCLUSIVE, MIN_GROUPS, MIN_N, SignoffTest,
-                                      _check_count, _groups, _status, _too_small,
-                                      check_alpha_one_sided)
-from quantkit.verdict.stats import Seed, as_rng
+from quantkit.verdict.signoff import (DEFAULT_POLICY, INCONCLUSIVE, SignoffTest, _groups,
+                                      _status, _too_small)
+from quantkit.verdict.stats import as_rng
 
 __all__ = ["macro_f1", "macro_f1_signoff"]
 
@@ -206,19 +206,14 @@ def _bootstrap(y, r, q, c, codes, g, s, *, n_boot, rng, alpha, threshold):
 
 
 def macro_f1_signoff(y_true: Any, pred_ref: Any, pred_cand: Any, *, n_classes: int,
-                     margin: Margin, alpha: float = 0.025, groups: Any = None,
-                     n_boot: int = 2000, seed: Seed = 0, min_n: int = MIN_N,
-                     min_groups: int = MIN_GROUPS, power: float = 0.8,
+                     margin: Margin, groups: Any = None, policy: TestPolicy = DEFAULT_POLICY,
                      candidate: str = "") -> SignoffTest:
     """Non-inferiority of the candidate's macro-F1 (module docstring).
 
     ``y_true``, ``pred_ref``, ``pred_cand``: class indices 0..``n_classes``-1 of the same
     examples; ``groups``: one group key per example or None.
     """
-    alpha = check_alpha_one_sided(alpha)
-    n_boot = check_n_boot(n_boot)
-    min_n = _check_count("min_n", min_n, 1)
-    min_groups = _check_count("min_groups", min_groups, 2)
+    alpha, power, min_n, n_boot = policy.alpha, policy.power, policy.min_n, policy.n_boot
     if isinstance(n_classes, bool) or not isinstance(n_classes, (int, np.integer)) \
             or n_classes < 2:
         raise DataError("macro-F1 needs at least 2 classes", where="macro_f1_signoff",
@@ -241,7 +236,7 @@ def macro_f1_signoff(y_true: Any, pred_ref: Any, pred_cand: Any, *, n_classes: i
     d0 = max(-m / k_scale, -1.0 + 1e-9) if k_scale > 0 else -1.0 + 1e-9
     s_p_ni = tango_p_noninferiority(b_w / deff, c_w / deff, n / deff, d0)
     kind, b_low, b_high, b_p_ni, b_p_reg, point = _bootstrap(
-        y, r, q, c, codes, g, s, n_boot=n_boot, rng=as_rng(seed), alpha=alpha, threshold=-m)
+        y, r, q, c, codes, g, s, n_boot=n_boot, rng=as_rng(policy.seed), alpha=alpha, threshold=-m)
     low, high = min(s_low, b_low), max(s_high, b_high)
     status = _status(low, high, -m)
 
@@ -262,7 +257,7 @@ def macro_f1_signoff(y_true: Any, pred_ref: Any, pred_cand: Any, *, n_classes: i
     if gstats:
         reasons.append(f"{g} groups, intra-group correlation of the weighted changes "
                        f"{gstats.icc:.3f}, design effect {deff:.2f}")
-    small = _too_small(n, min_n, g, gstats is not None, min_groups)
+    small = _too_small(n, g, gstats is not None, policy)
     if small:
         status = INCONCLUSIVE
         reasons.append(small)

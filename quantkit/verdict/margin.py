@@ -4,7 +4,7 @@ A margin is how much of the reference metric the candidate may lose:
 ``Margin("relative", 0.01)`` allows 1% of the reference value (MLPerf's "99% of FP32"),
 ``Margin("absolute", 0.005)`` allows 0.005 in metric units. Errors name the config keys
 of ``conf/verdict``: ``verdict.margin_kind``, ``verdict.margin``, ``verdict.alpha``,
-``verdict.n_boot``, ``verdict.min_slice_n``.
+``verdict.n_boot``.
 """
 
 from __future__ import annotations

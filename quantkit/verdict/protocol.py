@@ -51,7 +51,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from quantkit.errors import ConfigError, DataError, QuantkitError
-from quantkit.verdict.signoff import (FAIL, INCONCLUSIVE, MIN_GROUPS, MIN_N, PASS, SignoffTest,
+from quantkit.verdict.policy import TestPolicy
+from quantkit.verdict.signoff import (FAIL, INCONCLUSIVE, PASS, SignoffTest,
                                       check_alpha_one_sided, plan_power)
 from quantkit.verdict.stats import holm_adjust
 
@@ -187,20 +188,19 @@ class FamilyPlan:
 
 
 def plan_family(family: SignoffFamily, dev: Mapping[str, SignoffTest], *, n_test: int | None,
-                power: float = 0.8, min_n: int = MIN_N, min_power: float | None = None,
-                n_boot: int = 2000, seed: Any = 0, min_groups: int = MIN_GROUPS,
-                n_groups: int | None = None, by_rule: bool = True,
-                sims: int | None = None) -> FamilyPlan:
-    """Per candidate, the test size for ``power`` at the level the family tests it at, for
-    the decision rule actually used (``by_rule``: simulated, :mod:`quantkit.verdict.rule_power`,
-    ``sims`` simulations, default ``POWER_SIMS``, 0: its analytic approximation; False: the
-    Tango-only Nam formula), and the planned power on ``n_test`` examples.
+                policy: TestPolicy = TestPolicy(), n_groups: int | None = None,
+                by_rule: bool = True) -> FamilyPlan:
+    """Per candidate, the test size for ``policy.power`` at the level the family tests it
+    at (the policy's alpha is replaced by it), for the decision rule actually used
+    (``by_rule``: simulated, :mod:`quantkit.verdict.rule_power`, ``policy.sims``
+    simulations, 0: its analytic approximation; False: the Tango-only Nam formula), and the
+    planned power on ``n_test`` examples.
 
     ``adequate`` is about the *first* candidate of the order (the one the sequence rests
     on); every row says whether it is large enough for that candidate, and with
-    ``min_power`` whether it is to be tested (``tested``).
+    ``policy.min_power`` whether it is to be tested (``tested``).
     """
-    from quantkit.verdict.rule_power import POWER_SIMS, plan_by_rule
+    from quantkit.verdict.rule_power import plan_by_rule
 
     rows = []
     for i, name in enumerate(family.candidates):
@@ -208,17 +208,13 @@ def plan_family(family: SignoffFamily, dev: Mapping[str, SignoffTest], *, n_test
             raise DataError("the power plan needs dev evidence of every family candidate",
                             where="plan_family", value=name, fix="pass the dict given to "
                                                                  "declare_family")
-        level = _level_for(family, i)
+        level = policy.at(_level_for(family, i))
         if by_rule:
-            p = plan_by_rule(dev[name], n_available=n_test, power=power, alpha=level,
-                             min_power=min_power, n_boot=n_boot, seed=seed, min_n=min_n,
-                             min_groups=min_groups, n_groups=n_groups,
-                             sims=POWER_SIMS if sims is None else sims)
+            p = plan_by_rule(dev[name], n_available=n_test, policy=level, n_groups=n_groups)
         else:
-            p = plan_power(dev[name], n_available=n_test, power=power, alpha=level,
-                           basis="dev", min_n=min_n)
+            p = plan_power(dev[name], n_available=n_test, policy=level, basis="dev")
         rows.append({**p.to_dict(), "position": i + 1})
-    return _family_plan(rows, n_test, power)
+    return _family_plan(rows, n_test, policy.power)
 
 
 def _family_plan(rows: list[dict[str, Any]], n_test: int | None, power: float) -> FamilyPlan:
@@ -238,19 +234,22 @@ def _family_plan(rows: list[dict[str, Any]], n_test: int | None, power: float) -
 
 
 def declare_powered_family(dev: Mapping[str, SignoffTest], *, method: str = "fixed_sequence",
-                           alpha: float = 0.025, supersedes: str | None = None,
-                           n_test: int | None, power: float = 0.8, min_power: float = 0.5,
-                           **plan_kwargs: Any) -> tuple[SignoffFamily | None, FamilyPlan]:
-    """Declare the family of the candidates worth testing (all on dev, before test).
+                           supersedes: str | None = None, n_test: int | None,
+                           policy: TestPolicy = TestPolicy(min_power=0.5),
+                           n_groups: int | None = None, by_rule: bool = True
+                           ) -> tuple[SignoffFamily | None, FamilyPlan]:
+    """Declare the family of the candidates worth testing (all on dev, before test), at
+    the family's alpha ``policy.alpha``.
 
     Every candidate of ``dev`` is planned at the level the family would test it at
     (:func:`plan_family`, the rule actually used); one whose planned power on ``n_test``
-    examples is below ``min_power`` is left out of the family and is not tested: the test
+    examples is below ``policy.min_power`` is left out of the family and is not tested: the test
     split is not spent on it. Under Holm a smaller family tests at a higher level, so the
     plan is repeated until no member drops out (a member dropped at a lower level is not
     re-added). Returns (the family, or None when no candidate is worth testing; the plan,
     with a row for every candidate of ``dev``: ``tested`` false for those left out).
     """
+    alpha = policy.alpha
     if not dev:
         declare_family(dev, method=method, alpha=alpha)  # the one clear error
     names = list(dev)
@@ -260,8 +259,8 @@ def declare_powered_family(dev: Mapping[str, SignoffTest], *, method: str = "fix
                                supersedes=supersedes) if names else None
         if trial is None:
             break
-        plan = plan_family(trial, dev, n_test=n_test, power=power, min_power=min_power,
-                           **plan_kwargs)
+        plan = plan_family(trial, dev, n_test=n_test, policy=policy, n_groups=n_groups,
+                           by_rule=by_rule)
         low = [r for r in plan.rows if not r.get("tested", True)]
         if not low:
             break
@@ -273,7 +272,7 @@ def declare_powered_family(dev: Mapping[str, SignoffTest], *, method: str = "fix
     for r in rows:
         if r["candidate"] in dropped:
             log.warning("power plan: %s", r["reason"])
-    return trial, _family_plan(rows, n_test, power)
+    return trial, _family_plan(rows, n_test, policy.power)
 
 
 class TestLedger:

@@ -51,13 +51,13 @@ import numpy as np
 from scipy.stats import norm
 
 from quantkit.verdict.margin import Margin
+from quantkit.verdict.policy import POWER_SIMS, TestPolicy
 from quantkit.verdict.power import (PowerPlan, required_agreement_size, required_score_size,
                                     required_test_size)
 
 __all__ = ["POWER_SIMS", "RulePower", "plan_by_rule", "rule_power", "rule_size"]
 
 #: simulated test splits per planned power (module docstring: SE <= 0.025)
-POWER_SIMS = 400
 #: the largest test size a plan reports
 N_MAX = 10_000_000
 
@@ -106,8 +106,11 @@ def _gate_facts(test) -> tuple[float, float] | None:
     return float(g.get("flip_rate", 0.0)), 1.0 - float(g.get("threshold", 0.9))
 
 
-def _simulate_accuracy(test, n_eff: int, *, alpha: float, n_boot: int, sims: int,
-                       rng: np.random.Generator) -> float:
+def _simulate_accuracy(test, n_eff: int, *, policy: TestPolicy, rng: np.random.Generator
+                       ) -> float:
+    """The share of ``policy.sims`` simulated test splits of ``n_eff`` examples on which
+    ``paired_signoff`` (with the churn gate when ``test`` had one) PASSes at
+    ``policy.alpha``; every simulated test draws its bootstrap from ``rng``."""
     from quantkit.verdict.signoff import PASS, churn_gate, paired_signoff, with_gate
 
     f, d, m = float(test.flip_rate), min(float(test.point), 0.0), -float(test.threshold)
@@ -117,33 +120,33 @@ def _simulate_accuracy(test, n_eff: int, *, alpha: float, n_boot: int, sims: int
     p[3] = max(1.0 - p[:3].sum(), 0.0)
     p /= p.sum()
     margin = Margin("absolute", max(m, 0.0))
+    sim = replace(policy, seed=rng, min_n=1, min_groups=2)
     passes = 0
-    for b, c, o, rest in rng.multinomial(n_eff, p, size=sims):
+    for b, c, o, rest in rng.multinomial(n_eff, p, size=policy.sims):
         ref = np.concatenate([np.ones(b, bool), np.zeros(c + o, bool), np.ones(rest, bool)])
         cand = np.concatenate([np.zeros(b, bool), np.ones(c, bool), np.zeros(o, bool),
                                np.ones(rest, bool)])
-        t = paired_signoff(ref, cand, margin=margin, alpha=alpha, n_boot=n_boot, seed=rng,
-                           min_n=1, min_groups=2)
+        t = paired_signoff(ref, cand, margin=margin, policy=sim)
         if gate is not None:
             pred = np.concatenate([np.ones(b + c + o, np.int64), np.zeros(rest, np.int64)])
             t = with_gate(t, churn_gate(np.zeros(n_eff, np.int64), pred, max_flip_rate=gate[1],
-                                        alpha=alpha, n_boot=n_boot, seed=rng, min_n=1))
+                                        policy=sim))
         passes += t.status == PASS
-    return passes / sims
+    return passes / policy.sims
 
 
-def _simulate_agreement(agreement: float, floor: float, n_eff: int, *, alpha: float,
-                        n_boot: int, sims: int, rng: np.random.Generator) -> float:
+def _simulate_agreement(agreement: float, floor: float, n_eff: int, *, policy: TestPolicy,
+                        rng: np.random.Generator) -> float:
     from quantkit.verdict.signoff import PASS, agreement_signoff
 
     a = min(max(float(agreement), 0.0), 1.0)
+    sim = replace(policy, seed=rng, min_n=1)
     passes = 0
-    for k in rng.binomial(n_eff, a, size=sims):
+    for k in rng.binomial(n_eff, a, size=policy.sims):
         pred = np.concatenate([np.zeros(k, np.int64), np.ones(n_eff - k, np.int64)])
-        t = agreement_signoff(np.zeros(n_eff, np.int64), pred, min_agreement=floor,
-                              alpha=alpha, n_boot=n_boot, seed=rng, min_n=1)
+        t = agreement_signoff(np.zeros(n_eff, np.int64), pred, min_agreement=floor, policy=sim)
         passes += t.status == PASS
-    return passes / sims
+    return passes / policy.sims
 
 
 def _mean_power(test, n_eff: int, alpha: float) -> float:
@@ -176,44 +179,40 @@ def _analytic_power(test, n: int, alpha: float, min_n: int = 1) -> float:
     return lo
 
 
-def rule_power(test, *, n: int, alpha: float, n_boot: int = 2000, seed: Any = 0,
-               min_n: int = 100, min_groups: int = 10, n_groups: int | None = None,
-               sims: int = POWER_SIMS) -> RulePower:
+def rule_power(test, *, n: int, policy: TestPolicy, n_groups: int | None = None) -> RulePower:
     """The planned power of ``test``'s decision rule on ``n`` test examples at one-sided
-    ``alpha`` (module docstring). ``test``: the candidate's dev :class:`SignoffTest`;
-    ``n_groups``: groups of the test split (grouped data), else None."""
+    ``policy.alpha`` with ``policy.sims`` simulations (module docstring). ``test``: the
+    candidate's dev :class:`SignoffTest`; ``n_groups``: groups of the test split (grouped
+    data), else None."""
+    alpha, sims, min_n = policy.alpha, policy.sims, policy.min_n
     kind = _kind(test)
     deff = float(test.design_effect)
     grouped = test.groups is not None
     n = int(n)
     n_eff = max(int(round(n / deff)), 1)
-    if n < min_n or (grouped and n_groups is not None and n_groups < min_groups) \
-            or alpha <= 0.0:
-        why = "below verdict.min_n" if n < min_n else (
-            "too few groups (verdict.min_groups)" if alpha > 0 else "no alpha left")
+    if n < min_n or (grouped and n_groups is not None and n_groups < policy.min_groups):
+        why = "below verdict.min_n" if n < min_n else "too few groups (verdict.min_groups)"
         return RulePower(0.0, n, f"{why}: the rule is INCONCLUSIVE whatever the data", 0)
     if sims <= 0 or kind == "other":  # no simulation: the analytic approximation
         why = "verdict.power_sims=0" if sims <= 0 else f"{test.metric}: no simulated rule"
         return RulePower(_analytic_power(test, n, alpha), n,
                          f"analytic approximation (Nam / Wilson / t; {why})", 0)
-    rng = _rng(seed, test.candidate, n, f"{kind}{alpha:.6g}")
+    rng = _rng(policy.seed, test.candidate, n, f"{kind}{alpha:.6g}")
     where = f" at effective n {n_eff} (n / design effect {deff:.2f})" if grouped else ""
     if kind == "accuracy":
-        p = _simulate_accuracy(test, n_eff, alpha=alpha, n_boot=n_boot, sims=sims, rng=rng)
+        p = _simulate_accuracy(test, n_eff, policy=policy, rng=rng)
         gate = " + churn gate" if test.gate else ""
         return RulePower(p, n, f"simulation of paired_signoff (Tango + bootstrap envelope)"
                                f"{gate}{where}", sims)
     if kind == "proportion":
-        p = _simulate_agreement(test.point, test.threshold, n_eff, alpha=alpha, n_boot=n_boot,
-                                sims=sims, rng=rng)
+        p = _simulate_agreement(test.point, test.threshold, n_eff, policy=policy, rng=rng)
         method, used = f"simulation of the Wilson + bootstrap agreement rule{where}", sims
     else:
         p, method, used = _mean_power(test, n_eff, alpha), (
             f"normal approximation of the Student-t rule{where}"), 0
     gate = _gate_facts(test)
     if gate is not None:
-        p *= _simulate_agreement(1.0 - gate[0], 1.0 - gate[1], n_eff, alpha=alpha,
-                                 n_boot=n_boot, sims=sims, rng=rng)
+        p *= _simulate_agreement(1.0 - gate[0], 1.0 - gate[1], n_eff, policy=policy, rng=rng)
         method += " x simulated churn gate"
         used = sims
     return RulePower(p, n, method, used)
@@ -237,11 +236,12 @@ def _analytic_size(test, *, power: float, alpha: float, min_n: int) -> int | Non
                                design_effect=deff, min_n=min_n)
 
 
-def rule_size(test, *, power: float, alpha: float, n_boot: int = 2000, seed: Any = 0,
-              min_n: int = 100, min_groups: int = 10, sims: int = POWER_SIMS) -> int | None:
-    """Test examples for ``power`` under the rule (module docstring); None when the planned
-    effect is at or beyond the bound (no size gives power)."""
-    if _gap(test) <= 1e-12 or alpha <= 0.0:
+def rule_size(test, *, policy: TestPolicy) -> int | None:
+    """Test examples for ``policy.power`` under the rule at ``policy.alpha`` (module
+    docstring); None when the planned effect is at or beyond the bound (no size gives
+    power)."""
+    power, alpha, min_n, sims = policy.power, policy.alpha, policy.min_n, policy.sims
+    if _gap(test) <= 1e-12:
         return None
     start = _analytic_size(test, power=power, alpha=alpha, min_n=min_n)
     if start is None or sims <= 0:
@@ -249,9 +249,10 @@ def rule_size(test, *, power: float, alpha: float, n_boot: int = 2000, seed: Any
     za, zt = float(norm.ppf(1.0 - alpha)), float(norm.ppf(power))
     clip = 1.0 / (2 * sims)
 
+    anywhere = replace(policy, min_n=1)
+
     def at(n: int) -> float:
-        return rule_power(test, n=n, alpha=alpha, n_boot=n_boot, seed=seed, min_n=1,
-                          min_groups=min_groups, sims=sims).power
+        return rule_power(test, n=n, policy=anywhere).power
 
     def rescale(n: int, p: float) -> int:
         c = (float(norm.ppf(min(max(p, clip), 1.0 - clip))) + za) / math.sqrt(n)
@@ -284,23 +285,19 @@ def rule_size(test, *, power: float, alpha: float, n_boot: int = 2000, seed: Any
     return max(n2, int(min_n))
 
 
-def plan_by_rule(test, *, n_available: int | None, power: float, alpha: float,
-                 min_power: float | None = None, n_boot: int = 2000, seed: Any = 0,
-                 min_n: int = 100, min_groups: int = 10, n_groups: int | None = None,
-                 sims: int = POWER_SIMS) -> PowerPlan:
+def plan_by_rule(test, *, n_available: int | None, policy: TestPolicy,
+                 n_groups: int | None = None) -> PowerPlan:
     """One candidate's plan for the rule actually used: the analytic plan of
     :func:`quantkit.verdict.plan_power` with ``n_required`` replaced by :func:`rule_size`,
     plus ``planned_power`` at ``n_available``, ``n_required_formula`` (Nam / Wilson / t),
-    ``power_method`` and, with ``min_power``, whether the member is tested."""
+    ``power_method`` and, with ``policy.min_power``, whether the member is tested."""
     from quantkit.verdict.signoff import plan_power
 
-    base = plan_power(test, n_available=n_available, power=power, alpha=alpha, basis="dev",
-                      min_n=min_n)
-    need = rule_size(test, power=power, alpha=alpha, n_boot=n_boot, seed=seed, min_n=min_n,
-                     min_groups=min_groups, sims=sims)
+    power, alpha, min_power = policy.power, policy.alpha, policy.min_power
+    base = plan_power(test, n_available=n_available, policy=policy, basis="dev")
+    need = rule_size(test, policy=policy)
     planned = None if n_available is None else rule_power(
-        test, n=n_available, alpha=alpha, n_boot=n_boot, seed=seed, min_n=min_n,
-        min_groups=min_groups, n_groups=n_groups, sims=sims)
+        test, n=n_available, policy=policy, n_groups=n_groups)
     tested = True if (min_power is None or planned is None) else planned.power >= min_power
     name = test.candidate
     reason = (f"{name}: " + (f"more than {N_MAX} test examples needed for {100 * power:g}% "

@@ -37,7 +37,10 @@ Rules (one-sided ``alpha``, default 0.025; the reported interval is two-sided 1 
 5. An INCONCLUSIVE carries ``plan_n``: the test size a new declared plan would need for
    ``power`` (default 0.8) at ``min(observed delta, 0)`` (``quantkit.verdict.power``).
 
-Numerics only (numpy/scipy), no I/O; randomness only from ``seed``.
+Every test takes its knobs (alpha, ``n_boot``, ``seed``, ``min_n``, ``min_groups``,
+``power``) as one :class:`~quantkit.verdict.policy.TestPolicy`.
+
+Numerics only (numpy/scipy), no I/O; randomness only from the policy's ``seed``.
 """
 
 from __future__ import annotations
@@ -51,45 +54,26 @@ import numpy as np
 from quantkit.errors import ConfigError, DataError
 from quantkit.verdict.cluster import (GroupStats, cluster_bootstrap_t, group_codes,
                                       intra_group_correlation)
-from quantkit.verdict.margin import Margin, check_n_boot, margin_abs as to_margin_abs
+from quantkit.verdict.margin import Margin, margin_abs as to_margin_abs
+from quantkit.verdict.policy import MIN_GROUPS, MIN_N, TestPolicy, check_alpha_one_sided
 from quantkit.verdict.power import PowerPlan, required_agreement_size, required_test_size
 from quantkit.verdict.score import (clopper_pearson_interval, clopper_pearson_p_above,
                                     tango_interval, tango_p_noninferiority, wilson_interval,
                                     wilson_p_above)
-from quantkit.verdict.stats import Seed, accuracy_deltas, as_rng
+from quantkit.verdict.stats import accuracy_deltas, as_rng
 
 __all__ = ["FAIL", "INCONCLUSIVE", "MIN_GROUPS", "MIN_N", "PASS", "SCORE_METRICS", "Churn",
-           "SignoffTest", "agreement_signoff", "check_alpha_one_sided", "churn", "churn_gate",
-           "correctness_pair",
+           "SignoffTest", "TestPolicy", "agreement_signoff", "check_alpha_one_sided", "churn",
+           "churn_gate", "correctness_pair",
            "score_signoff", "paired_signoff", "plan_power", "with_gate"]
 
 PASS = "PASS"
 FAIL = "FAIL"
 INCONCLUSIVE = "INCONCLUSIVE"
 
-#: Below this many examples a verdict is INCONCLUSIVE (verdict.min_n).
-MIN_N = 100
-#: With groups, below this many groups a verdict is INCONCLUSIVE (verdict.min_groups).
-#: Simulated with these functions (benchmarks/group_validity.py, 2,000 runs per row, CPU
-#: shared): the candidate loses exactly the margin, all of it in 10% of the groups (each
-#: group of the split carries it with probability 0.1). With few groups a split often
-#: draws none or one of those groups and looks lossless, which no interval can see: the
-#: raw false-PASS rate of the accuracy test with 6,000 examples was 0.214 at 10 groups,
-#: 0.092 at 20, 0.052 at 30, 0.034 at 50, and 0.024 / 0.020 / 0.024 at 75 / 100 / 200;
-#: with groups of 25 it was at most 0.032 from 10 groups on; the label-free share test
-#: (groups of 25) 0.068 / 0.082 / 0.036 at 10 / 20 / 30 and at most 0.012 from 50 on.
-#: 75 is the smallest number of groups of that grid from which every row is within
-#: 0.025 + 2 SE (0.032). A loss concentrated in fewer groups needs more.
-MIN_GROUPS = 75
-
-
-def check_alpha_one_sided(alpha: Any) -> float:
-    """A one-sided alpha in (0, 0.5) as float; ConfigError naming verdict.alpha otherwise."""
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) \
-            or not 0.0 < float(alpha) < 0.5:
-        raise ConfigError("the one-sided alpha must be in (0, 0.5)", where="verdict.alpha",
-                          value=alpha, fix="use 0.025 one-sided (verdict.alpha=0.05 two-sided)")
-    return float(alpha)
+#: The policy of a test called without one (alpha 0.025, n_boot 2000, seed 0, min_n
+#: :data:`MIN_N`, min_groups :data:`MIN_GROUPS`, power 0.8).
+DEFAULT_POLICY = TestPolicy()
 
 
 def correctness_pair(correct_ref: Any, correct_cand: Any, margin: Any, *, where: str
@@ -106,13 +90,6 @@ def correctness_pair(correct_ref: Any, correct_cand: Any, margin: Any, *, where:
                         where=where, value=(r.shape, c.shape),
                         fix="pass per-example correctness of the same examples")
     return r, c
-
-
-def _check_count(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ConfigError(f"{name} must be an integer >= {minimum}", where=f"verdict.{name}",
-                          value=value, fix=f"set e.g. verdict.{name}={max(minimum, 100)}")
-    return int(value)
 
 
 @dataclass(frozen=True)
@@ -237,7 +214,8 @@ def _bootstrap_bounds(values: np.ndarray, codes: np.ndarray | None, g: int, *, n
             (1 + int(np.count_nonzero(boots >= threshold))) / (n_boot + 1))
 
 
-def _too_small(n: int, min_n: int, g: int, has_groups: bool, min_groups: int) -> str | None:
+def _too_small(n: int, g: int, has_groups: bool, policy: TestPolicy) -> str | None:
+    min_n, min_groups = policy.min_n, policy.min_groups
     if n < min_n:
         return (f"only {n} examples, below verdict.min_n={min_n}: too few to sign off, "
                 f"whatever the interval")
@@ -247,19 +225,14 @@ def _too_small(n: int, min_n: int, g: int, has_groups: bool, min_groups: int) ->
     return None
 
 
-def paired_signoff(correct_ref: Any, correct_cand: Any, *, margin: Margin, alpha: float = 0.025,
-                   groups: Any = None, n_boot: int = 2000, seed: Seed = 0, min_n: int = MIN_N,
-                   min_groups: int = MIN_GROUPS, power: float = 0.8,
-                   candidate: str = "") -> SignoffTest:
+def paired_signoff(correct_ref: Any, correct_cand: Any, *, margin: Margin, groups: Any = None,
+                   policy: TestPolicy = DEFAULT_POLICY, candidate: str = "") -> SignoffTest:
     """Non-inferiority of the candidate's accuracy (module docstring, rules 1, 2, 5).
 
     ``correct_ref`` / ``correct_cand``: per-example correctness of the same examples;
     ``groups``: one group key per example (e.g. movie id) or None.
     """
-    alpha = check_alpha_one_sided(alpha)
-    n_boot = check_n_boot(n_boot)
-    min_n = _check_count("min_n", min_n, 1)
-    min_groups = _check_count("min_groups", min_groups, 2)
+    alpha, power, min_n = policy.alpha, policy.power, policy.min_n
     r, c = correctness_pair(correct_ref, correct_cand, margin, where="paired_signoff")
     n = int(r.size)
     b = int(np.count_nonzero(r & ~c))
@@ -275,7 +248,7 @@ def paired_signoff(correct_ref: Any, correct_cand: Any, *, margin: Margin, alpha
     s_p_ni = tango_p_noninferiority(b / deff, cc / deff, n / deff, -m)
     s_p_reg = 1.0 - s_p_ni
     kind, b_low, b_high, b_p_ni, b_p_reg = _bootstrap_bounds(
-        d, codes, g, n_boot=n_boot, rng=as_rng(seed), alpha=alpha, threshold=-m,
+        d, codes, g, n_boot=policy.n_boot, rng=as_rng(policy.seed), alpha=alpha, threshold=-m,
         paired=(r, c))
     low, high = min(s_low, b_low), max(s_high, b_high)
     status = _status(low, high, -m)
@@ -293,7 +266,7 @@ def paired_signoff(correct_ref: Any, correct_cand: Any, *, margin: Margin, alpha
         reasons.append(f"{g} groups, intra-group correlation of the paired difference "
                        f"{gstats.icc:.3f}, design effect {deff:.2f} (effective n "
                        f"{n / deff:.0f})")
-    small = _too_small(n, min_n, g, gstats is not None, min_groups)
+    small = _too_small(n, g, gstats is not None, policy)
     if small:
         status = INCONCLUSIVE
         reasons.append(small)
@@ -308,8 +281,9 @@ def paired_signoff(correct_ref: Any, correct_cand: Any, *, margin: Margin, alpha
                  f"would give a PASS power at this effect")
     methods = {"score": {"method": "tango" + ("_rao_scott" if gstats else ""), "low": s_low,
                          "high": s_high, "p_noninferiority": s_p_ni, "p_regression": s_p_reg},
-               "bootstrap": {"method": kind, "low": b_low, "high": b_high, "n_boot": n_boot,
-                             "p_noninferiority": b_p_ni, "p_regression": b_p_reg}}
+               "bootstrap": {"method": kind, "low": b_low, "high": b_high,
+                             "n_boot": policy.n_boot, "p_noninferiority": b_p_ni,
+                             "p_regression": b_p_reg}}
     return SignoffTest(candidate=candidate, metric="accuracy", status=status, point=point,
                        low=low, high=high, alpha=alpha, threshold=-m,
                        p_noninferiority=max(s_p_ni, b_p_ni), p_regression=max(s_p_reg, b_p_reg),
@@ -319,12 +293,10 @@ def paired_signoff(correct_ref: Any, correct_cand: Any, *, margin: Margin, alpha
                        margin={**margin.to_dict(), "abs": m}, plan_n=plan_n)
 
 
-def _agreement_test(agree: np.ndarray, *, metric: str, min_agreement: float, alpha: float,
-                    groups: Any, n_boot: int, seed: Seed, min_n: int, min_groups: int,
-                    power: float, candidate: str) -> SignoffTest:
+def _agreement_test(agree: np.ndarray, *, metric: str, min_agreement: float, groups: Any,
+                    policy: TestPolicy, candidate: str) -> SignoffTest:
     return _share_test(agree.astype(np.float64), metric=metric, threshold=min_agreement,
-                       exact=False, alpha=alpha, groups=groups, n_boot=n_boot, seed=seed,
-                       min_n=min_n, min_groups=min_groups, power=power, candidate=candidate)
+                       exact=False, groups=groups, policy=policy, candidate=candidate)
 
 
 #: what each per-example score is, for the reasons (metric -> phrase)
@@ -349,20 +321,20 @@ def _share_interval(values: np.ndarray, threshold: float, exact: bool, deff: flo
 
 
 def _share_test(values: np.ndarray, *, metric: str, threshold: float, exact: bool,
-                alpha: float, groups: Any, n_boot: int, seed: Seed, min_n: int,
-                min_groups: int, power: float, candidate: str,
+                groups: Any, policy: TestPolicy, candidate: str,
                 tolerance: dict[str, Any] | None = None) -> SignoffTest:
     """One implementation for every label-free test: a 0/1 ``values`` per example (agrees
     with FP32; within the per-example tolerance) whose share must be shown above
     ``threshold`` (module docstring, rules 3, 3b)."""
+    alpha = policy.alpha
     n = int(values.size)
     share = float(values.mean())
     codes, g, gstats = _groups(groups, values, f"{metric}(groups)")
     deff = gstats.design_effect if gstats else 1.0
     s_low, s_high, s_p_ni, s_method = _share_interval(values, threshold, exact, deff, alpha)
     kind, b_low, b_high, b_p_ni, b_p_reg = _bootstrap_bounds(
-        values, codes, g, n_boot=n_boot, rng=as_rng(seed), alpha=alpha, threshold=threshold,
-        paired=None)
+        values, codes, g, n_boot=policy.n_boot, rng=as_rng(policy.seed), alpha=alpha,
+        threshold=threshold, paired=None)
     low, high = min(s_low, b_low), min(max(s_high, b_high), 1.0)
     status = _status(low, high, threshold)
     level = 100 * (1 - 2 * alpha)
@@ -397,23 +369,24 @@ def _share_test(values: np.ndarray, *, metric: str, threshold: float, exact: boo
         label = "agreement" if tolerance is None else "being within the tolerance"
         reasons.append(f"{g} groups, intra-group correlation of {label} "
                        f"{gstats.icc:.3f}, design effect {deff:.2f}")
-    small = _too_small(n, min_n, g, gstats is not None, min_groups)
+    small = _too_small(n, g, gstats is not None, policy)
     if small:
         status = INCONCLUSIVE
         reasons.append(small)
     plan_n = None
     if status == INCONCLUSIVE:
         plan_n = required_agreement_size(agreement=share, min_agreement=threshold,
-                                         alpha=alpha, power=power, design_effect=deff,
-                                         min_n=min_n)
+                                         alpha=alpha, power=policy.power, design_effect=deff,
+                                         min_n=policy.min_n)
     facts = {} if tolerance is None else {
         "score_mean": tolerance["score_mean"],
         "score_at_quantile": tolerance["score_at_quantile"]}
     methods = {"score": {"method": s_method + ("_rao_scott" if gstats else ""), "low": s_low,
                          "high": s_high, "p_noninferiority": s_p_ni,
                          "p_regression": 1.0 - s_p_ni, **facts},
-               "bootstrap": {"method": kind, "low": b_low, "high": b_high, "n_boot": n_boot,
-                             "p_noninferiority": b_p_ni, "p_regression": b_p_reg}}
+               "bootstrap": {"method": kind, "low": b_low, "high": b_high,
+                             "n_boot": policy.n_boot, "p_noninferiority": b_p_ni,
+                             "p_regression": b_p_reg}}
     return SignoffTest(candidate=candidate, metric=metric, status=status, point=share,
                        low=low, high=high, alpha=alpha, threshold=threshold,
                        p_noninferiority=max(s_p_ni, b_p_ni),
@@ -435,10 +408,8 @@ DEFAULT_SCORE_QUANTILE = 0.05
 
 
 def score_signoff(scores: Any, *, metric: str, threshold: float,
-                  quantile: float | None = DEFAULT_SCORE_QUANTILE, alpha: float = 0.025,
-                  groups: Any = None, n_boot: int = 2000, seed: Seed = 0, min_n: int = MIN_N,
-                  min_groups: int = MIN_GROUPS, power: float = 0.8,
-                  candidate: str = "") -> SignoffTest:
+                  quantile: float | None = DEFAULT_SCORE_QUANTILE, groups: Any = None,
+                  policy: TestPolicy = DEFAULT_POLICY, candidate: str = "") -> SignoffTest:
     """Label-free non-inferiority of a per-example score vs FP32 (rules 3, 3b).
 
     ``metric`` names the score (:data:`SCORE_METRICS`: cosine and recall_at_k are better
@@ -457,7 +428,6 @@ def score_signoff(scores: Any, *, metric: str, threshold: float,
     |logit delta|, recall@k; bound 0.025 + 2 SE = 0.032). It needs no assumption about
     the scores' distribution.
     """
-    alpha = check_alpha_one_sided(alpha)
     if metric not in SCORE_METRICS:
         raise ConfigError("not a label-free score metric", where="verdict.metric", value=metric,
                           fix=f"use one of {sorted(SCORE_METRICS)}")
@@ -473,10 +443,7 @@ def score_signoff(scores: Any, *, metric: str, threshold: float,
         raise DataError("per-example scores must be a non-empty 1-D array of finite numbers",
                         where=f"{metric} scores", value=v.shape,
                         fix="score every evaluated example against FP32")
-    common = dict(alpha=alpha, groups=groups, n_boot=check_n_boot(n_boot), seed=seed,
-                  min_n=_check_count("min_n", min_n, 1),
-                  min_groups=_check_count("min_groups", min_groups, 2), power=power,
-                  candidate=candidate)
+    common = dict(groups=groups, policy=policy, candidate=candidate)
     if metric == "agreement":
         if not np.all((v == 0.0) | (v == 1.0)):
             raise DataError("agreement scores must be 0 or 1 per example", where="agreement",
@@ -523,33 +490,27 @@ def _agreement_inputs(pred_ref: Any, pred_cand: Any, where: str) -> np.ndarray:
 
 
 def agreement_signoff(pred_ref: Any, pred_cand: Any, *, min_agreement: float = 0.99,
-                      alpha: float = 0.025, groups: Any = None, n_boot: int = 2000,
-                      seed: Seed = 0, min_n: int = MIN_N, min_groups: int = MIN_GROUPS,
-                      power: float = 0.8, candidate: str = "") -> SignoffTest:
+                      groups: Any = None, policy: TestPolicy = DEFAULT_POLICY,
+                      candidate: str = "") -> SignoffTest:
     """Label-free non-inferiority: top-1 agreement with the reference above ``min_agreement``."""
-    alpha = check_alpha_one_sided(alpha)
     if isinstance(min_agreement, bool) or not isinstance(min_agreement, (int, float)) \
             or not 0.0 < float(min_agreement) < 1.0:
         raise ConfigError("the minimum agreement must be in (0, 1)",
                           where="verdict.min_agreement", value=min_agreement,
                           fix="set e.g. verdict.min_agreement=0.99")
     return _agreement_test(_agreement_inputs(pred_ref, pred_cand, "agreement_signoff"),
-                           metric="agreement", min_agreement=float(min_agreement), alpha=alpha,
-                           groups=groups, n_boot=check_n_boot(n_boot), seed=seed,
-                           min_n=_check_count("min_n", min_n, 1),
-                           min_groups=_check_count("min_groups", min_groups, 2), power=power,
-                           candidate=candidate)
+                           metric="agreement", min_agreement=float(min_agreement),
+                           groups=groups, policy=policy, candidate=candidate)
 
 
-def churn_gate(pred_ref: Any, pred_cand: Any, *, max_flip_rate: float, alpha: float = 0.025,
-               groups: Any = None, n_boot: int = 2000, seed: Seed = 0, min_n: int = MIN_N,
-               min_groups: int = MIN_GROUPS, candidate: str = "") -> SignoffTest:
+def churn_gate(pred_ref: Any, pred_cand: Any, *, max_flip_rate: float, groups: Any = None,
+               policy: TestPolicy = DEFAULT_POLICY, candidate: str = "") -> SignoffTest:
     """The churn gate: PASS if the flip rate vs FP32 is shown below ``max_flip_rate``.
 
     ``flip_rate`` of the result is the observed ``1 - agreement``; its interval is
-    ``[1 - high, 1 - low]``.
+    ``[1 - high, 1 - low]``. Its ``plan_n`` is sized for 80% power whatever
+    ``policy.power`` (as it always was; the search plans the gate with ``verdict.power``).
     """
-    alpha = check_alpha_one_sided(alpha)
     if isinstance(max_flip_rate, bool) or not isinstance(max_flip_rate, (int, float)) \
             or not 0.0 < float(max_flip_rate) < 1.0:
         raise ConfigError("the maximum flip rate must be in (0, 1)",
@@ -557,9 +518,7 @@ def churn_gate(pred_ref: Any, pred_cand: Any, *, max_flip_rate: float, alpha: fl
                           fix="set e.g. verdict.max_flip_rate=0.05, or null for no gate")
     return _agreement_test(_agreement_inputs(pred_ref, pred_cand, "churn_gate"),
                            metric="churn", min_agreement=1.0 - float(max_flip_rate),
-                           alpha=alpha, groups=groups, n_boot=check_n_boot(n_boot), seed=seed,
-                           min_n=_check_count("min_n", min_n, 1),
-                           min_groups=_check_count("min_groups", min_groups, 2), power=0.8,
+                           groups=groups, policy=replace(policy, power=0.8),
                            candidate=candidate)
 
 
@@ -584,16 +543,15 @@ class Churn:
                 "groups": self.groups}
 
 
-def churn(pred_ref: Any, pred_cand: Any, *, alpha: float = 0.025, groups: Any = None,
-          n_boot: int = 2000, seed: Seed = 0) -> Churn:
+def churn(pred_ref: Any, pred_cand: Any, *, groups: Any = None,
+          policy: TestPolicy = DEFAULT_POLICY) -> Churn:
     """Every candidate's churn vs FP32, gate or not: the flip rate and its two-sided
     ``1 - 2 alpha`` interval (the wider of Wilson score, Rao-Scott with groups, and the
-    iid / cluster bootstrap)."""
-    alpha = check_alpha_one_sided(alpha)
+    iid / cluster bootstrap). Only the policy's alpha, ``n_boot`` and seed apply: an
+    interval, not a verdict, so no minimum size."""
     t = _agreement_test(_agreement_inputs(pred_ref, pred_cand, "churn"), metric="churn",
-                        min_agreement=0.5, alpha=alpha, groups=groups,
-                        n_boot=check_n_boot(n_boot), seed=seed, min_n=1, min_groups=2,
-                        power=0.8, candidate="")
+                        min_agreement=0.5, groups=groups,
+                        policy=replace(policy, min_n=1, min_groups=2, power=0.8), candidate="")
     return Churn(agreement=t.point, flip_rate=t.flip_rate, flip_low=1.0 - t.high,
                  flip_high=1.0 - t.low, level=t.level, n=t.n,
                  flipped=int(t.discordant["flipped"]),
@@ -624,15 +582,14 @@ def with_gate(test: SignoffTest, gate: SignoffTest | None) -> SignoffTest:
                    plan_n=test.plan_n if status == INCONCLUSIVE else None)
 
 
-def plan_power(test: SignoffTest, *, n_available: int | None, power: float = 0.8,
-               alpha: float | None = None, basis: str = "dev", min_n: int = MIN_N
-               ) -> PowerPlan:
-    """The test size this candidate needs for ``power``, planned from ``test`` (dev).
-
-    ``alpha`` defaults to the test's own one-sided alpha; pass the level the family will
-    test this candidate at (e.g. alpha / k under Holm).
+def plan_power(test: SignoffTest, *, n_available: int | None, policy: TestPolicy | None = None,
+               basis: str = "dev") -> PowerPlan:
+    """The test size this candidate needs for ``policy.power``, planned from ``test`` (dev)
+    at ``policy.alpha``: the level the family will test this candidate at (e.g. alpha / k
+    under Holm). No policy: the defaults at the test's own one-sided alpha.
     """
-    a = test.alpha if alpha is None else check_alpha_one_sided(alpha)
+    policy = DEFAULT_POLICY.at(test.alpha) if policy is None else policy
+    a, power, min_n = policy.alpha, policy.power, policy.min_n
     deff = test.design_effect
     if test.metric == "accuracy":
         m = -test.threshold

@@ -28,7 +28,7 @@ from quantkit.precision.sensitivity import (int8_node_tensors, measured_scores, 
                                             rank)
 from quantkit.qdq.casts import convert_fp16
 from quantkit.qdq.insert import insert_qdq
-from quantkit.verdict import Margin, paired_signoff
+from quantkit.verdict import Margin, TestPolicy, paired_signoff
 
 F = TensorProto.FLOAT
 WIDTH, CLASSES, LAYERS, FRAGILE, OUTLIER = 64, 16, 6, 3, 7
@@ -103,7 +103,7 @@ class Chain:
         self.full_evals.append(fp16_set)
         pred = self.logits(fp16_set, self.x_eval).argmax(axis=1)
         verdict = paired_signoff(self.ref_pred == self.y, pred == self.y, margin=self.margin,
-                                 n_boot=1000, seed=0)
+                                 policy=TestPolicy(n_boot=1000, seed=0))
         return EvalResult.from_verdict(verdict, fp16=sorted(fp16_set))
 
     def layer_stats(self) -> dict[str, dict]:

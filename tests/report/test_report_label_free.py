@@ -9,13 +9,14 @@ import numpy as np
 
 from quantkit.report.plots import delta_ci
 from quantkit.report.render import render_reports
-from quantkit.verdict import score_signoff
+from quantkit.verdict import TestPolicy, score_signoff
 
 
 def _share_verdict(seed: int, outside: int) -> dict:
     rec = np.where(np.arange(600) < outside, 0.6, 1.0)
     np.random.default_rng(seed).shuffle(rec)
-    t = score_signoff(rec, metric="recall_at_k", threshold=0.9, quantile=0.05, seed=seed)
+    t = score_signoff(rec, metric="recall_at_k", threshold=0.9, quantile=0.05,
+                      policy=TestPolicy(seed=seed))
     gallery = {"size": 1000, "sha256": "c0ffee" * 10 + "abcd", "source": "train"}
     t = dataclasses.replace(t, margin={**t.margin, "gallery": gallery})
     return {**t.to_verdict_dict(), "split": "test"}

@@ -43,6 +43,9 @@ floats differ in their last digits and are compared by kind).
 Session 9 remade them for two changes, nothing else differing: ``config.model.head.standardize``
 added (false), and the search's ``power_plan`` text gains the churn gate's planned size (the
 search now needs the gate's power on test too; ``n_required`` unchanged here).
+Issue 27 removed one key by hand, nothing else: ``config.verdict.min_slice_n`` (read by
+no code since the per-slice tests were folded into the sign-off; the report showed it as a
+rule). The test's TestPolicy refactor of the same branch changed no value.
 tests/run/test_record_fixture.py reruns the same configs and
 compares, so any later change to a record is a visible, deliberate fixture update.
 """

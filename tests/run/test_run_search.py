@@ -86,16 +86,18 @@ def test_the_search_plans_power_for_the_churn_gate_too():
     """A candidate needs both its metric test and the churn gate (verdict.max_flip_rate) to
     PASS on test: the search's power plan sizes the gate as well (run/search.py)."""
     from quantkit.run.search import gate_test_size
+    from quantkit.verdict import TestPolicy
 
+    policy = TestPolicy(alpha=0.0125, power=0.8, min_n=100)
     gate = {"point": 0.986, "threshold": 0.98, "groups": None}
-    n = gate_test_size(gate, power=0.8, alpha=0.0125, min_n=100)
+    n = gate_test_size(gate, policy=policy)
     assert 4000 < n < 5500  # normal approximation at one-sided 0.0125: ~4,730 examples
     # closer to the bound needs more; at or below the bound no size will do
-    assert gate_test_size({**gate, "point": 0.984}, power=0.8, alpha=0.0125, min_n=100) > 6389
-    assert gate_test_size({**gate, "point": 0.98}, power=0.8, alpha=0.0125, min_n=100) is None
+    assert gate_test_size({**gate, "point": 0.984}, policy=policy) > 6389
+    assert gate_test_size({**gate, "point": 0.98}, policy=policy) is None
     # clustered examples: the design effect scales the size
     grouped = {**gate, "groups": {"design_effect": 2.0}}
-    assert gate_test_size(grouped, power=0.8, alpha=0.0125, min_n=100) in (2 * n - 1, 2 * n, 2 * n + 1)
+    assert gate_test_size(grouped, policy=policy) in (2 * n - 1, 2 * n, 2 * n + 1)
 
 
 def test_a_warm_search_builds_and_runs_nothing(ctx, artifacts, layers, reference, source,

@@ -12,11 +12,13 @@ import pytest
 from quantkit.errors import ConfigError
 from quantkit.run.backend_check import BackendCheck
 from quantkit.run.signoff import blocked_by_engine
-from quantkit.verdict import (Margin, decide_family, declare_family, paired_signoff,
-                              recommend_candidate)
+from quantkit.verdict import (Margin, TestPolicy, decide_family, declare_family,
+                              paired_signoff, recommend_candidate)
 from quantkit.verdict.engine_gate import flip_gate, score_gate, split_budget
 
 ALPHA = 0.025
+POLICY = TestPolicy(alpha=ALPHA)
+FAST = TestPolicy(alpha=ALPHA, n_boot=200)
 
 
 @pytest.fixture(scope="module")
@@ -26,10 +28,10 @@ def decision():
     rng = np.random.default_rng(0)
     correct = rng.random(6000) < 0.77
     dev = {"int8.entropy": paired_signoff(correct, correct.copy(), margin=Margin("absolute", 0.0045),
-                                          alpha=ALPHA, n_boot=200, seed=0)}
+                                          policy=FAST)}
     family = declare_family(dev, alpha=ALPHA)
-    test = paired_signoff(correct, correct.copy(), margin=Margin("absolute", 0.0045), alpha=ALPHA,
-                          n_boot=200, seed=1)
+    test = paired_signoff(correct, correct.copy(), margin=Margin("absolute", 0.0045),
+                          policy=TestPolicy(alpha=ALPHA, n_boot=200, seed=1))
     d = decide_family(family, {"int8.entropy": test})
     assert d.passing == ["int8.entropy"]
     return d
@@ -55,7 +57,7 @@ def test_an_engine_flipping_a_whole_margin_is_not_recommended(decision, n):
     rng = np.random.default_rng(24)
     sims = 2000
     flips = rng.binomial(n, margin_abs, size=sims)
-    gates = {int(f): flip_gate(int(f), n, tolerance=budget.tolerance, alpha=ALPHA)
+    gates = {int(f): flip_gate(int(f), n, tolerance=budget.tolerance, policy=POLICY)
              for f in np.unique(flips)}
     rec = np.array([recommended(decision, gates[int(f)]) for f in flips])
     assert rec.mean() <= 0.05  # measured: 0.001 at n=1000 (0 flips), 0 at n=3000
@@ -66,20 +68,20 @@ def test_an_engine_at_its_tolerance_passes_at_most_alpha(decision):
     n, tol = 3000, 0.0045
     rng = np.random.default_rng(7)
     flips = rng.binomial(n, tol, size=4000)
-    passed = np.array([flip_gate(int(f), n, tolerance=tol, alpha=ALPHA).passed for f in flips])
+    passed = np.array([flip_gate(int(f), n, tolerance=tol, policy=POLICY).passed for f in flips])
     se = np.sqrt(ALPHA * (1 - ALPHA) / len(flips))
     assert passed.mean() <= ALPHA + 2 * se
 
 
 def test_a_faithful_engine_passes_and_is_recommended(decision):
-    gate = flip_gate(0, 1000, tolerance=0.00385, alpha=ALPHA)
+    gate = flip_gate(0, 1000, tolerance=0.00385, policy=POLICY)
     assert gate.passed and recommended(decision, gate)
-    gate = flip_gate(3, 3000, tolerance=0.00385, alpha=ALPHA)
+    gate = flip_gate(3, 3000, tolerance=0.00385, policy=POLICY)
     assert gate.passed
-    one = flip_gate(1, 1000, tolerance=0.00385, alpha=ALPHA)
+    one = flip_gate(1, 1000, tolerance=0.00385, policy=POLICY)
     assert one.status == "inconclusive" and not recommended(decision, one)
     assert one.n_needed and flip_gate(round(one.n_needed / 1000), one.n_needed,
-                                      tolerance=0.00385, alpha=ALPHA).passed
+                                      tolerance=0.00385, policy=POLICY).passed
 
 
 def test_a_check_that_did_not_run_here_does_not_block(decision):
@@ -130,13 +132,13 @@ def test_the_compositions_the_budget_rests_on_hold():
 
 def test_score_gate_in_the_metrics_own_units():
     rng = np.random.default_rng(5)
-    same = score_gate(np.zeros(500), metric="kl", tolerance=0.0025, alpha=ALPHA, n_boot=200)
+    same = score_gate(np.zeros(500), metric="kl", tolerance=0.0025, policy=FAST)
     assert same.passed and same.units.startswith("mean KL")
     far = score_gate(rng.exponential(0.005, size=2000), metric="kl", tolerance=0.0025,
-                     alpha=ALPHA, n_boot=200)
+                     policy=FAST)
     assert far.status == "fail" and not far.passed
     close = score_gate(1.0 - rng.exponential(1e-5, size=1000), metric="cosine", tolerance=0.0025,
-                       alpha=ALPHA, n_boot=200)
+                       policy=FAST)
     assert close.passed and close.observed == pytest.approx(1e-5, rel=0.2)
     with pytest.raises(ConfigError):
         score_gate(np.ones(10), metric="accuracy", tolerance=0.1)

@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 from group_validity import MARGIN, accuracy_world  # noqa: E402
 
-from quantkit.verdict import paired_signoff  # noqa: E402
+from quantkit.verdict import TestPolicy, paired_signoff  # noqa: E402
 from quantkit.verdict.cluster import cluster_bootstrap_t  # noqa: E402
 from quantkit.verdict.signoff import MIN_GROUPS  # noqa: E402
 
@@ -25,8 +25,8 @@ def _rate(g: int, sims: int, seed: int, **kw) -> float:
     hits = 0
     for i in range(sims):
         ref, cand, groups = accuracy_world(g, 6000 // g, rng)
-        hits += paired_signoff(ref, cand, margin=MARGIN, groups=groups, seed=i,
-                               n_boot=500, **kw).status == "PASS"
+        hits += paired_signoff(ref, cand, margin=MARGIN, groups=groups,
+                               policy=TestPolicy(seed=i, n_boot=500, **kw)).status == "PASS"
     return hits / sims
 
 

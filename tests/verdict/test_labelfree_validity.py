@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 from labelfree_validity import BOUNDS, METRIC, QUANTILE, draw, old_mean_test  # noqa: E402
 
-from quantkit.verdict import score_signoff  # noqa: E402
+from quantkit.verdict import TestPolicy, score_signoff  # noqa: E402
 
 
 @pytest.mark.parametrize("world", ["cosine", "kl"])
@@ -25,7 +25,8 @@ def test_skewed_scores_at_the_bound_old_mean_test_fails_new_share_test_holds(wor
     rng = np.random.default_rng([24, len(world)])
     bound = BOUNDS[world]
     new = sum(score_signoff(draw(world, n, rng, share=1 - QUANTILE), metric=METRIC[world],
-                            threshold=bound, quantile=QUANTILE, n_boot=200, seed=i).status
+                            threshold=bound, quantile=QUANTILE,
+                            policy=TestPolicy(n_boot=200, seed=i)).status
               == "PASS" for i in range(sims))
     old = sum(old_mean_test(draw(world, n, rng, share=None, mean=bound), bound=bound,
                             higher=world == "cosine", n_boot=200, rng=rng)

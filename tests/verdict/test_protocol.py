@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from quantkit.errors import ConfigError, DataError, QuantkitError
-from quantkit.verdict import (FAIL, INCONCLUSIVE, PASS, Margin, TestLedger, TestSplitReuse,
-                              decide_family, declare_family, paired_signoff, plan_family,
-                              recommend_candidate)
+from quantkit.verdict import (FAIL, INCONCLUSIVE, PASS, Margin, TestLedger, TestPolicy,
+                              TestSplitReuse, decide_family, declare_family, paired_signoff,
+                              plan_family, recommend_candidate)
 
 M = Margin("absolute", 0.008)
 
@@ -22,7 +22,7 @@ def _paired(rng, n, *, p_b, p_c, p_ref=0.8):
 
 def _tests(rng, n, cells, *, seed0=0):
     return {name: paired_signoff(*_paired(rng, n, p_b=b, p_c=c), margin=M, candidate=name,
-                                 seed=seed0 + i)
+                                 policy=TestPolicy(seed=seed0 + i))
             for i, (name, (b, c)) in enumerate(cells.items())}
 
 

@@ -8,7 +8,7 @@ import pytest
 from scipy.stats import binom
 
 from quantkit.errors import ConfigError, DataError
-from quantkit.verdict import agreement_signoff, plan_power, score_signoff
+from quantkit.verdict import TestPolicy, agreement_signoff, plan_power, score_signoff
 from quantkit.verdict.score import clopper_pearson_interval, clopper_pearson_p_above
 
 
@@ -16,8 +16,10 @@ def test_binary_scores_are_exactly_the_agreement_test():
     rng = np.random.default_rng(0)
     ref = rng.integers(0, 3, 400)
     cand = np.where(rng.random(400) < 0.004, (ref + 1) % 3, ref)
-    a = agreement_signoff(ref, cand, min_agreement=0.95, seed=1)
-    s = score_signoff((ref == cand).astype(float), metric="agreement", threshold=0.95, seed=1)
+    seeded = TestPolicy(seed=1)
+    a = agreement_signoff(ref, cand, min_agreement=0.95, policy=seeded)
+    s = score_signoff((ref == cand).astype(float), metric="agreement", threshold=0.95,
+                      policy=seeded)
     assert (s.status, s.low, s.high, s.p_noninferiority) == \
         (a.status, a.low, a.high, a.p_noninferiority)
     with pytest.raises(DataError, match="0 or 1"):
@@ -55,11 +57,12 @@ def test_cosine_share_pass_fail_and_inconclusive():
 def test_all_equal_scores_never_give_a_zero_width_interval():
     for value, metric, bound in ((1.0, "cosine", 0.99), (0.0, "kl", 0.01),
                                  (0.5, "kl", 0.01), (1.0, "recall_at_k", 0.9)):
-        t = score_signoff(np.full(200, value), metric=metric, threshold=bound, min_n=1)
+        t = score_signoff(np.full(200, value), metric=metric, threshold=bound,
+                          policy=TestPolicy(min_n=1))
         assert t.high - t.low > 0.01, (value, metric)
     # 10 identical embeddings cannot pass; 100 cannot either at a 0.99 share
-    assert score_signoff(np.ones(10), metric="cosine", threshold=0.99, min_n=1).status \
-        == "INCONCLUSIVE"
+    assert score_signoff(np.ones(10), metric="cosine", threshold=0.99,
+                         policy=TestPolicy(min_n=1)).status == "INCONCLUSIVE"
     t = score_signoff(np.ones(100), metric="cosine", threshold=0.99, quantile=0.01)
     assert t.status == "INCONCLUSIVE" and t.low == pytest.approx(0.025 ** 0.01)
 

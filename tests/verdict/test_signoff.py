@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from quantkit.errors import ConfigError, DataError
-from quantkit.verdict import (FAIL, INCONCLUSIVE, PASS, Margin, agreement_signoff, churn_gate,
+from quantkit.verdict import (FAIL, INCONCLUSIVE, PASS, Margin, TestPolicy, agreement_signoff,
+                              churn_gate,
                               intra_group_correlation, paired_signoff, plan_power,
                               required_agreement_size, required_test_size, with_gate)
 from quantkit.verdict.cluster import group_codes
@@ -33,12 +34,13 @@ def _paired(rng, n, *, p_ref=0.8, p_b=0.03, p_c=0.03):
 def test_ten_identical_predictions_cannot_pass():
     right = np.array([True] * 8 + [False] * 2)
     for min_n in (100, 1):  # the size floor, and the score interval on its own
-        t = paired_signoff(right, right, margin=M, min_n=min_n)
+        t = paired_signoff(right, right, margin=M, policy=TestPolicy(min_n=min_n))
         assert t.status == INCONCLUSIVE and not t
         assert t.low < -0.2 and t.methods["bootstrap"]["low"] == 0.0  # the bootstrap alone: 0
     t = paired_signoff(right, right, margin=M)
     assert any("verdict.min_n=100" in r for r in t.reasons) and t.plan_n > 10
-    agree = agreement_signoff(np.arange(10), np.arange(10), min_agreement=0.99, min_n=1)
+    agree = agreement_signoff(np.arange(10), np.arange(10), min_agreement=0.99,
+                              policy=TestPolicy(min_n=1))
     assert agree.status == INCONCLUSIVE and agree.low < 0.8
 
 
@@ -63,8 +65,8 @@ def test_false_pass_rate_at_the_margin_is_at_most_one_sided_alpha():
     passes = 0
     for i in range(sims):
         ref, cand = _paired(rng, n, p_ref=0.77, p_b=0.04, p_c=0.04 - m)
-        passes += paired_signoff(ref, cand, margin=Margin("absolute", m), seed=i,
-                                 n_boot=500).status == PASS
+        passes += paired_signoff(ref, cand, margin=Margin("absolute", m),
+                                 policy=TestPolicy(n_boot=500, seed=i)).status == PASS
     assert passes / sims <= _mc_bound(0.025, sims), passes / sims
 
 
@@ -131,9 +133,10 @@ def test_grouped_false_pass_rate_holds_with_groups_and_not_without():
         u = rng.random(groups.size)
         cand = np.where(ref, u >= loss / 0.8, u < gain / 0.2)
         passes["cluster"] += paired_signoff(ref, cand, margin=Margin("absolute", m),
-                                            groups=groups, seed=i, n_boot=500).status == PASS
-        passes["iid"] += paired_signoff(ref, cand, margin=Margin("absolute", m), seed=i,
-                                        n_boot=500).status == PASS
+                                            groups=groups, policy=TestPolicy(n_boot=500, seed=i)
+                                            ).status == PASS
+        passes["iid"] += paired_signoff(ref, cand, margin=Margin("absolute", m),
+                                        policy=TestPolicy(n_boot=500, seed=i)).status == PASS
     assert passes["cluster"] / sims <= _mc_bound(0.025, sims), passes
     assert passes["iid"] / sims > _mc_bound(0.025, sims), passes  # too many false PASSes
 
@@ -202,7 +205,8 @@ def test_planned_size_gives_the_planned_power():
     rng = np.random.default_rng(9)
     sims = 500
     passes = sum(paired_signoff(*_paired(rng, n, p_b=p_b, p_c=p_c),
-                                margin=Margin("absolute", m), seed=i, n_boot=500).status == PASS
+                                margin=Margin("absolute", m),
+                                policy=TestPolicy(n_boot=500, seed=i)).status == PASS
                  for i in range(sims))
     assert 0.73 <= passes / sims <= 0.87, passes / sims
     # larger effects, fewer flips, less power: monotone; no size at delta <= -margin
@@ -267,12 +271,12 @@ def test_one_flip_in_thousands_of_grouped_examples_is_a_tight_interval():
     ref = rng.random(n) < 0.75
     cand = ref.copy()
     cand[17] = not cand[17]  # one changed prediction
-    t = paired_signoff(ref, cand, margin=Margin("relative", 0.005), alpha=0.0225,
-                       groups=groups)
+    t = paired_signoff(ref, cand, margin=Margin("relative", 0.005),
+                       groups=groups, policy=TestPolicy(alpha=0.0225))
     assert t.status == PASS, t.reasons
     assert -1.0 <= t.low <= t.high <= 0.01
-    gate = churn_gate(ref.astype(int), cand.astype(int), max_flip_rate=0.02, alpha=0.0225,
-                      groups=groups)
+    gate = churn_gate(ref.astype(int), cand.astype(int), max_flip_rate=0.02,
+                      groups=groups, policy=TestPolicy(alpha=0.0225))
     assert gate.status == PASS, gate.reasons
     assert 1 - gate.low < 0.005  # the flip rate's upper bound: about 1 in 1,000, not 156
     # the bound still moves with the evidence: 150 flips in one group of a world with the
@@ -280,6 +284,6 @@ def test_one_flip_in_thousands_of_grouped_examples_is_a_tight_interval():
     many = ref.copy()
     hit = np.flatnonzero(groups == 5)
     many[hit] = ~many[hit]
-    wide = churn_gate(ref.astype(int), many.astype(int), max_flip_rate=0.02, alpha=0.0225,
-                      groups=groups)
+    wide = churn_gate(ref.astype(int), many.astype(int), max_flip_rate=0.02,
+                      groups=groups, policy=TestPolicy(alpha=0.0225))
     assert wide.status != PASS

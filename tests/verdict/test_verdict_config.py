@@ -7,7 +7,7 @@ from hydra import compose, initialize_config_dir
 
 from quantkit.errors import ConfigError
 from quantkit.settings import build, register
-from quantkit.verdict import declare_family, paired_signoff
+from quantkit.verdict import TestPolicy, declare_family, paired_signoff
 from quantkit.verdict.margin import Margin
 
 register()
@@ -26,11 +26,18 @@ def test_defaults_and_overrides():
     # bert_int8 declares its churn gate (conf/experiment/bert_int8.yaml); the default is 0.10
     assert v.max_flip_rate == 0.02 and v.min_agreement == 0.99 and v.alpha == 0.05
     assert _settings("experiment=mobilenet_int8").verdict.max_flip_rate == 0.10
-    v = _settings("verdict.family=holm", "verdict.max_flip_rate=null").verdict
+    s = _settings("verdict.family=holm", "verdict.max_flip_rate=null", "verdict.n_boot=500",
+                  "verdict.power_sims=0", "seed=3")
+    v = s.verdict
     assert v.family == "holm" and v.max_flip_rate is None
+    policy = TestPolicy.from_settings(s)  # every knob of the tests, from the config
+    assert policy == TestPolicy(alpha=0.025, n_boot=500, seed=3, min_n=100, min_groups=75,
+                                power=0.8, min_power=0.5, sims=0)
+    assert policy.at(0.0125).alpha == 0.0125 and policy.at(0.0125).n_boot == 500
     t = paired_signoff([True] * 200, [True] * 200, margin=Margin(v.margin_kind, v.margin),
-                       alpha=v.alpha / 2, min_n=v.min_n)
-    assert declare_family({"fp16": t}, method=v.family, alpha=v.alpha / 2).method == "holm"
+                       policy=policy)
+    assert t.alpha == 0.025 and t.methods["bootstrap"]["n_boot"] == 500
+    assert declare_family({"fp16": t}, method=v.family, alpha=policy.alpha).method == "holm"
 
 
 @pytest.mark.parametrize("override, key", [("verdict.family=bonferroni", "verdict.family"),

@@ -12,6 +12,7 @@ from quantkit.verdict import (
     INCONCLUSIVE,
     PASS,
     Margin,
+    TestPolicy,
     check_alpha,
     holm_adjust,
     margin_abs,
@@ -51,7 +52,7 @@ def test_margin_abs_and_validation():
             check_alpha(bad)
     ok = np.ones(200, dtype=bool)
     with pytest.raises(ConfigError, match="verdict.n_boot"):
-        paired_signoff(ok, ok, margin=Margin("absolute", 0.01), n_boot=10)
+        paired_signoff(ok, ok, margin=Margin("absolute", 0.01), policy=TestPolicy(n_boot=10))
 
 
 def test_decision_rule_and_boundaries():
