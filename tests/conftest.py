@@ -69,6 +69,20 @@ def cli(tmp_path):
     return _run
 
 
+@pytest.fixture(scope="module")
+def label_free_world(request, tmp_path_factory) -> dict:
+    """The tiny world of the label-free and embedding tests, one per test module (its runs
+    share it): tests/reliability/tinyworld.py ``label_free_world`` with the requesting
+    module's ``WORLD_ROWS`` snippets (default 400). Run it with ``tinyworld.run_in``."""
+    reliability = str(Path(__file__).resolve().parent / "reliability")
+    if reliability not in sys.path:
+        sys.path.insert(0, reliability)
+    import tinyworld
+
+    return tinyworld.label_free_world(tmp_path_factory.mktemp("label-free-world"),
+                                      n_rows=getattr(request.module, "WORLD_ROWS", 400))
+
+
 def _bert_settings(*overrides: str):
     from hydra import compose, initialize_config_dir
 

@@ -13,10 +13,9 @@ import onnx
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reliability"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "run"))
 
 import tinyworld  # noqa: E402
-from tiny_embed import embedding_model  # noqa: E402
+from tinyworld import embedding_model  # noqa: E402
 
 from quantkit.backends.batched import run_split  # noqa: E402
 from quantkit.backends.ort import OrtRunner  # noqa: E402

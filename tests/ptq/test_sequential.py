@@ -119,9 +119,8 @@ def test_a_pruned_prefix_that_reads_fewer_inputs_gets_only_those():
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "run"))
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reliability"))
-    from tiny_embed import embedding_model
+    from tinyworld import embedding_model
 
     model = embedding_model()
     rng = np.random.default_rng(0)

@@ -1,8 +1,10 @@
-"""A tiny, real text-classification world built in code: tokenizer, ONNX model, CSV.
+"""A tiny, real text-classification world built in code: tokenizer, ONNX models, CSV.
 
 Small enough that a whole quantkit run on it takes seconds, real enough that every stage
 (ORT sessions, calibration, Q/DQ, verdicts, reports) runs for real. Used by the bad-input
-catalog, the fuzz tests and the kill-and-resume / concurrency tests.
+catalog, the fuzz tests, the kill-and-resume / concurrency tests, the run's stage tests
+and, through :func:`label_free_world` (the ``label_free_world`` fixture of
+tests/conftest.py) and :func:`run_in`, the label-free and embedding tests.
 """
 
 from __future__ import annotations
@@ -36,15 +38,22 @@ def write_tokenizer(path: Path) -> Path:
     return path
 
 
-def text_model(*, opset: int = 17, input_ids_shape=("batch", "seq"), seed: int = 0,
-               input_names=("input_ids", "attention_mask")) -> onnx.ModelProto:
-    """input_ids, attention_mask [batch, seq] -> masked-mean embedding -> 2 MatMuls -> logits."""
-    rng = np.random.default_rng(seed)
-    emb = rng.normal(0, 0.3, (len(VOCAB), DIM)).astype(np.float32)
+def word_embeddings(rng: np.random.Generator, sd: float) -> np.ndarray:
+    """A [len(VOCAB), DIM] table drawn N(0, sd) whose dims 0 / 1 carry the positive /
+    negative words (+2): what makes the tiny models separate the two labels."""
+    emb = rng.normal(0, sd, (len(VOCAB), DIM)).astype(np.float32)
     for w in POS_WORDS:
         emb[VOCAB.index(w), 0] += 2.0
     for w in NEG_WORDS:
         emb[VOCAB.index(w), 1] += 2.0
+    return emb
+
+
+def text_model(*, opset: int = 17, input_ids_shape=("batch", "seq"), seed: int = 0,
+               input_names=("input_ids", "attention_mask")) -> onnx.ModelProto:
+    """input_ids, attention_mask [batch, seq] -> masked-mean embedding -> 2 MatMuls -> logits."""
+    rng = np.random.default_rng(seed)
+    emb = word_embeddings(rng, 0.3)
     w1 = (np.eye(DIM) + rng.normal(0, 0.05, (DIM, DIM))).astype(np.float32)
     w2 = np.zeros((DIM, 2), np.float32)
     w2[0, 1], w2[1, 0] = 3.0, 3.0
@@ -90,6 +99,67 @@ def text_model(*, opset: int = 17, input_ids_shape=("batch", "seq"), seed: int =
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
                               producer_name="quantkit-tests")
     model.ir_version = 8
+    return model
+
+
+def embedding_model(*, input_names=("input_ids", "attention_mask"), seed: int = 0,
+                    with_logits: bool = False, token_type_ids: str | None = None
+                    ) -> onnx.ModelProto:
+    """A tiny, real embedding model (no head): token states and a pooled output.
+
+    ``input_ids, attention_mask -> Gather -> MatMul -> Relu -> MatMul = token_states
+    [B, T, 16]`` and ``sentence [B, 16]`` = the attention-masked mean of ``token_states``.
+    Input names can be changed (``input_names``) to test ``model.inputs.*``;
+    ``with_logits`` adds a 2-class head output ``logits`` after the pooled output (a
+    multi-output model); ``token_type_ids`` names a third input the model reads.
+    """
+    rng = np.random.default_rng(seed)
+    emb = word_embeddings(rng, 0.5)
+    w1 = (np.eye(DIM) + rng.normal(0, 0.3, (DIM, DIM))).astype(np.float32)
+    w2 = (np.eye(DIM) + rng.normal(0, 0.3, (DIM, DIM))).astype(np.float32)
+    ids, mask = input_names
+    inits = [numpy_helper.from_array(emb, "emb"), numpy_helper.from_array(w1, "w1"),
+             numpy_helper.from_array(w2, "w2"),
+             numpy_helper.from_array(np.array([-1], np.int64), "axes_last"),
+             numpy_helper.from_array(np.array([1], np.int64), "axes_seq"),
+             numpy_helper.from_array(np.array(1e-6, np.float32), "eps")]
+    nodes = [helper.make_node("Gather", ["emb", ids], ["tok"], name="embed"),
+             helper.make_node("MatMul", ["tok", "w1"], ["h"], name="fc1"),
+             helper.make_node("Relu", ["h"], ["hr"], name="relu"),
+             helper.make_node("MatMul", ["hr", "w2"], ["token_states"], name="fc2"),
+             helper.make_node("Cast", [mask], ["maskf"], to=TensorProto.FLOAT, name="mask_cast"),
+             helper.make_node("Unsqueeze", ["maskf", "axes_last"], ["mask3"], name="mask_unsq"),
+             helper.make_node("Mul", ["token_states", "mask3"], ["masked"], name="mask_mul"),
+             helper.make_node("ReduceSum", ["masked", "axes_seq"], ["summed"], keepdims=0,
+                              name="sum"),
+             helper.make_node("ReduceSum", ["mask3", "axes_seq"], ["count"], keepdims=0,
+                              name="count"),
+             helper.make_node("Add", ["count", "eps"], ["count_eps"], name="count_eps"),
+             helper.make_node("Div", ["summed", "count_eps"], ["sentence"], name="mean")]
+    inputs = [helper.make_tensor_value_info(ids, TensorProto.INT64, ["batch", "seq"]),
+              helper.make_tensor_value_info(mask, TensorProto.INT64, ["batch", "seq"])]
+    if token_type_ids:  # an input the model reads (added to the ids' embedding, times 0)
+        inits.append(numpy_helper.from_array(np.zeros((2, DIM), np.float32), "type_emb"))
+        nodes[0:1] = [helper.make_node("Gather", ["emb", ids], ["tok0"], name="embed"),
+                      helper.make_node("Gather", ["type_emb", token_type_ids], ["typ"],
+                                       name="embed_types"),
+                      helper.make_node("Add", ["tok0", "typ"], ["tok"], name="embed_sum")]
+        inputs.append(helper.make_tensor_value_info(token_type_ids, TensorProto.INT64,
+                                                    ["batch", "seq"]))
+    outputs = [helper.make_tensor_value_info("token_states", TensorProto.FLOAT,
+                                             ["batch", "seq", DIM]),
+               helper.make_tensor_value_info("sentence", TensorProto.FLOAT, ["batch", DIM])]
+    if with_logits:
+        w3 = np.zeros((DIM, 2), np.float32)
+        w3[0, 1], w3[1, 0] = 3.0, 3.0
+        inits.append(numpy_helper.from_array(w3, "w3"))
+        nodes.append(helper.make_node("MatMul", ["sentence", "w3"], ["logits"], name="head"))
+        outputs.append(helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 2]))
+    graph = helper.make_graph(nodes, "tiny_embed", inputs, outputs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                              producer_name="quantkit-tests")
+    model.ir_version = 8
+    onnx.checker.check_model(model)
     return model
 
 
@@ -155,6 +225,17 @@ def make_world(root: Path) -> dict:
             "cache": root / "cache", "stages": root / "stages", "run": root / "run"}
 
 
+def label_free_world(root: Path, *, n_rows: int) -> dict:
+    """The world of the label-free and embedding tests: :func:`make_world` whose data is
+    ``n_rows`` labelled snippets (``csv``: big.csv; runs drop the labels with
+    :data:`LABEL_FREE`) and the tiny embedding model saved beside the classifier
+    (``embed``: embed.onnx; ``{**world, "model": world["embed"]}`` runs it)."""
+    world = make_world(root)
+    world["csv"] = write_csv(root / "big.csv", rows(n_rows))
+    world["embed"] = write_model(root / "embed.onnx", embedding_model())
+    return world
+
+
 # ---------------------------------------------------------------------------------------
 # running the real CLI and checking what a failed run leaves behind
 
@@ -171,6 +252,22 @@ def run_quantkit(args: list[str], *, cwd: Path, error_file: Path | None = None,
     env.setdefault("HF_HUB_OFFLINE", "1")
     return subprocess.run([sys.executable, "-m", "quantkit", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
+
+
+#: CLI overrides of a run that reads no labels (the label-free metrics)
+LABEL_FREE = ("data.label_column=null", "data.label_names=[]")
+
+
+def run_in(world: dict, name: str, *extra: str, own_ledger: bool = False
+           ) -> tuple[subprocess.CompletedProcess, Path]:
+    """One real CLI run on ``world`` (:func:`cli_args`, ``extra`` overriding) in its own run
+    dir ``<root>/<name>``; returns the process and that dir. ``own_ledger``: a test ledger
+    of its own in the run dir (each run its own experiment: looks across runs are
+    tests/run/test_run_ledger.py's), else the world's (its cache dir)."""
+    run_dir = world["root"] / name
+    ledger = (f"verdict.ledger_path={run_dir}/ledger.sqlite",) if own_ledger else ()
+    args = override(cli_args(world), f"hydra.run.dir={run_dir}", *ledger, *extra)
+    return run_quantkit(args, cwd=world["root"]), run_dir
 
 
 def override(base: list[str], *extra: str) -> list[str]:

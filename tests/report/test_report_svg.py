@@ -8,14 +8,9 @@ import re
 import sys
 from pathlib import Path
 
-import onnx
-import pytest
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reliability"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "run"))
 
 import tinyworld  # noqa: E402
-from tiny_embed import embedding_model  # noqa: E402
 
 from quantkit.report.svg import agreement_by_slice, cosine_histogram  # noqa: E402
 
@@ -45,29 +40,19 @@ def test_svg_from_a_synthetic_record_counts_and_escapes():
     assert agreement_by_slice(rec).svg == p.svg  # deterministic
 
 
-@pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    root = tmp_path_factory.mktemp("svg-world")
-    w = tinyworld.make_world(root)
-    onnx.save(embedding_model(), str(root / "embed.onnx"))
-    w["embed"] = root / "embed.onnx"
-    tinyworld.write_csv(root / "big.csv", tinyworld.rows(600))
-    w["csv"] = root / "big.csv"
-    return w
+#: snippets of this module's label_free_world (tests/conftest.py)
+WORLD_ROWS = 600
 
 
 def _run(world, name, *extra):
-    run_dir = world["root"] / name
-    args = tinyworld.override(tinyworld.cli_args(world), f"hydra.run.dir={run_dir}",
-                              "precision.search.enabled=false", *extra)
-    r = tinyworld.run_quantkit(args, cwd=world["root"])
+    r, run_dir = tinyworld.run_in(world, name, "precision.search.enabled=false", *extra)
     assert r.returncode == 0, r.stderr[-2000:]
     return (json.loads((run_dir / "record.json").read_text()),
             (run_dir / "report.html").read_text(encoding="utf-8"))
 
 
-def test_agreement_by_slice_bars_in_a_tiny_world_report(world):
-    rec, html = _run(world, "logits")
+def test_agreement_by_slice_bars_in_a_tiny_world_report(label_free_world):
+    rec, html = _run(label_free_world, "logits")
     with_slices = {n: c for n, c in rec["candidates"].items() if c.get("agreement_slices")}
     assert "fp32" not in with_slices and len(with_slices) == len(rec["candidates"]) - 1
     values = {(s, v) for c in with_slices.values() for s, vals in c["agreement_slices"].items()
@@ -83,9 +68,9 @@ def test_agreement_by_slice_bars_in_a_tiny_world_report(world):
     assert all(0.0 <= st["agreement"] <= 1.0 for st in fp16.values())
 
 
-def test_cosine_histogram_bins_in_an_embedding_report(world):
-    rec, html = _run(world, "embed", f"model.path={world['embed']}", "data.label_column=null",
-                     "data.label_names=[]", "verdict.metric=cosine",
+def test_cosine_histogram_bins_in_an_embedding_report(label_free_world):
+    rec, html = _run(label_free_world, "embed", f"model.path={label_free_world['embed']}",
+                     *tinyworld.LABEL_FREE, "verdict.metric=cosine",
                      "verdict.max_flip_rate=null")
     with_hist = {n: c for n, c in rec["candidates"].items() if c.get("embedding_fp32")}
     assert len(with_hist) == len(rec["candidates"]) - 1

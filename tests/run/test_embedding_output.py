@@ -11,7 +11,7 @@ import onnx
 import pytest
 
 import tinyworld
-from tiny_embed import embedding_model
+from tinyworld import embedding_model
 
 from quantkit.errors import ConfigError, ModelError
 from quantkit.models.fit import resolve_output
@@ -70,26 +70,19 @@ def test_mask_aware_pooling_in_run_split_equals_the_graphs_own_mean(tmp_path):
     assert np.abs(cls - pooled).max() > 1e-2  # the first token is not the mean
 
 
+#: snippets of this module's label_free_world (tests/conftest.py)
+WORLD_ROWS = 1000
+
+
 @pytest.fixture(scope="module")
-def embed_world(tmp_path_factory):
-    root = tmp_path_factory.mktemp("embed-world")
-    w = tinyworld.make_world(root)
-    onnx.save(embedding_model(), str(root / "embed.onnx"))
-    w["model"] = root / "embed.onnx"
-    tinyworld.write_csv(root / "big.csv", tinyworld.rows(1000))
-    w["csv"] = root / "big.csv"
-    return w
+def embed_world(label_free_world):
+    """The label-free tiny world whose model is the tiny embedding model."""
+    return {**label_free_world, "model": label_free_world["embed"]}
 
 
 def _run(world, name, *extra):
-    run_dir = world["root"] / name
-    args = tinyworld.override(tinyworld.cli_args(world), f"hydra.run.dir={run_dir}",
-                              "data.label_column=null", "data.label_names=[]",
-                              "verdict.max_flip_rate=null",
-                              # each run is its own experiment here: a test ledger of its own
-                              # (looks across runs: tests/run/test_run_ledger.py)
-                              f"verdict.ledger_path={run_dir}/ledger.sqlite", *extra)
-    return tinyworld.run_quantkit(args, cwd=world["root"]), run_dir
+    return tinyworld.run_in(world, name, *tinyworld.LABEL_FREE, "verdict.max_flip_rate=null",
+                            *extra, own_ledger=True)
 
 
 @pytest.mark.parametrize("metric", ["cosine", "recall_at_k"])
@@ -180,11 +173,8 @@ def test_cli_selects_the_logits_output_of_a_multi_output_model(embed_world, tmp_
     """model.output.name picks the third output (a classifier head) of a 3-output model."""
     path = tmp_path / "multi.onnx"
     onnx.save(embedding_model(with_logits=True), str(path))
-    run_dir = embed_world["root"] / "multi"
-    args = tinyworld.override(tinyworld.cli_args(embed_world), f"hydra.run.dir={run_dir}",
-                              f"model.path={path}", "model.output.name=logits",
-                              "precision.search.enabled=false")
-    r = tinyworld.run_quantkit(args, cwd=embed_world["root"])
+    r, run_dir = tinyworld.run_in(embed_world, "multi", f"model.path={path}",
+                                  "model.output.name=logits", "precision.search.enabled=false")
     assert r.returncode == 0, r.stderr[-2000:]
     rec = json.loads((run_dir / "record.json").read_text())
     assert rec["model"]["output_name"] == "logits" and rec["model"]["output_kind"] == "logits"

@@ -27,32 +27,21 @@ def test_per_example_scores_match_the_means():
     assert set(np.unique(agree)) <= {0.0, 1.0}
 
 
-@pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    root = tmp_path_factory.mktemp("scores-world")
-    w = tinyworld.make_world(root)
-    tinyworld.write_csv(root / "big.csv", tinyworld.rows(800))
-    w["csv"] = root / "big.csv"
-    return w
+#: snippets of this module's label_free_world (tests/conftest.py)
+WORLD_ROWS = 800
 
 
 def _run(world, name, *extra):
-    run_dir = world["root"] / name
-    args = tinyworld.override(tinyworld.cli_args(world), f"hydra.run.dir={run_dir}",
-                              "data.label_column=null", "data.label_names=[]",
-                              "precision.search.enabled=false",
-                              # each run is its own experiment here: a test ledger of its own
-                              # (looks across runs: tests/run/test_run_ledger.py)
-                              f"verdict.ledger_path={run_dir}/ledger.sqlite", *extra)
-    r = tinyworld.run_quantkit(args, cwd=world["root"])
+    r, run_dir = tinyworld.run_in(world, name, *tinyworld.LABEL_FREE,
+                                  "precision.search.enabled=false", *extra, own_ledger=True)
     assert r.returncode == 0, r.stderr[-2000:]
     return json.loads((run_dir / "record.json").read_text()), r.stdout
 
 
 @pytest.mark.parametrize("metric, key", [("kl", "max_kl"), ("abs_logit", "max_abs_logit")])
-def test_ceiling_metrics_pass_and_fail(world, metric, key):
+def test_ceiling_metrics_pass_and_fail(label_free_world, metric, key):
     """The per-example ceiling and the share within it (issue 24: exact binomial bound)."""
-    rec, out = _run(world, f"{metric}-loose", f"verdict.metric={metric}")
+    rec, out = _run(label_free_world, f"{metric}-loose", f"verdict.metric={metric}")
     rows = rec["signoff"]["decision"]["rows"]
     assert all(r["metric"] == metric for r in rows)
     fp16 = rec["candidates"]["fp16"]
@@ -77,7 +66,7 @@ def test_ceiling_metrics_pass_and_fail(world, metric, key):
     # it, so no INT8 candidate can PASS
     q95 = min(c["verdict"]["signoff"]["methods"]["score"]["score_at_quantile"]
               for n, c in rec["candidates"].items() if n.startswith("int8."))
-    strict, _ = _run(world, f"{metric}-strict", f"verdict.metric={metric}",
+    strict, _ = _run(label_free_world, f"{metric}-strict", f"verdict.metric={metric}",
                      f"verdict.{key}={q95 / 10:.3g}")
     for n, c in strict["candidates"].items():
         if n.startswith("int8."):
@@ -88,8 +77,9 @@ def test_ceiling_metrics_pass_and_fail(world, metric, key):
             assert c["verdict"]["deltas"][metric]["low"] < share
 
 
-def test_kl_is_gated_by_churn(world):
+def test_kl_is_gated_by_churn(label_free_world):
     """The churn gate joins a KL verdict on logits (max_flip_rate set)."""
-    rec, _ = _run(world, "kl-gated", "verdict.metric=kl", "verdict.max_flip_rate=0.05")
+    rec, _ = _run(label_free_world, "kl-gated", "verdict.metric=kl",
+                  "verdict.max_flip_rate=0.05")
     sig = rec["candidates"]["fp16"]["verdict"]["signoff"]
     assert sig["gate"] is not None and sig["gate"]["metric"] == "churn"

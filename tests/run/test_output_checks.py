@@ -17,7 +17,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import tinyworld
-from tiny_embed import embedding_model
+from tinyworld import embedding_model
 
 from quantkit.errors import ModelError
 
@@ -51,24 +51,22 @@ def _token_scores_model() -> onnx.ModelProto:
                                                         ["batch", "seq"])], nodes)
 
 
+#: snippets of this module's label_free_world (tests/conftest.py)
+WORLD_ROWS = 400
+
+
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    root = tmp_path_factory.mktemp("output-world")
-    w = tinyworld.make_world(root)
-    tinyworld.write_csv(root / "big.csv", tinyworld.rows(400))
-    w["csv"] = root / "big.csv"
-    for name, model in {"echo": _echo_ids_model(), "scores": _token_scores_model(),
-                        "embed": embedding_model()}.items():
+def world(label_free_world):
+    """The label-free tiny world (embed.onnx included) with this module's models beside it."""
+    root = label_free_world["root"]
+    for name, model in {"echo": _echo_ids_model(), "scores": _token_scores_model()}.items():
         onnx.save(model, str(root / f"{name}.onnx"))
-    return w
+    return label_free_world
 
 
 def _run(world, run_name: str, model: str, *extra: str):
-    run_dir = world["root"] / run_name
-    args = tinyworld.override(tinyworld.cli_args(world), f"hydra.run.dir={run_dir}",
-                              f"model.path={world['root'] / model}",
-                              "precision.search.enabled=false", *extra)
-    return tinyworld.run_quantkit(args, cwd=world["root"]), run_dir
+    return tinyworld.run_in(world, run_name, f"model.path={world['root'] / model}",
+                            "precision.search.enabled=false", *extra)
 
 
 def _one_line_error(r, *fragments: str) -> None:
