@@ -3,7 +3,8 @@ on the target's runtime, the cheapest test PASS is recommended, an FP8 one inclu
 
 import numpy as np
 
-from quantkit.verdict import Margin, decide_family, declare_family, paired_signoff, recommend_candidate
+from quantkit.verdict import (Margin, TestPolicy, decide_family, declare_family, paired_signoff,
+                              recommend_candidate)
 
 M = Margin("absolute", 0.008)
 
@@ -14,7 +15,8 @@ def _tests(rng, n, cells, *, seed0=0):
         ref = rng.random(n) < 0.8
         u = rng.random(n)
         cand = np.where(ref, u >= b / 0.8, u < c / 0.2)
-        out[name] = paired_signoff(ref, cand, margin=M, candidate=name, seed=seed0 + i)
+        out[name] = paired_signoff(ref, cand, margin=M, candidate=name,
+                                   policy=TestPolicy(seed=seed0 + i))
     return out
 
 
