@@ -633,6 +633,15 @@ def validate(s: Settings) -> Settings:
     if "fp8" in s.precision.formats and s.target != "tensorrt":
         raise ConfigError("format fp8 is written for TensorRT only", where="precision.formats",
                           value=s.target, fix="use target=tensorrt, or precision.formats=[int8]")
+    if "fp8" in s.precision.formats:
+        from quantkit.calibrate.calibrators import FP8_CALIBRATORS
+
+        if not any(m in FP8_CALIBRATORS for m in s.calibrator.methods):
+            raise ConfigError("format fp8 requested, but no calibrator in calibrator.methods has "
+                              "an FP8 form", where="calibrator.methods",
+                              value=list(s.calibrator.methods),
+                              fix=f"add one of {sorted(FP8_CALIBRATORS)} (e.g. "
+                                  "calibrator.methods=[minmax,entropy])")
     if s.target == "ort_cpu" and s.backend.name == "trt":
         raise ConfigError("target=ort_cpu artifacts are for ONNX Runtime, not TensorRT",
                           where="target", value=s.target,

@@ -80,6 +80,10 @@ def test_fp8_on_ort_cpu_target_is_refused_in_settings(tiny):
 
     with pytest.raises(ConfigError, match="TensorRT only"):
         settings_for(tiny, "gpu.sm=90", "precision.formats=[int8,fp8]", "target=ort_cpu")
+    # fp8 asked for, but only entropy (no FP8 form): refused before any work, not run as INT8
+    with pytest.raises(ConfigError, match="no calibrator .* has an FP8 form"):
+        settings_for(tiny, "gpu.sm=90", "precision.formats=[fp8]",
+                     "calibrator.methods=[entropy]")
 
 
 def arts_int8(fp8_run) -> list[str]:
