@@ -11,7 +11,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     import onnx
 
+    from quantkit.verdict.ledger import LookAlpha
     from quantkit.verdict.signoff import SignoffTest
 
 __all__ = ["Evaluation", "evaluate", "evaluate_artifact", "evaluate_reference", "numerics_note"]
@@ -76,8 +77,8 @@ def evaluate_reference(ctx: RunContext, split: str = "dev") -> Evaluation:
 def evaluate(ctx: RunContext, name: str, path, *, split: str = "dev",
              reference: Evaluation | None = None, plan_int8: list[str] | None = None,
              plan_fp8: list[str] | None = None,
-             emulated: Any = None, artifact_sha: str | None = None,
-             look: Any = None,
+             emulated: onnx.ModelProto | Callable[[], onnx.ModelProto] | bool | None = None,
+             artifact_sha: str | None = None, look: LookAlpha | None = None,
              build: Callable[[], tuple[str, onnx.ModelProto | None]] | None = None
              ) -> Evaluation:
     """Evidence of the artifact at ``path`` on ``split`` (cached), with its paired test
