@@ -74,7 +74,10 @@ def start(args: list[str], run_dir: Path, stages: Path) -> tuple[subprocess.Pope
     """Start ``python -m quantkit`` in its own process group; output goes to a file."""
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     out = run_dir.parent / f"{run_dir.name}.{time.monotonic_ns()}.out"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    # unbuffered: Hydra logs to stdout, which a file makes block-buffered; the kill waits for
+    # "stage <name> ..." in this file, and a buffered marker could show only after the run
+    # had written record.json (a kill that then lands after the end: a flaky "not resumed")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
     cwd = ROOT
     if _SRC is not None:  # `python -m` puts the cwd first on sys.path: run from the snapshot
         env["PYTHONPATH"] = os.pathsep.join([str(_SRC), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
@@ -155,6 +158,8 @@ def kill_and_resume(args, base: Path, stage: str, ref: dict, delay_s: float) -> 
     problems = cache_problems(stages)
     temps = [str(p.relative_to(run_dir)) for p in run_dir.rglob("*.tmp*")]
     ok = rc == 0 and same and not problems and not temps and partial is None
+    if partial is not None:
+        how += " (a record.json was already written: the kill came after the run's end)"
     say(f"kill at {stage}: {how}; resumed rc={rc}, record identical={same}, "
         f"reused {hits or 'nothing'}, cache problems={problems or 'none'}, "
         f"temp files={temps or 'none'}")
