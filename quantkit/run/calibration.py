@@ -40,8 +40,8 @@ def calibrate(ctx: RunContext, source: QuantSource) -> Calibration:
     for every ``calibrator.methods``; with fp8 in ``precision.formats``, FP8-grid ranges of
     the original graph's scope (FP8 candidates take no ptq rewrite; the same pass when the
     recipe kept none); saved under ranges/."""
-    from quantkit.calibrate import (bootstrap_ranges, collect_stats, compute_ranges,
-                                    make_calibrator, save_ranges, to_trt_calibration_cache)
+    from quantkit.calibrate import (bootstrap_ranges, compute_ranges, make_calibrator,
+                                    save_ranges, to_trt_calibration_cache)
     from quantkit.errors import CalibrationError
 
     p, c = ctx.settings.precision, ctx.settings.calibrator
@@ -56,12 +56,7 @@ def calibrate(ctx: RunContext, source: QuantSource) -> Calibration:
     chunks = 16 if c.bootstrap > 0 else None
 
     def collect(graph=graph, tensors=tensors, chunks=chunks):
-        return collect_stats(graph.model, ctx.batches(ctx.splits.calib, c.batch_size),
-                             tensors, num_bins=c.num_bins, progress=ctx.settings.progress,
-                             runner_factory=lambda m, outs: ctx.runner(m, name="calibrate",
-                                                                       extra_outputs=outs,
-                                                                       graph=graph),
-                             num_chunks=chunks)
+        return _collect(ctx, graph, tensors, chunks)
 
     res = collect() if chunks else cached_stats(ctx, graph, tensors, collect)  # bootstrap: uncached
     params = {"percentile": {"percentile": c.percentile},
@@ -125,21 +120,26 @@ def fp8_ranges_on(ctx: RunContext, graph: ModelGraph, tensors: list[str], method
     """FP8-grid Ranges (calibrator ``method``) of ``tensors`` on ``graph``: one stage-cached
     statistics pass over the calibration split (the mixed search's FP8 layers, on the graph
     their plan is built from)."""
-    from quantkit.calibrate import collect_stats, compute_ranges, make_calibrator
+    from quantkit.calibrate import compute_ranges, make_calibrator
 
     c = ctx.settings.calibrator
-
-    def collect():
-        return collect_stats(graph.model, ctx.batches(ctx.splits.calib, c.batch_size),
-                             tensors, num_bins=c.num_bins, progress=ctx.settings.progress,
-                             runner_factory=lambda m, outs: ctx.runner(m, name="calibrate",
-                                                                       extra_outputs=outs,
-                                                                       graph=graph))
-
-    res = cached_stats(ctx, graph, tensors, collect)
+    res = cached_stats(ctx, graph, tensors, lambda: _collect(ctx, graph, tensors, None))
     params = {"percentile": {"percentile": c.percentile}}.get(method, {})
     cal = {f"fp8.{method}": make_calibrator(method, grid="fp8", **params)}
     return compute_ranges(res.stats, cal, samples_seen=res.samples_seen)[f"fp8.{method}"]
+
+
+def _collect(ctx: RunContext, graph: ModelGraph, tensors: list[str], chunks: int | None):
+    """One streaming statistics pass over the calibration split on ``graph``."""
+    from quantkit.calibrate import collect_stats
+
+    c = ctx.settings.calibrator
+    return collect_stats(graph.model, ctx.batches(ctx.splits.calib, c.batch_size), tensors,
+                         num_bins=c.num_bins, progress=ctx.settings.progress,
+                         runner_factory=lambda m, outs: ctx.runner(m, name="calibrate",
+                                                                   extra_outputs=outs,
+                                                                   graph=graph),
+                         num_chunks=chunks)
 
 
 def cached_stats(ctx: RunContext, graph: ModelGraph, tensors: list[str], collect):

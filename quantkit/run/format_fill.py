@@ -49,11 +49,10 @@ def _cheaper_in_fp8(ctx: RunContext, layers: list[str]) -> tuple[list[str], dict
     """The layers the cost model finds faster in FP8 than in FP16 on ``gpu.sm``, and the
     per-layer estimates (ms) it compared."""
     from quantkit.precision.cost import estimate_layer
-    from quantkit.precision.plan_cost import gemm_shapes
+    from quantkit.run.signoff import run_gemm_shapes
 
     s = ctx.settings
-    batch, length = max(s.bench.batch_sizes), int(s.data.max_length or 1)
-    shapes = gemm_shapes(ctx.graph.model, ctx.graph.infos, batch=batch, length=length)
+    shapes, _ = run_gemm_shapes(ctx)
     est, cheaper = {}, []
     for n in layers:
         if n not in shapes:

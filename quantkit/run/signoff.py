@@ -334,15 +334,24 @@ def recommend_signed(ctx: RunContext, signoff: SignOff, artifacts: dict, backend
 def estimated_cost(ctx: RunContext, artifacts: dict) -> dict:
     """name -> PlanEstimate of each candidate's GEMM time on ``gpu.sm`` (empty when no target
     GPU is set): at the largest ``bench.batch_sizes`` and ``data.max_length``."""
-    from quantkit.precision.plan_cost import estimate_plan, gemm_shapes
+    from quantkit.precision.plan_cost import estimate_plan
 
     s = ctx.settings
     if s.gpu.sm is None:
         return {}
+    shapes, where = run_gemm_shapes(ctx)
+    return {n: estimate_plan(a.plan, shapes, s.gpu.sm, shape=where) for n, a in artifacts.items()}
+
+
+def run_gemm_shapes(ctx: RunContext) -> tuple[dict, str]:
+    """The run graph's GEMM shapes for the cost model (``plan_cost.gemm_shapes``) at the
+    largest ``bench.batch_sizes`` and ``data.max_length``, and a line saying so."""
+    from quantkit.precision.plan_cost import gemm_shapes
+
+    s = ctx.settings
     batch, length = max(s.bench.batch_sizes), int(s.data.max_length or 1)
     shapes = gemm_shapes(ctx.graph.model, ctx.graph.infos, batch=batch, length=length)
-    where = f"batch {batch}, length {length} where the model's shape is symbolic"
-    return {n: estimate_plan(a.plan, shapes, s.gpu.sm, shape=where) for n, a in artifacts.items()}
+    return shapes, f"batch {batch}, length {length} where the model's shape is symbolic"
 
 
 def blocked_by_engine(backend_checks: dict) -> dict[str, str]:
