@@ -58,7 +58,7 @@ def main() -> None:
     from quantkit.precision.plan import build_plan
     from quantkit.ptq.pipeline import CalibData, refine, rewrite
     from quantkit.ptq.recipe import Recipe
-    from quantkit.qdq.graph import ensure_node_names
+    from quantkit.graph.facts import ensure_node_names
     from quantkit.qdq.insert import insert_qdq
     from quantkit.qdq.lint import lint_for_target
 

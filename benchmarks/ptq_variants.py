@@ -68,7 +68,7 @@ def main() -> None:
     from quantkit.ptq.pipeline import CalibData, refine, rewrite
     from quantkit.ptq.recipe import Recipe
     from quantkit.qdq.casts import emulate_fp16
-    from quantkit.qdq.graph import ensure_node_names
+    from quantkit.graph.facts import ensure_node_names
     from quantkit.qdq.insert import insert_qdq
 
     feeds = as_feeds(enc)

@@ -51,7 +51,7 @@ def main() -> None:
     from quantkit.environment import cpu_isa, cpu_name
     from quantkit.precision.plan import Plan
     from quantkit.qdq.casts import convert_fp16, emulate_fp16
-    from quantkit.qdq.graph import ensure_node_names
+    from quantkit.graph.facts import ensure_node_names
     from quantkit.qdq.insert import insert_qdq
 
     enc = as_feeds(enc)

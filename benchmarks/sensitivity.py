@@ -30,7 +30,7 @@ def main() -> None:
     from hydra import compose, initialize_config_dir
 
     from quantkit.app import run
-    from quantkit.precision.search import linear_evals_needed
+    from quantkit.precision.fp16_search import linear_evals_needed
     from quantkit.settings import register
 
     register()

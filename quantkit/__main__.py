@@ -1,6 +1,7 @@
 """``python -m quantkit experiment=bert_int8``: the Hydra entry point. Nothing else lives here,
-except the dispatch of ``quantkit ledger ...`` (quantkit/ledger_cli.py: the looks at the test
-split that the persistent ledger holds).
+except the dispatch of the tools in quantkit/cli/: ``quantkit ledger ...`` (the looks at the test
+split that the persistent ledger holds), ``quantkit lint MODEL.onnx`` (the Q/DQ rules) and
+``quantkit sweep DIR`` (a sweep's comparison report).
 
 Errors become one line on stderr and a non-zero exit code: a QuantkitError (our own checks),
 a Hydra / OmegaConf composition error (a typo in a group, key or value), or an OSError while
@@ -145,10 +146,19 @@ def check_overrides(argv: list[str]) -> None:
 
 
 def cli() -> None:
-    if sys.argv[1:2] == ["ledger"]:  # `quantkit ledger ...`: the test ledger, no Hydra
-        from quantkit.ledger_cli import main as ledger_main
+    tool = sys.argv[1:2]
+    if tool == ["ledger"]:  # `quantkit ledger ...`: the test ledger, no Hydra
+        from quantkit.cli.ledger_cmd import main as ledger_main
 
         sys.exit(ledger_main(sys.argv[2:]))
+    if tool == ["lint"]:  # `quantkit lint MODEL.onnx`: the Q/DQ rules, no Hydra
+        from quantkit.cli.lint_cmd import main as lint_main
+
+        sys.exit(lint_main(sys.argv[2:]))
+    if tool == ["sweep"]:  # `quantkit sweep DIR`: rebuild a sweep's comparison report
+        from quantkit.cli.sweep_cmd import main as sweep_main
+
+        sys.exit(sweep_main(sys.argv[2:]))
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 

@@ -2,7 +2,7 @@
 
 Each stage is a function in :mod:`quantkit.run` taking the run's :class:`RunContext` and
 typed inputs and returning a typed result; the RunRecord is assembled from those results
-once, at the end (:func:`quantkit.run.record.assemble_record`). No stage reads another
+once, at the end (:func:`quantkit.run.assemble.assemble_record`). No stage reads another
 stage's output out of the record.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from quantkit.report.record import RunRecord
+from quantkit.record.run_record import RunRecord
 from quantkit.run.summary import summary_lines  # noqa: F401 (re-exported for __main__)
 from quantkit.settings import Settings, build
 

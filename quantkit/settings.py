@@ -430,7 +430,7 @@ class VerdictConfig:
     # analytic approximation only (simulation benchmarks that plan thousands of times)
     power_sims: int = 400
     # label-free scores vs FP32, tested as the share of examples within a per-example
-    # tolerance (exact binomial bound; quantkit/verdict/signoff.py score_signoff):
+    # tolerance (exact binomial bound; quantkit/verdict/family.py score_signoff):
     min_cosine: float = 0.99  # metric=cosine: per-example floor of the cosine to FP32
     recall_k: int = 10  # metric=recall_at_k: neighbours per query, searched in the gallery
     min_recall: float = 0.9  # metric=recall_at_k: per-query floor of recall@k of FP32's
@@ -487,7 +487,7 @@ class PtqAutoConfig:
 @dataclass
 class PtqConfig(Recipe):
     """Post-training steps on the graph that gets quantized (quantkit/ptq; the stage
-    quantkit/run/ptq.py). ``recipe``: ``auto`` (default: chosen per model on dev among the
+    quantkit/run/ptq_stage.py). ``recipe``: ``auto`` (default: chosen per model on dev among the
     declared recipes), a named recipe (``none``, ``generic``, ``bert``, ``mobilenet``:
     quantkit/ptq/recipe.py), or ``custom``: exactly the step keys below (the fields of
     :class:`~quantkit.ptq.recipe.Recipe`, all off by default). The FP32 reference stays the

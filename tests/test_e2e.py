@@ -52,7 +52,7 @@ def test_bert_int8_end_to_end(cli, tmp_path):
     sums = (run_dir / "SHA256SUMS").read_text()
     assert "model.int8.minmax.onnx" in sums and "model.mixed.onnx" in sums
     # the artifacts quantkit writes pass its own TensorRT-rules lint from the CLI
-    lint = subprocess.run([sys.executable, "-m", "quantkit.lint", str(run_dir / "model.mixed.onnx")],
+    lint = subprocess.run([sys.executable, "-m", "quantkit.cli.lint_cmd", str(run_dir / "model.mixed.onnx")],
                           capture_output=True, text=True)
     assert lint.returncode == 0, lint.stdout + lint.stderr
     assert "fp32 " in r.stdout and "recommended:" in r.stdout

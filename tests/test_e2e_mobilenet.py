@@ -79,7 +79,7 @@ def test_mobilenet_int8_end_to_end(cli, tmp_path):
     assert cands["mixed"]["lint"]["violations"] == 0
     for f in ("record.json", "report.md", "report.html", "SHA256SUMS", "model.mixed.onnx"):
         assert (run_dir / f).is_file(), f
-    lint = subprocess.run([sys.executable, "-m", "quantkit.lint", str(run_dir / "model.mixed.onnx")],
+    lint = subprocess.run([sys.executable, "-m", "quantkit.cli.lint_cmd", str(run_dir / "model.mixed.onnx")],
                           capture_output=True, text=True)
     assert lint.returncode == 0, lint.stdout + lint.stderr
     assert "int8.mse" in r.stdout and "recommended:" in r.stdout

@@ -216,7 +216,7 @@ class OrtRunner:
         except Exception as exc:  # onnxruntime raises its own untyped errors
             raise BackendError(f"ONNX Runtime could not load the model: {exc}".splitlines()[0],
                                where=self.name,
-                               fix="check the model with `python -m quantkit.lint` "
+                               fix="check the model with `python -m quantkit.cli.lint_cmd` "
                                    "and onnx.checker") from exc
         from quantkit.backends.providers import check_session_providers  # no silent fallback
 

@@ -6,7 +6,7 @@ the serving cost, ``stage`` is the run's latency stage.
 """
 
 from quantkit.bench.stage import execution_label, measure_latency
-from quantkit.bench.stats import (compare_int8_fp16, cost_projection, latency_stats, median_ratio,
+from quantkit.bench.latency_stats import (compare_int8_fp16, cost_projection, latency_stats, median_ratio,
                                   paired_ratio)
 from quantkit.bench.timing import Timing, time_runner
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from quantkit.bench.stats import compare_int8_fp16, cost_projection, latency_stats
+from quantkit.bench.latency_stats import compare_int8_fp16, cost_projection, latency_stats
 from quantkit.bench.timing import time_runner
 
 __all__ = ["measure_latency", "execution_label", "latency_key_facts", "default_runner", "feeds_digest"]

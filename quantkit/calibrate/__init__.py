@@ -25,8 +25,8 @@ from quantkit.calibrate.io import (check_ranges_match, load_ranges, load_stats,
                                    read_trt_calibration_cache, save_ranges, save_stats,
                                    to_trt_calibration_cache)
 from quantkit.calibrate.ranges import Ranges, compute_ranges
-from quantkit.calibrate.stats import HistogramStats, combine_stats
-from quantkit.calibrate.weights import weight_amax_per_channel, weight_axis
+from quantkit.calibrate.histogram import HistogramStats, combine_stats
+from quantkit.calibrate.weight_ranges import weight_amax_per_channel, weight_axis
 
 _LAZY = {"QuantTarget", "WeightTarget", "select_tensors", "activation_tensors",
          "CollectResult", "collect_stats"}

@@ -16,7 +16,7 @@ import numpy as np
 
 from quantkit.calibrate.calibrators import Calibrator
 from quantkit.calibrate.ranges import exclusion_reason
-from quantkit.calibrate.stats import HistogramStats, combine_stats
+from quantkit.calibrate.histogram import HistogramStats, combine_stats
 from quantkit.errors import CalibrationError
 
 __all__ = ["AmaxSpread", "bootstrap_ranges"]

@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from quantkit.calibrate.fp8_grid import fp8_error_integral
-from quantkit.calibrate.stats import DEFAULT_NUM_BINS, HistogramStats
+from quantkit.calibrate.histogram import DEFAULT_NUM_BINS, HistogramStats
 from quantkit.errors import CalibrationError, ConfigError
 
 __all__ = ["Calibrator", "MinMaxCalibrator", "PercentileCalibrator", "EntropyCalibrator",

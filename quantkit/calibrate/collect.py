@@ -23,7 +23,7 @@ import numpy as np
 import onnx
 
 from quantkit.calibrate.ranges import Ranges, compute_ranges
-from quantkit.calibrate.stats import DEFAULT_NUM_BINS, HistogramStats, combine_stats
+from quantkit.calibrate.histogram import DEFAULT_NUM_BINS, HistogramStats, combine_stats
 from quantkit.graph.selection import NodeSelection
 from quantkit.graph.weights import WEIGHT_INPUTS, WEIGHTED_OPS, weight_axis
 from quantkit.errors import BackendError, CalibrationError, ConfigError, DataError, QuantkitError

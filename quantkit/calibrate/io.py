@@ -21,7 +21,7 @@ from typing import Any
 
 from quantkit.calibrate.calibrators import QMAX
 from quantkit.calibrate.ranges import Ranges
-from quantkit.calibrate.stats import HistogramStats
+from quantkit.calibrate.histogram import HistogramStats
 from quantkit.fsutil import atomic_write_text  # noqa: F401  (re-exported)
 from quantkit.errors import CalibrationError
 

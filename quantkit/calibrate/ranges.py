@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from quantkit.calibrate.calibrators import QMAX, Calibrator
-from quantkit.calibrate.stats import DEFAULT_NUM_BINS, HistogramStats
+from quantkit.calibrate.histogram import DEFAULT_NUM_BINS, HistogramStats
 from quantkit.errors import CalibrationError
 
 __all__ = ["Ranges", "compute_ranges", "RANGES_FORMAT", "RANGES_VERSION"]

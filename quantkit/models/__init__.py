@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from quantkit.models.base import Model
+from quantkit.models.model import Model
 
 __all__ = ["Model", "prepare_model", "ZOO"]
 
@@ -43,7 +43,7 @@ def prepare_model(settings, splits, *, cache_dir: Path) -> Model:
             n_train=None, seed=settings.seed,
             label_names=splits.label_names, name=cfg.name, batch_size=settings.data.batch_size,
             progress=settings.progress, opset=cfg.opset)
-    from quantkit.models.export import prepare_text_classifier, prepare_text_encoder
+    from quantkit.models.torch_export import prepare_text_classifier, prepare_text_encoder
 
     if cfg.kind == "zoo":
         from quantkit.assets import ASSETS, asset_path

@@ -84,7 +84,7 @@ def check_custom_ops(proto: onnx.ModelProto, *, where: str = "model.path",
                              where=f"{where} (node {graph_node.name or '<unnamed>'})",
                              value=f"{graph_node.domain}::{graph_node.op_type}",
                              fix="export the model with standard ONNX operators (opset 13-19), or "
-                                 "replace the custom op before quantizing; quantkit.lint and "
+                                 "replace the custom op before quantizing; quantkit.cli.lint_cmd and "
                                  "onnx.checker accept custom domains, ONNX Runtime does not")
 
 

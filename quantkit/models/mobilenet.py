@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from quantkit.errors import AssetError, ModelError
-from quantkit.models.base import Model
+from quantkit.models.model import Model
 
 log = logging.getLogger(__name__)
 
@@ -256,7 +256,7 @@ def prepare_mobilenet_classifier(*, cache_dir: str | os.PathLike, train_images: 
     parameters, the opset and ``PREP_VERSION``; a hit logs "using cached prepared model".
     """
     from quantkit.data.images import ImagePreprocess, images_sha256
-    from quantkit.models.export import PREP_VERSION, prepare_cached, write_with_head
+    from quantkit.models.torch_export import PREP_VERSION, prepare_cached, write_with_head
     from quantkit.models.head import fit_linear_head
 
     if not isinstance(preprocess, ImagePreprocess):

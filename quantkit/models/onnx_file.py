@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from quantkit.assets import sha256_file
-from quantkit.models.base import Model, inspect_onnx
+from quantkit.models.model import Model, inspect_onnx
 from quantkit.settings import ModelConfig
 
 

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import onnx
 
-from quantkit.qdq.graph import constant_arrays, node_names
+from quantkit.graph.facts import constant_arrays, node_names
 
 __all__ = ["DEFAULT_FP32_OPS", "FP16_FLUSH_BELOW", "normalization_fp32_reasons",
            "fp16_underflow_reasons", "flushes_in_fp16"]

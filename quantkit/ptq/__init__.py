@@ -16,6 +16,6 @@ changed, so the run can record it next to the Plan. Run order (see each module):
 7. ``qdq.insert.insert_qdq(..., int8_weights=True)``
 """
 
-from quantkit.ptq.record import StepRecord
+from quantkit.ptq.step_record import StepRecord
 
 __all__ = ["StepRecord"]

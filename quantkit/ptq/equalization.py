@@ -30,8 +30,8 @@ from onnx import helper
 
 from quantkit.errors import ConfigError
 from quantkit.ptq.graphutil import InitializerEditor, copy_model
-from quantkit.ptq.record import StepRecord
-from quantkit.qdq.graph import attr, constant_arrays, ensure_node_names
+from quantkit.ptq.step_record import StepRecord
+from quantkit.graph.facts import attr, constant_arrays, ensure_node_names
 
 log = logging.getLogger(__name__)
 

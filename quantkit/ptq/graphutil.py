@@ -6,7 +6,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from quantkit.qdq.graph import attr, consumers, unique_name
+from quantkit.graph.facts import attr, consumers, unique_name
 
 
 class InitializerEditor:

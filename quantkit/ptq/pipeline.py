@@ -11,7 +11,7 @@ tests and benchmarks call.
 the calibration data (:mod:`quantkit.ptq.proof`; a step that fails is dropped, with its
 reason). ``refine`` runs range search, weight rounding and bias correction for one INT8
 plan. Every statistics pass goes through ``memo(kind, key, compute) -> (obj, arrays)``: the
-run passes its stage cache (``quantkit/run/ptq.py``), tests and benchmarks the default
+run passes its stage cache (``quantkit/run/ptq_stage.py``), tests and benchmarks the default
 :func:`no_memo`; the computed values are the same either way. ``runners``: how the passes
 open ONNX Runtime (the run's backend settings; defaults: ORT CPU).
 """
@@ -30,7 +30,7 @@ import onnx
 from quantkit.precision.plan import Plan
 from quantkit.ptq.proof import DEFAULT_TOLERANCE, StepProof, prove_rewrite
 from quantkit.ptq.recipe import Recipe
-from quantkit.ptq.record import StepRecord
+from quantkit.ptq.step_record import StepRecord
 
 Batches = Callable[[], Iterable[Mapping[str, np.ndarray]]]
 Memo = Callable[[str, dict, Callable[[], tuple[dict, dict]]], tuple[dict, dict]]

@@ -34,8 +34,8 @@ from quantkit.errors import CalibrationError, ConfigError
 from quantkit.precision.plan import Plan
 from quantkit.ptq.bias_correction import quantized_weight
 from quantkit.ptq.layer_runner import LayerRunner, initializer_array
-from quantkit.ptq.record import StepRecord
-from quantkit.qdq.graph import constant_tensors, quant_slots, tensor_infos
+from quantkit.ptq.step_record import StepRecord
+from quantkit.graph.facts import constant_tensors, quant_slots, tensor_infos
 from quantkit.qdq.scales import fake_quantize, int8_scale
 
 log = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ A post-training step rewrites groups of nodes together: SmoothQuant scales a Lay
 inserts a ``Mul``) and the MatMuls reading it; equalization scales a Conv pair (and may
 replace the ReLU6 between by ``Relu`` + ``Min``); weight rounding and bias correction edit
 one INT8 node's weight and bias (adding a bias input to a bias-less Conv). Each step records
-those groups (:attr:`quantkit.ptq.record.StepRecord.groups`: the names of the nodes it
+those groups (:attr:`quantkit.ptq.step_record.StepRecord.groups`: the names of the nodes it
 changed, removed or inserted). A group is needed only by the INT8 nodes in it: a plan that
 keeps every node of a group in FP16 / FP32 must run the group as the original graph does,
 constants the step added included.

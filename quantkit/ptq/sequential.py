@@ -25,7 +25,7 @@ import onnx
 
 from quantkit.precision.plan import Plan
 from quantkit.ptq.capture import require_batches
-from quantkit.ptq.record import StepRecord
+from quantkit.ptq.step_record import StepRecord
 from quantkit.ptq.weight_rounding import InputStats, RoundingLayer, accumulate, round_weights
 from quantkit.qdq.scales import int8_scale
 

@@ -27,8 +27,8 @@ from onnx import helper
 
 from quantkit.errors import ConfigError
 from quantkit.ptq.graphutil import InitializerEditor, copy_model, weight_k_axis
-from quantkit.ptq.record import StepRecord
-from quantkit.qdq.graph import ensure_node_names, producers
+from quantkit.ptq.step_record import StepRecord
+from quantkit.graph.facts import ensure_node_names, producers
 
 log = logging.getLogger(__name__)
 

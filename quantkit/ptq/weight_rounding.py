@@ -30,8 +30,8 @@ import numpy as np
 import onnx
 
 from quantkit.ptq.graphutil import InitializerEditor, copy_model
-from quantkit.ptq.record import StepRecord
-from quantkit.qdq.graph import attr, ensure_node_names
+from quantkit.ptq.step_record import StepRecord
+from quantkit.graph.facts import attr, ensure_node_names
 from quantkit.qdq.scales import INT8_MAX, int8_scale, per_channel_amax, weight_axis
 
 log = logging.getLogger(__name__)

@@ -56,7 +56,7 @@ from onnx import helper, numpy_helper
 from quantkit.errors import ConfigError, GraphEditError
 from quantkit.precision.fp16_rules import fp16_underflow_reasons
 from quantkit.precision.plan import NodeDecision, Plan, Precision
-from quantkit.qdq.graph import (FLOAT, FLOAT16, constant_arrays, constant_tensors,
+from quantkit.graph.facts import (FLOAT, FLOAT16, constant_arrays, constant_tensors,
                                 ensure_node_names, node_names, opset_version,
                                 subgraph_captures, tensor_infos, unique_name, with_value_info)
 

@@ -23,8 +23,8 @@ from quantkit.run.latency import LatencyReport, latency_feeds, latency_reuse, me
 from quantkit.run.layerwise import LayerReport, compare_layers
 from quantkit.run.prepare import (Prepared, check_preflight, load_data, prepare_model,
                                   prepared_context, text_encoder)
-from quantkit.run.ptq import QuantSource, apply_ptq
-from quantkit.run.record import (RunResults, assemble_record, candidate_records, record_files,
+from quantkit.run.ptq_stage import QuantSource, apply_ptq
+from quantkit.run.assemble import (RunResults, assemble_record, candidate_records, record_files,
                                  recorded_config, slower_than_fp32, target_note,
                                  write_sha256sums)
 from quantkit.run.scope import QuantScope, quant_scope

@@ -17,7 +17,7 @@ import onnx
 from quantkit.backends.spill import KeptModel, SpilledModel
 from quantkit.precision.plan import Plan
 from quantkit.ptq.pipeline import Refined
-from quantkit.ptq.record import StepRecord
+from quantkit.ptq.step_record import StepRecord
 from quantkit.run.calibration import Calibration
 from quantkit.run.context import RunContext
 from quantkit.run.fp16_range import Fp16Range
@@ -123,7 +123,7 @@ def build_artifact(ctx: RunContext, name: str, plan: Plan, *, graph: ModelGraph 
     ``steps`` / ``refined``: the ptq steps behind it, recorded and kept for variants."""
     from quantkit.backends.spill import LazySpilledModel
     from quantkit.errors import GraphEditError
-    from quantkit.models.base import write_json_atomic, write_model_atomic
+    from quantkit.models.model import write_json_atomic, write_model_atomic
     from quantkit.qdq.casts import convert_fp16, emulate_fp16
     from quantkit.qdq.insert import insert_qdq
     from quantkit.qdq.lint import lint_for_target

@@ -151,7 +151,7 @@ def _check(ctx: RunContext, art: Artifact, reference, plan) -> dict:
 
     signed = art.emulated() if art.emulated is not None else art.path
     if s.backend.name == "trt":
-        from quantkit.backends.trt.run import runner_for
+        from quantkit.backends.trt.infer import runner_for
         from quantkit.run.engine import build_trt_engine
 
         engine = build_trt_engine(ctx, art.path, None)

@@ -145,7 +145,7 @@ def _collect(ctx: RunContext, graph: ModelGraph, tensors: list[str], chunks: int
 def cached_stats(ctx: RunContext, graph: ModelGraph, tensors: list[str], collect):
     """Calibration histograms of ``graph``, cached without the calibrator choice: every
     calibrator (every sweep job, every recipe auto tries on this graph) reuses one pass."""
-    from quantkit.calibrate.stats import HistogramStats
+    from quantkit.calibrate.histogram import HistogramStats
 
     s, c = ctx.settings, ctx.settings.calibrator
     inputs = {"model": graph.sha256, "calib": ctx.splits.calib.sha256, "tensors": tensors,

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from quantkit.data.feeds import ImageFeeds, TextFeeds
     from quantkit.data.splits import Splits
     from quantkit.graph.model_graph import ModelGraph
-    from quantkit.models.base import Model
+    from quantkit.models.model import Model
 
 __all__ = ["RunContext", "make_context"]
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import onnx
 
     from quantkit.verdict.ledger import LookAlpha
-    from quantkit.verdict.signoff import SignoffTest
+    from quantkit.verdict.family import SignoffTest
 
 __all__ = ["Evaluation", "evaluate", "evaluate_artifact", "evaluate_reference", "numerics_note"]
 
@@ -249,7 +249,7 @@ def _evaluate(ctx: RunContext, name: str, path, *, split: str, reference: Evalua
                             qdq_mode="fused"):
                 pass
         if engine is not None:
-            from quantkit.backends.trt.run import runner_for
+            from quantkit.backends.trt.infer import runner_for
 
             runner = runner_for(s, engine, name=name)
         else:
@@ -314,7 +314,7 @@ def numerics_note(name: str, settings, *, emulated: bool = False, qdq_mode: str 
 
 def _numerics_note(name: str, settings, *, emulated: bool = False) -> str:
     if settings.backend.name == "trt":
-        from quantkit.backends.trt.run import engine_numerics_note
+        from quantkit.backends.trt.infer import engine_numerics_note
 
         return engine_numerics_note(name, settings)
     prov = "+".join(p.replace("ExecutionProvider", "") for p in settings.backend.providers)

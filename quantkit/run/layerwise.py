@@ -79,8 +79,8 @@ def _on_engine(ctx: RunContext, artifacts: dict[str, Artifact], flagged: dict[st
     """backend=trt: the tensors the ONNX Runtime comparison flagged, re-measured on a debug
     engine of each artifact (TensorRT debug tensors, ``--markDebug`` style: a separate
     engine, so the signed-off engine is never perturbed)."""
-    from quantkit.backends.trt.run import build_for_run, runner_for
-    from quantkit.compare.layerwise import compare_layers as _compare
+    from quantkit.backends.trt.infer import build_for_run, runner_for
+    from quantkit.compare.layer_diff import compare_layers as _compare
 
     out = {}
     data = ctx.splits.dev.subset(subset)
@@ -103,7 +103,7 @@ def _on_engine(ctx: RunContext, artifacts: dict[str, Artifact], flagged: dict[st
 
 def _run(ctx: RunContext, artifacts: dict[str, Artifact], tensors, subset
          ) -> dict[str, dict[str, dict]]:
-    from quantkit.compare.layerwise import shared_tensors
+    from quantkit.compare.layer_diff import shared_tensors
 
     ref_proto = ctx.graph.model
     data = ctx.splits.dev.subset(subset)
@@ -143,7 +143,7 @@ def compare_candidate(ctx: RunContext, ref, candidate, tensors, data, amax, *, n
     ``compare.max_outputs_per_run`` tensors fetched per inference. The candidate runner
     has no ORT memory arena (``ref`` should not either: ``memory_arena=False``); numbers
     are the same with or without one."""
-    from quantkit.compare.layerwise import compare_layers as _compare
+    from quantkit.compare.layer_diff import compare_layers as _compare
 
     s = ctx.settings.compare
     with ctx.runner(candidate, name=name, extra_outputs=tensors, memory_arena=False) as run:

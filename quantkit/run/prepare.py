@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from quantkit.data.feeds import ImageFeeds, TextFeeds
     from quantkit.data.splits import Splits
     from quantkit.graph.model_graph import ModelGraph
-    from quantkit.models.base import Model
+    from quantkit.models.model import Model
 
 __all__ = ["Prepared", "check_preflight", "load_data", "prepare_model", "prepared_context",
            "probe_output", "text_encoder"]
@@ -33,7 +33,7 @@ def check_preflight(ctx: RunContext) -> None:
     if s.stage_cache and ctx.cache is not None:
         ensure_dir(ctx.cache.root, key="stage_cache_dir" if s.stage_cache_dir else "cache_dir")
     if s.backend.name == "trt":  # tensorrt of the pinned major, libcudart, backend.trt.device
-        from quantkit.backends.trt.run import preflight
+        from quantkit.backends.trt.infer import preflight
 
         preflight(s)
     else:  # an execution provider this onnxruntime lacks
@@ -41,7 +41,7 @@ def check_preflight(ctx: RunContext) -> None:
 
         check_providers(s.backend.providers)
     if s.model.kind == "onnx":
-        from quantkit.models.base import inspect_onnx
+        from quantkit.models.model import inspect_onnx
 
         proto, _, output, _ = inspect_onnx(s.model.path, output=s.model.output.name)
         check_model_fits(s, proto)

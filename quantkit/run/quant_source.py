@@ -1,6 +1,6 @@
 """The ptq stage's value, :class:`QuantSource`, and what builds it: the graph a recipe
 rewrote (:func:`source_for`), the pipeline's runners, memo and calibration data. The stage
-itself (which recipe, then :func:`source_for`) is quantkit/run/ptq.py; the recipe choice
+itself (which recipe, then :func:`source_for`) is quantkit/run/ptq_stage.py; the recipe choice
 (quantkit/run/recipe_choice.py) builds candidate sources with the same functions."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 from quantkit.ptq.pipeline import CalibData, Refined, Rewritten, Runners, refine, restored_for
 from quantkit.ptq.proof import StepProof
 from quantkit.ptq.recipe import Recipe
-from quantkit.ptq.record import StepRecord
+from quantkit.ptq.step_record import StepRecord
 from quantkit.run.context import RunContext
 from quantkit.run.fp16_range import Fp16Range
 from quantkit.run.recipe_trial import RecipeChoice

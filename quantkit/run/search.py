@@ -172,7 +172,7 @@ def proxy_layer_stats(ctx: RunContext, art: Artifact, source: QuantSource,
     and the tensors measured here (empty when nothing was missing: no extra run)."""
     import onnx
 
-    from quantkit.compare.layerwise import shared_tensors
+    from quantkit.compare.layer_diff import shared_tensors
     from quantkit.run.layerwise import compare_candidate
 
     missing = [t for t in dict.fromkeys(tensors) if t not in stats]
@@ -222,9 +222,9 @@ def powered_eval(ctx: RunContext, ev: Evaluation, *, seconds: float, **extra):
     power: a candidate that passes dev by a hair would be INCONCLUSIVE on test); ``FAIL``
     when dev says FAIL; else ``INCONCLUSIVE``. The verdict and the power plan go into
     ``extra``."""
-    from quantkit.precision.search import EvalResult
+    from quantkit.precision.fp16_search import EvalResult
     from quantkit.verdict import TestPolicy
-    from quantkit.verdict.signoff import plan_power
+    from quantkit.verdict.family import plan_power
 
     policy = TestPolicy.from_settings(ctx.settings)
     n_test = len(ctx.splits.test)
@@ -251,7 +251,7 @@ def search_mixed(ctx: RunContext, artifacts: dict[str, Artifact],
     """The search over the best INT8 candidate's layers (None without INT8 candidates);
     every variant is built the way that candidate was (``source``: its ptq graph and
     edits; nodes left out of INT8 compute the original FP32 function)."""
-    from quantkit.precision.search import EvalResult, linear_evals_needed, pareto, search_fp16_set
+    from quantkit.precision.fp16_search import EvalResult, linear_evals_needed, pareto, search_fp16_set
     from quantkit.precision.sensitivity import int8_node_tensors, proxy_scores, rank
 
     s, graph = ctx.settings, ctx.graph

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from quantkit.report.record import RunRecord
+from quantkit.record.run_record import RunRecord
 
 __all__ = ["summary_lines", "engine_check_lines", "margin_split_line"]
 

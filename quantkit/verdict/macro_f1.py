@@ -3,7 +3,7 @@
 ``delta = macroF1(candidate) - macroF1(FP32)`` on the same labelled examples, macro-F1 as
 scikit-learn computes it over the declared classes (``F1_c = 2 TP_c / (n_c + m_c)``, ``n_c``
 examples of class c, ``m_c`` predicted c; 0 when both are 0). The decision rule is the
-accuracy rule (``quantkit.verdict.signoff``, rules 1, 2, 5): the envelope of two intervals,
+accuracy rule (``quantkit.verdict.family``, rules 1, 2, 5): the envelope of two intervals,
 PASS when its lower bound is above ``-margin`` (relative margins of FP32's macro-F1), FAIL
 when its upper bound is below, INCONCLUSIVE otherwise and below ``min_n`` / ``min_groups``.
 
@@ -52,9 +52,9 @@ from quantkit.verdict.margin import Margin, margin_abs as to_margin_abs
 from quantkit.verdict.policy import TestPolicy
 from quantkit.verdict.power import required_test_size
 from quantkit.verdict.score import tango_interval, tango_p_noninferiority
-from quantkit.verdict.signoff import (DEFAULT_POLICY, INCONCLUSIVE, SignoffTest, _groups,
+from quantkit.verdict.family import (DEFAULT_POLICY, INCONCLUSIVE, SignoffTest, _groups,
                                       _status, _too_small)
-from quantkit.verdict.stats import as_rng
+from quantkit.verdict.paired import as_rng
 
 __all__ = ["macro_f1", "macro_f1_signoff"]
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from quantkit.errors import ConfigError
 from quantkit.verdict.margin import check_n_boot
-from quantkit.verdict.stats import Seed
+from quantkit.verdict.paired import Seed
 
 __all__ = ["MIN_GROUPS", "MIN_N", "POWER_SIMS", "TestPolicy", "check_alpha_one_sided",
            "check_count"]

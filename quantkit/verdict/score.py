@@ -34,7 +34,7 @@ are few, whatever the data say:
   use the same beta quantiles (Korn & Graubard 1998, Survey Methodology 24:193-201).
 
 Counts may be non-integer: dividing ``b, c, n`` by a design effect is the Rao-Scott
-adjustment for grouped (clustered) data used in ``quantkit.verdict.signoff``.
+adjustment for grouped (clustered) data used in ``quantkit.verdict.family``.
 Numerics only (numpy/scipy), no I/O.
 """
 

@@ -426,7 +426,7 @@ def test_gpu_entry_points_raise_backend_unavailable(tmp_path):
 
 
 def test_trt_runner_is_a_runner_and_needs_its_with_block(tmp_path):
-    from quantkit.backends.base import Runner
+    from quantkit.backends.runner_protocol import Runner
 
     runner = TrtRunner(tmp_path / "m.engine", name="trt-int8")
     assert isinstance(runner, Runner) and runner.name == "trt-int8"

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from quantkit.bench.stats import (compare_int8_fp16, cost_projection, latency_stats, median_ratio,
+from quantkit.bench.latency_stats import (compare_int8_fp16, cost_projection, latency_stats, median_ratio,
                                   paired_ratio)
 
 

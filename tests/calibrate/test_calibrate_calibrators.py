@@ -12,7 +12,7 @@ from quantkit.calibrate.calibrators import (ALL_ZERO_AMAX, CALIBRATORS, EntropyC
                                             MinMaxCalibrator, MseCalibrator,
                                             PercentileCalibrator, entropy_divergences,
                                             make_calibrator, make_calibrators)
-from quantkit.calibrate.stats import HistogramStats
+from quantkit.calibrate.histogram import HistogramStats
 from quantkit.errors import CalibrationError, ConfigError
 
 

@@ -11,7 +11,7 @@ from quantkit.backends.ort import OrtRunner
 from quantkit.calibrate import CALIBRATORS, make_calibrator
 from quantkit.calibrate.collect import (QuantTarget, WeightTarget, activation_tensors,
                                         collect_stats, compute_ranges, select_tensors)
-from quantkit.calibrate.stats import HistogramStats
+from quantkit.calibrate.histogram import HistogramStats
 from quantkit.errors import CalibrationError, ConfigError
 
 RNG = np.random.default_rng(0)

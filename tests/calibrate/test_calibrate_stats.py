@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from quantkit.calibrate.stats import HistogramStats, combine_stats
+from quantkit.calibrate.histogram import HistogramStats, combine_stats
 from quantkit.errors import CalibrationError, ConfigError
 
 
@@ -150,7 +150,7 @@ def test_sum_of_squares_stays_finite_below_the_old_1e18_cutoff():
     float64 path must take over (it did only above amax 1e18)."""
     import numpy as np
 
-    from quantkit.calibrate.stats import HistogramStats
+    from quantkit.calibrate.histogram import HistogramStats
 
     h = HistogramStats().observe(np.full(1 << 18, 1e17, np.float32))
     assert np.isfinite(h.sumsq_) and np.isclose(h.sumsq_, (1 << 18) * float(np.float32(1e17)) ** 2)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from quantkit.calibrate.calibrators import ALL_ZERO_AMAX
-from quantkit.calibrate.weights import weight_amax_per_channel, weight_axis
+from quantkit.calibrate.weight_ranges import weight_amax_per_channel, weight_axis
 from quantkit.errors import CalibrationError
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from quantkit.compare.layerwise import output_chunks
+from quantkit.compare.layer_diff import output_chunks
 
 
 @pytest.mark.parametrize("n, k, sizes", [(98, 64, [49, 49]), (130, 64, [44, 43, 43]),

@@ -14,7 +14,7 @@ from quantkit.data.sources import load_local
 from quantkit.data.splits import TextSplit, make_splits
 from quantkit.data.table import to_examples
 from quantkit.errors import ConfigError, DataError
-from quantkit.models.base import Model
+from quantkit.models.model import Model
 from quantkit.settings import DataConfig, Settings
 
 from test_feeds import tiny_cnn

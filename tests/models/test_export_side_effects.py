@@ -22,7 +22,7 @@ def _state():
 def test_failed_local_export_changes_no_global_state(tmp_path, monkeypatch):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from quantkit.models.export import export_encoder
+    from quantkit.models.torch_export import export_encoder
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     (tmp_path / "enc").mkdir()  # a local directory without a model: loading must fail offline
@@ -36,7 +36,7 @@ def test_failed_local_export_changes_no_global_state(tmp_path, monkeypatch):
 def test_quiet_export_is_scoped():
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    from quantkit.models.export import _quiet_export
+    from quantkit.models.torch_export import _quiet_export
 
     before = _state()
     with _quiet_export(torch, transformers):

@@ -14,7 +14,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from quantkit.errors import ModelError
-from quantkit.models.export import add_linear_head
+from quantkit.models.torch_export import add_linear_head
 from quantkit.models.head import ABSENT_CLASS_BIAS, GRID_BITS, fit_linear_head, round_to_grid
 
 

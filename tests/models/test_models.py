@@ -9,8 +9,8 @@ from onnx import TensorProto, helper
 
 from quantkit.backends.ort import OrtRunner
 from quantkit.errors import ModelError
-from quantkit.models.base import inspect_onnx, write_model_atomic
-from quantkit.models.export import add_linear_head
+from quantkit.models.model import inspect_onnx, write_model_atomic
+from quantkit.models.torch_export import add_linear_head
 
 
 def embed_model(opset=17):

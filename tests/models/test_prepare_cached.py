@@ -14,7 +14,7 @@ import onnx
 import pytest
 
 from quantkit.backends.ort import OrtRunner
-from quantkit.models.export import (prepare_text_classifier, prepare_text_encoder,
+from quantkit.models.torch_export import (prepare_text_classifier, prepare_text_encoder,
                                     prepared_key)
 
 
@@ -71,7 +71,7 @@ def test_text_classifier_is_built_once_then_read_from_the_cache(tiny_bert, tmp_p
         ids = np.ones((3, 8), dtype=np.int64)
         assert r.infer({"input_ids": ids, "attention_mask": ids})["logits"].shape == (3, 2)
 
-    with caplog.at_level(logging.INFO, logger="quantkit.models.export"):
+    with caplog.at_level(logging.INFO, logger="quantkit.models.torch_export"):
         again = prepare_text_classifier(**kw)
     assert again.cached and again.path == model.path and again.sha256 == model.sha256
     assert "using cached prepared model" in caplog.text

@@ -14,7 +14,7 @@ from quantkit.precision.fp16_rules import (flushes_in_fp16, fp16_underflow_reaso
                                            normalization_fp32_reasons)
 from quantkit.precision.plan import build_plan
 from quantkit.qdq.casts import convert_fp16, emulate_fp16, node_compute_dtypes
-from quantkit.qdq.graph import constant_arrays
+from quantkit.graph.facts import constant_arrays
 from quantkit.qdq.insert import insert_qdq
 
 F = TensorProto.FLOAT
@@ -161,7 +161,7 @@ def test_which_constants_count_as_flushed():
 
 
 def test_minilm_keeps_its_13_layernorms_and_its_clamps_fp32(minilm_model):
-    from quantkit.qdq.graph import ensure_node_names
+    from quantkit.graph.facts import ensure_node_names
 
     m = onnx.load(str(minilm_model))
     ensure_node_names(m)

@@ -21,7 +21,7 @@ from quantkit.backends.ort import UNSAFE_QDQ_OPTIMIZERS, OrtRunner
 from quantkit.compare.metrics import LayerStats, kl_divergence
 from quantkit.errors import ConfigError, DataError
 from quantkit.precision.plan import Precision, build_plan
-from quantkit.precision.search import (EvalResult, SearchResult, SearchTimeLimit,
+from quantkit.precision.fp16_search import (EvalResult, SearchResult, SearchTimeLimit,
                                        linear_evals_needed, max_evals_bound, pareto,
                                        plan_with_fp16, search_fp16_set)
 from quantkit.precision.sensitivity import (int8_node_tensors, measured_scores, proxy_scores,

@@ -10,7 +10,7 @@ from quantkit.backends.ort import OrtRunner
 from quantkit.errors import ConfigError
 from quantkit.precision.plan import build_plan
 from quantkit.qdq.casts import FP16_QDQ_OPSET, convert_fp16, emulate_fp16, node_compute_dtypes
-from quantkit.qdq.graph import FLOAT, FLOAT16, constant_arrays, opset_version
+from quantkit.graph.facts import FLOAT, FLOAT16, constant_arrays, opset_version
 from quantkit.qdq.insert import insert_qdq
 from quantkit.qdq.lint import lint_qdq
 from qdq_graphs import max_abs_ranges, mlp_model, random_feed
@@ -104,7 +104,7 @@ def test_fp16_scales_need_an_fp16_remainder():
 
 def test_minilm_fp16_scales_are_lint_clean_and_drop_the_casts_into_q(minilm_model):
     """The real MiniLM graph (bert_int8's prepared model), all 48 MatMuls INT8."""
-    from quantkit.qdq.graph import ensure_node_names
+    from quantkit.graph.facts import ensure_node_names
 
     m = onnx.load(str(minilm_model))
     ensure_node_names(m)

@@ -1,4 +1,4 @@
-"""lint_qdq and `python -m quantkit.lint`: every rule seeded in a real graph, our output clean."""
+"""lint_qdq and `python -m quantkit.cli.lint_cmd`: every rule seeded in a real graph, our output clean."""
 
 import json
 import subprocess
@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 from qdq_graphs import (act_matmul_model, conv_model, conv_transpose_model, gemm_model,
                         matmul_model, max_abs_ranges, mlp_model, random_feed, residual_model,
                         shared_input_model)
-from quantkit.lint import main as lint_main
+from quantkit.cli.lint_cmd import main as lint_main
 from quantkit.precision.plan import build_plan
 from quantkit.qdq.casts import convert_fp16
 from quantkit.qdq.insert import insert_qdq
@@ -229,8 +229,11 @@ def test_cli_missing_or_corrupt_file_exits_2_with_one_line(tmp_path, capsys, con
     assert err.startswith("error: ") and "\n" not in err
 
 
-def test_cli_runs_as_a_module(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "quantkit.lint", str(_bad_model_file(tmp_path))],
+@pytest.mark.parametrize("command", [["quantkit", "lint"], ["quantkit.cli.lint_cmd"]],
+                         ids=["quantkit-lint", "module"])
+def test_cli_runs_as_documented(tmp_path, command):
+    """`quantkit lint MODEL` (README) and `python -m quantkit.cli.lint_cmd MODEL` alike."""
+    proc = subprocess.run([sys.executable, "-m", *command, str(_bad_model_file(tmp_path))],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1, proc.stderr
     assert proc.stdout.startswith("zero-point-dtype x__QuantizeLinear_mm: ")

@@ -152,8 +152,8 @@ def mutated(draw):
 @ONNX_FUZZ
 @given(blob=mutated())
 def test_mutated_onnx_never_crashes_inspection_or_lint(tmp_path_factory, blob):
-    from quantkit.lint import main as lint_main
-    from quantkit.models.base import inspect_onnx
+    from quantkit.cli.lint_cmd import main as lint_main
+    from quantkit.models.model import inspect_onnx
     from quantkit.qdq.lint import lint_qdq
 
     path = tmp_path_factory.mktemp("fuzz") / "m.onnx"

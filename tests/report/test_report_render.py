@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from quantkit.errors import ConfigError
-from quantkit.report.record import RunRecord
+from quantkit.record.run_record import RunRecord
 from quantkit.report.render import render_reports
 
 IMG = re.compile(r'<img [^>]*src="data:image/png;base64,[A-Za-z0-9+/]+=*"')

@@ -83,7 +83,7 @@ def test_cosine_histogram_bins_in_an_embedding_report(label_free_world):
 
 
 def test_sweep_ranks_lower_is_better_metrics_ascending():
-    from quantkit.report.sweep import sweep_summary
+    from quantkit.report.sweep_report import sweep_summary
 
     def rec(kl, high):
         return {"experiment": "x", "candidates": {"int8.a": {

@@ -1,4 +1,4 @@
-"""Sweep comparison: ranking order, rendering, and the `python -m quantkit.sweep` CLI."""
+"""Sweep comparison: ranking order, rendering, and the `python -m quantkit.cli.sweep_cmd` CLI."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from quantkit.errors import ConfigError
-from quantkit.report.sweep import render_sweep, sweep_summary
+from quantkit.report.sweep_report import render_sweep, sweep_summary
 
 
 def _job(record, name: str, candidates: dict[str, tuple]) -> dict:
@@ -155,7 +155,7 @@ def test_render_sweep_without_verdicts(tmp_path):
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "quantkit.sweep", *args], cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "quantkit", "sweep", *args], cwd=cwd,
                           capture_output=True, text=True, timeout=300)
 
 

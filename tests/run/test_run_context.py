@@ -58,7 +58,7 @@ def test_make_context_respects_stage_cache_off(tiny, tmp_path):
 
 
 def test_runners_satisfy_the_protocol_without_a_session(ctx):
-    from quantkit.backends.base import Runner
+    from quantkit.backends.runner_protocol import Runner
 
     r = ctx.runner(ctx.graph.model, name="p")
     assert isinstance(r, Runner)  # output_names is declared; checked without opening a session

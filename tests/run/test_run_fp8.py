@@ -106,7 +106,7 @@ def test_the_format_fill_puts_a_kept_layer_in_fp8_with_its_own_range(fp8_run):
     search kept goes to FP8 when the plan stays powered on dev; the INT8 layers keep
     INT8's amax, the FP8 layer reads its own (Plan.fp8_amax), and the file is lint-clean
     float8 Q/DQ that ONNX Runtime runs."""
-    from quantkit.precision.search import EvalResult
+    from quantkit.precision.fp16_search import EvalResult
 
     fill, kept = _fill(fp8_run, lambda ev: EvalResult("PASS", 0.0, (0.0, 0.0)))
     assert fill.record["ran"] and fill.record["status"] == "PASS"
@@ -126,7 +126,7 @@ def test_the_format_fill_puts_a_kept_layer_in_fp8_with_its_own_range(fp8_run):
 
 
 def test_an_unpowered_fill_leaves_the_fp16_layers_and_says_why(fp8_run):
-    from quantkit.precision.search import EvalResult
+    from quantkit.precision.fp16_search import EvalResult
 
     fill, kept = _fill(fp8_run, lambda ev: EvalResult("INCONCLUSIVE", 0.0, (0.0, 0.0)))
     assert fill.artifact is None and fill.record["status"] == "INCONCLUSIVE"

@@ -1,4 +1,4 @@
-"""Stage ptq (quantkit/run/ptq.py) on the tiny world: the QuantSource every later stage
+"""Stage ptq (quantkit/run/ptq_stage.py) on the tiny world: the QuantSource every later stage
 quantizes from. Each step of the recipe runs and is recorded, every rewrite carries its
 proof, the FP32 reference stays the original graph, a recipe without steps reproduces the
 plain artifacts byte for byte, the stage cache keys every statistics pass by what made it,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from quantkit.report.record import SCHEMA_VERSION, RunRecord
+from quantkit.record.run_record import SCHEMA_VERSION, RunRecord
 from quantkit.run import (Prepared, RunResults, assemble_record, check_backend, recorded_config,
                           summary_lines)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from quantkit.report.record import RunRecord
+from quantkit.record.run_record import RunRecord
 from quantkit.run import (RunResults, assemble_record, evaluate_reference, family_members,
                           recommend_signed, sign_off)
 from quantkit.verdict import TestSplitReuse

@@ -233,7 +233,7 @@ def test_plan_power_from_dev_uses_min_of_dev_delta_and_zero():
 
 
 def test_signoff_test_feeds_the_search_and_the_verdict_shaped_record():
-    from quantkit.precision.search import EvalResult
+    from quantkit.precision.fp16_search import EvalResult
 
     rng = np.random.default_rng(11)
     t = paired_signoff(*_paired(rng, 5000, p_b=0.02, p_c=0.02), margin=M, candidate="mixed")

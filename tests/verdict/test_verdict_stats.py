@@ -18,8 +18,8 @@ from quantkit.verdict import (
     margin_abs,
     paired_signoff,
 )
-from quantkit.verdict.signoff import _status
-from quantkit.verdict.stats import accuracy_deltas
+from quantkit.verdict.family import _status
+from quantkit.verdict.paired import accuracy_deltas
 
 
 # --------------------------------------------------------------------------- Holm

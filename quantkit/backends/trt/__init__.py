@@ -35,7 +35,7 @@ from quantkit.backends.trt.onnxfile import onnx_sha256
 from quantkit.backends.trt.profiles import (Profile, ProfileError, Shape, ShapeNeeds,
                                             check_profiles_cover, profiles_from_model,
                                             shape_needs)
-from quantkit.backends.trt.run import (EngineBuild, build_for_run, engine_numerics_note,
+from quantkit.backends.trt.infer import (EngineBuild, build_for_run, engine_numerics_note,
                                        preflight, runner_for)
 from quantkit.backends.trt.runner import TrtRunner
 from quantkit.backends.trt.timing_cache import merge_into_file, timing_cache_path

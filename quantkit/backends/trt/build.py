@@ -203,7 +203,7 @@ def build_engine(onnx_path: str | os.PathLike, settings: TrtConfig, *,
             f"TensorRT could not parse the ONNX model ({len(errors)} error(s)): "
             + errors_text(errors, "no parser error reported"),
             where=str(onnx_path),
-            fix="fix or replace the named node(s): check the model with `python -m quantkit.lint` "
+            fix="fix or replace the named node(s): check the model with `python -m quantkit.cli.lint_cmd` "
                 "and TensorRT's ONNX operator support list")
 
     if debug_tensors:

@@ -1,4 +1,4 @@
-"""``python -m quantkit.lint model.onnx [--json]``: check a Q/DQ model against TensorRT's rules.
+"""``quantkit lint model.onnx [--json]`` (or ``python -m quantkit.cli.lint_cmd``): check a Q/DQ model against TensorRT's rules.
 
 Prints one violation per line (``RULE node_name: message``) or a JSON list with ``--json``.
 Exit status: 0 clean, 1 violations found, 2 the model could not be read.
@@ -30,7 +30,7 @@ def _load(path: Path):
     except Exception as exc:  # onnx.checker.ValidationError and friends
         raise OSError(f"invalid ONNX model: {path}: {str(exc).splitlines()[0]}") from exc
     from quantkit.errors import ModelError
-    from quantkit.models.base import check_tensor_types
+    from quantkit.models.model import check_tensor_types
 
     try:
         check_tensor_types(model, where=str(path))
@@ -41,7 +41,7 @@ def _load(path: Path):
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m quantkit.lint",
+        prog="quantkit lint",
         description="Check a Q/DQ ONNX model against TensorRT's INT8 placement rules. "
                     "Exit 0 clean, 1 violations, 2 unreadable model.")
     parser.add_argument("model", type=Path, help="path to the .onnx file")

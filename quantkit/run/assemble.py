@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from quantkit.report.record import SCHEMA_VERSION, RunRecord
+from quantkit.record.run_record import SCHEMA_VERSION, RunRecord
 
 if TYPE_CHECKING:
     from quantkit.run.artifacts import Artifact

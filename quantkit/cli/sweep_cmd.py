@@ -1,7 +1,7 @@
-"""Rebuild the comparison report of a sweep: ``python -m quantkit.sweep <multirun dir>``.
+"""Rebuild the comparison report of a sweep: ``quantkit sweep <multirun dir>``.
 
 Finds every ``record.json`` below the directory (one per Hydra multirun job), ranks the
-candidates of all jobs (see quantkit.report.sweep) and writes sweep.md and sweep.html into
+candidates of all jobs (see quantkit.report.sweep_report) and writes sweep.md and sweep.html into
 that directory. Prints the written paths. Exits 2 with a one-line error when the directory
 is missing, holds no records, or a record cannot be read.
 """
@@ -46,7 +46,7 @@ def load_records(paths: list[Path]) -> list[dict]:
 
 def rebuild(root: str | os.PathLike) -> dict[str, Path]:
     """Rank all records below ``root`` and write ``root``/sweep.md and sweep.html."""
-    from quantkit.report.sweep import render_sweep
+    from quantkit.report.sweep_report import render_sweep
 
     root = Path(root)
     if not root.is_dir():
@@ -66,7 +66,7 @@ def rebuild(root: str | os.PathLike) -> dict[str, Path]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m quantkit.sweep",
+        prog="quantkit sweep",
         description="Rank the candidates of every run below a multirun directory and write "
                     "sweep.md / sweep.html there.")
     parser.add_argument("multirun_dir", help="directory holding the jobs' record.json files")

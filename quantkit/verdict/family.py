@@ -60,7 +60,7 @@ from quantkit.verdict.power import PowerPlan, required_agreement_size, required_
 from quantkit.verdict.score import (clopper_pearson_interval, clopper_pearson_p_above,
                                     tango_interval, tango_p_noninferiority, wilson_interval,
                                     wilson_p_above)
-from quantkit.verdict.stats import accuracy_deltas, as_rng
+from quantkit.verdict.paired import accuracy_deltas, as_rng
 
 __all__ = ["FAIL", "INCONCLUSIVE", "MIN_GROUPS", "MIN_N", "PASS", "SCORE_METRICS", "Churn",
            "SignoffTest", "TestPolicy", "agreement_signoff", "check_alpha_one_sided", "churn",

@@ -53,7 +53,7 @@ def _rebin(hist: np.ndarray, old_range: float, new_range: float) -> np.ndarray:
         return hist.copy()
     if new_range < old_range:
         raise CalibrationError("histogram range cannot shrink", value=(old_range, new_range),
-                               fix="this is a bug in quantkit.calibrate.stats")
+                               fix="this is a bug in quantkit.calibrate.histogram")
     factor = int(round(new_range / old_range))
     out = np.zeros(n, dtype=np.int64)
     if factor >= n:

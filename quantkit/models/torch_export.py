@@ -24,7 +24,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from quantkit.errors import ModelError
-from quantkit.models.base import Model, inspect_onnx
+from quantkit.models.model import Model, inspect_onnx
 
 log = logging.getLogger(__name__)
 

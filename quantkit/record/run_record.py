@@ -9,7 +9,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from quantkit.models.base import write_json_atomic
+from quantkit.models.model import write_json_atomic
 
 PACKAGES = ("quantkit", "onnx", "onnxruntime", "onnx-graphsurgeon", "polygraphy", "numpy", "scipy",
             "scikit-learn", "datasets", "tokenizers", "hydra-core", "omegaconf", "torch",

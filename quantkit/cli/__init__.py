@@ -1,0 +1,1 @@
+"""Command-line tools beside the Hydra run: `quantkit lint`, `quantkit ledger`, `quantkit sweep`."""

@@ -1,0 +1,1 @@
+"""The run record: typed sections that save to and load from record.json."""
