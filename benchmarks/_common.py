@@ -26,12 +26,9 @@ def settings_for(experiment: str = "bert_int8", *overrides: str):
 
 
 def setup(experiment: str = "bert_int8", *overrides: str):
-    """(settings, model, splits, encoder) exactly as a quantkit run prepares them.
-
-    The encoder is a TextEncoder for text experiments and an ImageFeeds
-    (quantkit.data.feeds) for image experiments (mobilenet_int8)."""
+    """(settings, model, splits, feeds) exactly as a quantkit run prepares them: the feeds
+    are a TextFeeds or an ImageFeeds (quantkit.data.feeds.make_feeds)."""
     from quantkit.data.feeds import make_feeds
-    from quantkit.run import text_encoder
     from quantkit.assets import cache_root
     from quantkit.data import load_splits
     from quantkit.models import prepare_model
@@ -40,8 +37,7 @@ def setup(experiment: str = "bert_int8", *overrides: str):
     cache = cache_root(s.cache_dir)
     splits = load_splits(s, cache_dir=cache)
     model = prepare_model(s, splits, cache_dir=cache)
-    return s, model, splits, (text_encoder(s, model) if s.data.kind == "text"
-                              else make_feeds(s, model))
+    return s, model, splits, make_feeds(s, model)
 
 
 def peak_rss_gb() -> float:

@@ -26,13 +26,11 @@ import _common  # noqa: E402
 
 def child(side: str, samples: int, padding: str, experiment: str = "bert_int8") -> dict:
     s, model, splits, enc = _common.setup(experiment, f"data.calib.num_samples={samples}")
-    from quantkit.data.feeds import as_feeds
 
     # Both sides get the same batches. ORT stacks every batch's activations, so it needs
     # one shape: text batches padded to max_length (128). quantkit's own runs pad to the
     # longest text of each length-sorted batch ("dynamic"), measured as an extra row.
     # Images have one shape already ("none").
-    enc = as_feeds(enc)
     kw = {"pad_to": s.data.max_length if padding == "max_length" else None} \
         if enc.kind == "text" else {}
     feeds = [f for _, f in enc.batches(splits.calib, s.calibrator.batch_size, **kw)]

@@ -44,7 +44,7 @@ from quantkit.verdict import (Margin, TestPolicy, margin_abs, paired_signoff,  #
 from quantkit.verdict.cluster import (cluster_bootstrap_means,  # noqa: E402
                                       intra_group_correlation)
 from quantkit.verdict.score import tango_interval  # noqa: E402
-from quantkit.verdict.family import MIN_GROUPS  # noqa: E402
+from quantkit.verdict.policy import MIN_GROUPS  # noqa: E402
 
 MARGIN = Margin("relative", 0.01)
 P_REF, FLIP, BAD_SHARE = 0.77, 0.05, 0.1

@@ -54,7 +54,6 @@ def main() -> None:
     from quantkit.calibrate import activation_tensors, collect_stats, select_tensors
     from quantkit.calibrate.calibrators import make_calibrator
     from quantkit.calibrate.ranges import compute_ranges
-    from quantkit.data.feeds import as_feeds
     from quantkit.precision.plan import build_plan
     from quantkit.ptq.pipeline import CalibData, refine, rewrite
     from quantkit.ptq.recipe import Recipe
@@ -62,7 +61,7 @@ def main() -> None:
     from quantkit.qdq.insert import insert_qdq
     from quantkit.qdq.lint import lint_for_target
 
-    feeds = as_feeds(enc)
+    feeds = enc
     p, c = s.precision, s.calibrator
     y = np.asarray(evals.labels)
     lengths = feeds.lengths(evals) if hasattr(feeds, "lengths") else None

@@ -63,7 +63,6 @@ def main() -> None:
     from quantkit.calibrate import activation_tensors, collect_stats, select_tensors
     from quantkit.calibrate.calibrators import make_calibrator
     from quantkit.calibrate.ranges import compute_ranges
-    from quantkit.data.feeds import as_feeds
     from quantkit.precision.plan import build_plan
     from quantkit.ptq.pipeline import CalibData, refine, rewrite
     from quantkit.ptq.recipe import Recipe
@@ -71,7 +70,7 @@ def main() -> None:
     from quantkit.graph.facts import ensure_node_names
     from quantkit.qdq.insert import insert_qdq
 
-    feeds = as_feeds(enc)
+    feeds = enc
     p, c = s.precision, s.calibrator
     def split_data(name):
         data = getattr(splits, name)

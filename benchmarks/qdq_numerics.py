@@ -47,14 +47,12 @@ def main() -> None:
 
     from quantkit.backends.batched import run_split
     from quantkit.backends.ort import OrtRunner
-    from quantkit.data.feeds import as_feeds
     from quantkit.environment import cpu_isa, cpu_name
     from quantkit.precision.plan import Plan
     from quantkit.qdq.casts import convert_fp16, emulate_fp16
     from quantkit.graph.facts import ensure_node_names
     from quantkit.qdq.insert import insert_qdq
 
-    enc = as_feeds(enc)
     lengths = enc.lengths(splits.eval)
     y = splits.eval.labels
     proto = onnx.load(model.path)

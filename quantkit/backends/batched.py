@@ -7,14 +7,18 @@ batch carries its indices, so the result rows line up with the split's examples.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from quantkit.errors import ModelError
 from quantkit.progress import track
 
+if TYPE_CHECKING:
+    from quantkit.data.feeds import Feeds
 
-def run_split(runner, feeds, data, *, output: str, batch_size: int,
+
+def run_split(runner, feeds: "Feeds", data, *, output: str, batch_size: int,
               progress: bool = True, desc: str = "", lengths: np.ndarray | None = None,
               output_names: list[str] | None = None,
               on_batch: Callable[[np.ndarray, dict[str, np.ndarray]], None] | None = None
@@ -22,13 +26,9 @@ def run_split(runner, feeds, data, *, output: str, batch_size: int,
     """Logits (``output``) for every example of ``data``; ``on_batch(idx, outputs)`` sees
     every batch's outputs.
 
-    ``feeds``: a :class:`~quantkit.data.feeds.TextFeeds` / ``ImageFeeds`` (or a bare
-    ``TextEncoder``); ``data``: a split or its raw items (texts, uint8 images).
+    ``feeds``: a :class:`~quantkit.data.feeds.TextFeeds` / ``ImageFeeds``; ``data``: a split or its raw items (texts, uint8 images).
     ``lengths``: token counts of text examples (computed when omitted; unused for images).
     """
-    from quantkit.data.feeds import as_feeds
-
-    feeds = as_feeds(feeds)
     result: np.ndarray | None = None
     n = len(data)
     n_batches = -(-n // batch_size)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from quantkit.calibrate.bootstrap import AmaxSpread, bootstrap_ranges
-from quantkit.calibrate.calibrators import (ALL_ZERO_AMAX, CALIBRATORS, FP8_CALIBRATORS, QMAX,
+from quantkit.calibrate.calibrators import (CALIBRATORS, FP8_CALIBRATORS,
                                             Calibrator, EntropyCalibrator, Fp8MseCalibrator,
                                             MinMaxCalibrator, MseCalibrator,
                                             PercentileCalibrator,
@@ -26,7 +26,8 @@ from quantkit.calibrate.io import (check_ranges_match, load_ranges, load_stats,
                                    to_trt_calibration_cache)
 from quantkit.calibrate.ranges import Ranges, compute_ranges
 from quantkit.calibrate.histogram import HistogramStats, combine_stats
-from quantkit.calibrate.weight_ranges import weight_amax_per_channel, weight_axis
+from quantkit.graph.grids import ALL_ZERO_AMAX, INT8_MAX
+from quantkit.graph.weights import weight_amax_per_channel, weight_axis
 
 _LAZY = {"QuantTarget", "WeightTarget", "select_tensors", "activation_tensors",
          "CollectResult", "collect_stats"}
@@ -34,7 +35,7 @@ _LAZY = {"QuantTarget", "WeightTarget", "select_tensors", "activation_tensors",
 __all__ = ["HistogramStats", "combine_stats", "Calibrator", "MinMaxCalibrator",
            "PercentileCalibrator", "EntropyCalibrator", "MseCalibrator", "Fp8MseCalibrator",
            "CALIBRATORS", "FP8_CALIBRATORS",
-           "make_calibrator", "make_calibrators", "ALL_ZERO_AMAX", "QMAX", "weight_amax_per_channel",
+           "make_calibrator", "make_calibrators", "ALL_ZERO_AMAX", "INT8_MAX", "weight_amax_per_channel",
            "weight_axis", "Ranges", "compute_ranges", "AmaxSpread", "bootstrap_ranges",
            "save_ranges", "load_ranges", "save_stats", "load_stats", "check_ranges_match",
            "to_trt_calibration_cache", "read_trt_calibration_cache", *sorted(_LAZY)]

@@ -32,16 +32,13 @@ import numpy as np
 from quantkit.calibrate.fp8_grid import fp8_error_integral
 from quantkit.calibrate.histogram import DEFAULT_NUM_BINS, HistogramStats
 from quantkit.errors import CalibrationError, ConfigError
+from quantkit.graph.grids import ALL_ZERO_AMAX, INT8_MAX
 
 __all__ = ["Calibrator", "MinMaxCalibrator", "PercentileCalibrator", "EntropyCalibrator",
-           "MseCalibrator", "Fp8MseCalibrator", "CALIBRATORS", "FP8_CALIBRATORS", "make_calibrator", "make_calibrators", "ALL_ZERO_AMAX", "QMAX"]
+           "MseCalibrator", "Fp8MseCalibrator", "CALIBRATORS", "FP8_CALIBRATORS", "make_calibrator", "make_calibrators"]
 
 log = logging.getLogger(__name__)
 
-#: Largest INT8 level used by symmetric quantization: scale = amax / QMAX.
-QMAX = 127
-#: amax used for a tensor whose observed values were all zero (any positive scale is exact).
-ALL_ZERO_AMAX = 1.0
 
 
 class Calibrator:
@@ -280,9 +277,9 @@ def _quant_error_integral(x: np.ndarray, amax: np.ndarray) -> np.ndarray:
     above u0 every value maps to amax and the integral grows by ``((u - 127)**3 + 1/8) / 3``.
     Broadcasts ``x`` (row) against ``amax`` (column).
     """
-    s = amax / QMAX
-    xs = x * (QMAX / amax)
-    u = np.minimum(xs, QMAX - 0.5)
+    s = amax / INT8_MAX
+    xs = x * (INT8_MAX / amax)
+    u = np.minimum(xs, INT8_MAX - 0.5)
     r = np.rint(u)
     u -= r
     g = u * u
@@ -290,7 +287,7 @@ def _quant_error_integral(x: np.ndarray, amax: np.ndarray) -> np.ndarray:
     g *= 1.0 / 3.0
     r *= 1.0 / 12.0
     g += r
-    xs -= QMAX
+    xs -= INT8_MAX
     clip = xs > -0.5
     if clip.any():
         d = xs[clip]

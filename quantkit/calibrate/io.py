@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from quantkit.calibrate.calibrators import QMAX
+from quantkit.graph.grids import INT8_MAX
 from quantkit.calibrate.ranges import Ranges
 from quantkit.calibrate.histogram import HistogramStats
 from quantkit.fsutil import atomic_write_text  # noqa: F401  (re-exported)
@@ -110,11 +110,11 @@ def to_trt_calibration_cache(ranges: Ranges, path: str | os.PathLike, *,
     for t, amax in ranges.amax.items():
         if "\n" in t or "\r" in t:
             raise CalibrationError("tensor name contains a line break", value=t)
-        scale = struct.unpack(">f", struct.pack(">f", amax / QMAX))[0]
+        scale = struct.unpack(">f", struct.pack(">f", amax / INT8_MAX))[0]
         if not math.isfinite(scale) or scale <= 0:
             raise CalibrationError("scale not representable as a positive float32",
                                    where=t, value=amax)
-        lines.append(f"{t}: {_scale_hex(amax / QMAX)}")
+        lines.append(f"{t}: {_scale_hex(amax / INT8_MAX)}")
     return atomic_write_text(path, "\n".join(lines) + "\n")
 
 

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from quantkit.calibrate.calibrators import QMAX, Calibrator
+from quantkit.calibrate.calibrators import Calibrator
+from quantkit.graph.grids import INT8_MAX
 from quantkit.calibrate.histogram import DEFAULT_NUM_BINS, HistogramStats
 from quantkit.errors import CalibrationError
 
@@ -58,10 +59,10 @@ class Ranges:
                 "tensor has no calibrated range" + (f" (excluded: {reason})" if reason else ""),
                 where=f"ranges[{self.calibrator}]", value=tensor,
                 fix="do not quantize it, or re-calibrate with this tensor selected")
-        return self.amax[tensor] / QMAX
+        return self.amax[tensor] / INT8_MAX
 
     def scales(self) -> dict[str, float]:
-        return {t: a / QMAX for t, a in self.amax.items()}
+        return {t: a / INT8_MAX for t, a in self.amax.items()}
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": RANGES_FORMAT, "version": RANGES_VERSION, **asdict(self)}

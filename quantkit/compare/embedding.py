@@ -22,7 +22,7 @@ import numpy as np
 
 from quantkit.errors import DataError
 
-__all__ = ["mean_pool", "cosine_per_example", "gallery_recall_at_k", "gallery_top1_agreement",
+__all__ = ["cosine_per_example", "gallery_recall_at_k", "gallery_top1_agreement",
            "neighbour_recall_at_k", "top1_neighbour_agreement", "distribution",
            "embedding_evidence", "as_embeddings"]
 
@@ -38,28 +38,6 @@ def as_embeddings(output: Any, *, where: str = "model.output") -> np.ndarray:
         raise DataError("an embedding output must be floating point", where=where,
                         value=str(a.dtype), fix="select the model's embedding output")
     return a.astype(np.float64, copy=False)
-
-
-def mean_pool(hidden: Any, mask: Any | None = None) -> np.ndarray:
-    """Mean over tokens of (n, t, d) hidden states, counting only positions where ``mask`` is 1.
-
-    Padding changes nothing: a row padded with masked tokens pools to the same vector. A row
-    whose mask is all zero pools to zeros.
-    """
-    h = np.asarray(hidden, dtype=np.float64)
-    if h.ndim != 3:
-        raise DataError("token-level hidden states must have shape (examples, tokens, dims)",
-                        where="model.pooling", value=h.shape,
-                        fix="use model.pooling=none for an output that is already pooled")
-    if mask is None:
-        return h.mean(axis=1)
-    m = np.asarray(mask, dtype=np.float64)
-    if m.shape != h.shape[:2]:
-        raise DataError("attention mask shape does not match the hidden states",
-                        where="model.pooling", value=(m.shape, h.shape[:2]),
-                        fix="pass the attention mask fed to the model")
-    count = m.sum(axis=1, keepdims=True)
-    return (h * m[:, :, None]).sum(axis=1) / np.maximum(count, 1.0)
 
 
 def _unit(x: np.ndarray) -> np.ndarray:

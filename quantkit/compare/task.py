@@ -17,7 +17,6 @@ from quantkit.errors import ConfigError, DataError
 
 __all__ = [
     "agreement",
-    "length_buckets",
     "mean_kl",
     "predictions",
     "slice_metrics",
@@ -129,25 +128,3 @@ def slice_metrics(y_true: Any, pred: Any,
     return out
 
 
-def length_buckets(lengths: Any, edges: Sequence[int] = (16, 32, 64, 128)) -> np.ndarray:
-    """Bucket labels for integer lengths: "<=16", "17-32", "33-64", "65-128", ">128".
-
-    A length equal to an edge falls in the bucket that edge closes.
-    """
-    e = list(edges)
-    if (not e or any(not isinstance(x, (int, np.integer)) or x < 1 for x in e)
-            or any(b <= a for a, b in zip(e, e[1:]))):
-        raise ConfigError("edges must be strictly increasing positive integers",
-                          where="length_buckets(edges)", value=edges,
-                          fix="use e.g. (16, 32, 64, 128)")
-    n = np.asarray(lengths)
-    if n.ndim != 1 or (n.size and (not np.issubdtype(n.dtype, np.integer) or n.min() < 0)):
-        raise DataError("lengths must be a 1-D array of non-negative integers",
-                        where="length_buckets", value=(n.shape, n.dtype),
-                        fix="pass token counts per example")
-    names = [f"<={e[0]}"]
-    for lo, hi in zip(e, e[1:]):
-        names.append(f"{lo + 1}-{hi}" if hi > lo + 1 else f"{hi}")
-    names.append(f">{e[-1]}")
-    idx = np.searchsorted(np.asarray(e), n, side="left")
-    return np.asarray(names)[idx]

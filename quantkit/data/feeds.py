@@ -24,7 +24,8 @@ import numpy as np
 
 from quantkit.errors import ConfigError, DataError
 
-__all__ = ["Feeds", "TextFeeds", "ImageFeeds", "make_feeds", "image_preprocess", "check_kind"]
+__all__ = ["Feeds", "TextFeeds", "ImageFeeds", "make_feeds", "image_preprocess", "check_kind",
+           "length_buckets", "mean_pool"]
 
 LAYOUTS = ("NCHW", "NHWC")
 
@@ -92,8 +93,6 @@ class TextFeeds:
         return (feed for _, feed in self.batches(data, batch_size, lengths=lengths))
 
     def slices(self, lengths: np.ndarray | None) -> dict[str, np.ndarray]:
-        from quantkit.compare.task import length_buckets
-
         return {"length": length_buckets(lengths)} if lengths is not None else {}
 
     def truncated(self, data: Any) -> np.ndarray:
@@ -171,8 +170,6 @@ def pool_output(output: np.ndarray, mask: np.ndarray | None, pooling: str) -> np
         return output
     if pooling == "cls":
         return np.asarray(output)[:, 0]
-    from quantkit.compare.embedding import mean_pool
-
     return mean_pool(output, mask).astype(np.float32)
 
 
@@ -247,7 +244,7 @@ def make_feeds(settings, model) -> TextFeeds | ImageFeeds:
         raise ConfigError("a text model needs a tokenizer", where="data.tokenizer", value=None,
                           fix="set data.tokenizer=<tokenizer.json, vocab.txt, a directory "
                               "with either, or a hub name>")
-    from quantkit.models.fit import check_text_inputs
+    from quantkit.data.text_inputs import check_text_inputs
 
     fields = check_text_inputs(model.input_names, settings.model.inputs)  # field -> input
     return TextFeeds(TextEncoder(load_tokenizer(model.tokenizer, lowercase=settings.data.lowercase),
@@ -257,13 +254,47 @@ def make_feeds(settings, model) -> TextFeeds | ImageFeeds:
                                  input_map=fields), pooling=pooling)
 
 
-def as_feeds(obj) -> TextFeeds | ImageFeeds:
-    """``obj`` if it is a Feeds, a TextFeeds around a bare TextEncoder (older callers)."""
-    if hasattr(obj, "batches") and hasattr(obj, "cache_key"):
-        return obj
-    from quantkit.data.text import TextEncoder
+def length_buckets(lengths: Any, edges: Sequence[int] = (16, 32, 64, 128)) -> np.ndarray:
+    """Bucket labels for integer lengths: "<=16", "17-32", "33-64", "65-128", ">128".
 
-    if isinstance(obj, TextEncoder):
-        return TextFeeds(obj)
-    raise ConfigError("not a feeds object", where="feeds", value=type(obj).__name__,
-                      fix="pass a quantkit.data.feeds.TextFeeds / ImageFeeds")
+    A length equal to an edge falls in the bucket that edge closes.
+    """
+    e = list(edges)
+    if (not e or any(not isinstance(x, (int, np.integer)) or x < 1 for x in e)
+            or any(b <= a for a, b in zip(e, e[1:]))):
+        raise ConfigError("edges must be strictly increasing positive integers",
+                          where="length_buckets(edges)", value=edges,
+                          fix="use e.g. (16, 32, 64, 128)")
+    n = np.asarray(lengths)
+    if n.ndim != 1 or (n.size and (not np.issubdtype(n.dtype, np.integer) or n.min() < 0)):
+        raise DataError("lengths must be a 1-D array of non-negative integers",
+                        where="length_buckets", value=(n.shape, n.dtype),
+                        fix="pass token counts per example")
+    names = [f"<={e[0]}"]
+    for lo, hi in zip(e, e[1:]):
+        names.append(f"{lo + 1}-{hi}" if hi > lo + 1 else f"{hi}")
+    names.append(f">{e[-1]}")
+    idx = np.searchsorted(np.asarray(e), n, side="left")
+    return np.asarray(names)[idx]
+
+
+def mean_pool(hidden: Any, mask: Any | None = None) -> np.ndarray:
+    """Mean over tokens of (n, t, d) hidden states, counting only positions where ``mask`` is 1.
+
+    Padding changes nothing: a row padded with masked tokens pools to the same vector. A row
+    whose mask is all zero pools to zeros.
+    """
+    h = np.asarray(hidden, dtype=np.float64)
+    if h.ndim != 3:
+        raise DataError("token-level hidden states must have shape (examples, tokens, dims)",
+                        where="model.pooling", value=h.shape,
+                        fix="use model.pooling=none for an output that is already pooled")
+    if mask is None:
+        return h.mean(axis=1)
+    m = np.asarray(mask, dtype=np.float64)
+    if m.shape != h.shape[:2]:
+        raise DataError("attention mask shape does not match the hidden states",
+                        where="model.pooling", value=(m.shape, h.shape[:2]),
+                        fix="pass the attention mask fed to the model")
+    count = m.sum(axis=1, keepdims=True)
+    return (h * m[:, :, None]).sum(axis=1) / np.maximum(count, 1.0)

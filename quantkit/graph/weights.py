@@ -1,4 +1,5 @@
-"""The weighted ops and their weight axis (TRT_RULES.md rules 3 and 4): one list, one rule.
+"""The weighted ops, their weight axis and per-channel weight range (TRT_RULES.md rules 3
+and 4): one list, one rule.
 
 Bottom layer (no onnx, no I/O): calibration (``calibrate/``), planning (``precision/``),
 Q/DQ insertion and lint (``qdq/``) all read these.
@@ -9,10 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from quantkit.errors import CalibrationError, GraphEditError
+from quantkit.graph.grids import ALL_ZERO_AMAX
 
 __all__ = ["WEIGHTED_OPS", "WEIGHT_SLOT", "BIAS_SLOT", "WEIGHT_INPUTS", "WeightAxisError",
-           "weight_axis"]
+           "weight_axis", "weight_amax_per_channel"]
 
 #: Weighted ops quantized by default (TRT rules 4 and 9: the safe INT8 scope), in the order
 #: the default config lists them.
@@ -69,3 +73,33 @@ def weight_axis(op_type: str, weight_rank: int, attrs: Mapping[str, Any] | None 
                           value=op_type,
                           fix=f"quantize weights per channel only for {list(WEIGHTED_OPS)}, "
                               "anything else per tensor")
+
+
+def weight_amax_per_channel(w: np.ndarray, axis: int, *,
+                            zero_amax: float = ALL_ZERO_AMAX) -> np.ndarray:
+    """max |w| over every axis but ``axis`` (float32, shape ``[w.shape[axis]]``).
+
+    All-zero channels get ``zero_amax`` (any positive scale represents zeros exactly).
+    Raises CalibrationError on non-finite weights.
+    """
+    w = np.asarray(w)
+    if w.ndim == 0:
+        raise CalibrationError("weight must have at least one dimension", value=w.shape)
+    if not -w.ndim <= axis < w.ndim:
+        raise CalibrationError("weight axis out of range", value=(axis, w.shape))
+    axis %= w.ndim
+    if not np.issubdtype(w.dtype, np.floating):
+        w = w.astype(np.float32)
+    if not np.isfinite(w).all():
+        n = int(w.size - np.count_nonzero(np.isfinite(w)))
+        raise CalibrationError(f"weight has non-finite values (n={n})", value=w.shape,
+                               fix="check the model's weights; do not quantize this node")
+    if w.shape[axis] == 0:
+        return np.zeros(0, dtype=np.float32)
+    others = tuple(i for i in range(w.ndim) if i != axis)
+    if w.size == 0:
+        return np.full(w.shape[axis], zero_amax, dtype=np.float32)
+    amax = np.abs(w).max(axis=others).astype(np.float32) if others else \
+        np.abs(w).astype(np.float32)
+    amax[amax == 0] = zero_amax
+    return amax

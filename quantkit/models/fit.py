@@ -9,7 +9,7 @@ work is spent:
 - a fixed batch dimension vs every batch-size setting of the run;
 - the output compared (``model.output.name / kind / pooling``: :func:`resolve_output`);
 - a text model's input names vs the tokenizer's fields (``model.inputs.*``:
-  :func:`check_text_inputs`).
+  :func:`quantkit.data.text_inputs.check_text_inputs`).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import onnx
 from quantkit.errors import ConfigError, DataError, ModelError
 
 __all__ = ["InputSpec", "OutputSpec", "input_specs", "check_custom_ops", "check_class_count",
-           "check_class_width", "check_fixed_batch", "check_text_inputs", "output_names", "resolve_output",
-           "text_input_map", "STANDARD_DOMAINS", "TEXT_FIELDS"]
+           "check_class_width", "check_fixed_batch", "output_names", "resolve_output",
+           "STANDARD_DOMAINS"]
 
 #: Operator domains ONNX Runtime's CPU build runs without a custom-op library.
 STANDARD_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "com.microsoft", "ai.onnx.preview.training"})
@@ -149,9 +149,6 @@ def check_fixed_batch(specs: Sequence[InputSpec], batch_sizes: Mapping[str, int 
 # ---------------------------------------------------------------------------------------
 # which output is compared (model.output.*) and the text inputs' names (model.inputs.*)
 
-#: tokenizer fields a text model may take, in the order model.inputs lists them
-TEXT_FIELDS = ("input_ids", "attention_mask", "token_type_ids")
-
 
 @dataclass(frozen=True)
 class OutputSpec:
@@ -265,40 +262,3 @@ def resolve_output(proto: onnx.ModelProto, cfg, *, has_labels: bool) -> OutputSp
     return OutputSpec(name=name, kind=kind, pooling=pooling, rank=rank)
 
 
-def text_input_map(inputs_cfg) -> dict[str, str]:
-    """tokenizer field -> the model input name it feeds (``model.inputs``; default: itself)."""
-    return {f: (getattr(inputs_cfg, f, None) or f) for f in TEXT_FIELDS}
-
-
-def check_text_inputs(model_inputs: Sequence[str], inputs_cfg) -> dict[str, str]:
-    """The tokenizer fields this model takes, mapped to its input names ({field: name}).
-
-    One DataError before any inference when a model input cannot be fed from the tokenizer,
-    when the model has no token-id input, or when ``model.inputs.<field>`` names an input the
-    model does not have; the error names the model's actual inputs and the setting to set.
-    ``token_type_ids`` under its default name is fed only when the model has it.
-    """
-    names = list(model_inputs)
-    mapping = text_input_map(inputs_cfg)
-    given = {f for f in TEXT_FIELDS if getattr(inputs_cfg, f, None)}
-    example = " ".join(f"model.inputs.{f}=<name>" for f in TEXT_FIELDS[:2])
-    for f in sorted(given):
-        if mapping[f] not in names:
-            raise DataError(f"model.inputs.{f} names an input the model does not have",
-                            where=f"model.inputs.{f}", value=mapping[f],
-                            fix=f"the model's inputs are {names}; set model.inputs.{f} to one "
-                                "of them")
-    fed = {mapping[f]: f for f in TEXT_FIELDS if mapping[f] in names}
-    unknown = [n for n in names if n not in fed]
-    if unknown:
-        raise DataError("a model input cannot be fed from the tokenizer",
-                        where="model.inputs", value=unknown[0],
-                        fix=f"the model's inputs are {names}; map the tokenizer's fields to "
-                            f"them with {example} (token_type_ids: model.inputs."
-                            "token_type_ids=<name>)")
-    if mapping["input_ids"] not in names:
-        raise DataError("the model has no token-id input the tokenizer can feed",
-                        where="model.inputs.input_ids", value=names,
-                        fix=f"the model's inputs are {names}; set model.inputs.input_ids=<the "
-                            "token-id input>")
-    return {f: n for n, f in fed.items()}

@@ -52,13 +52,13 @@ from typing import Any
 
 from quantkit.errors import ConfigError, DataError, QuantkitError
 from quantkit.precision.plan import Plan, Precision
+from quantkit.verdict.outcome import STATUSES
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EvalResult", "SearchResult", "SearchTimeLimit", "STATUSES", "linear_evals_needed",
+__all__ = ["EvalResult", "SearchResult", "SearchTimeLimit", "linear_evals_needed",
            "max_evals_bound", "pareto", "plan_with_fp16", "search_fp16_set"]
 
-STATUSES = ("PASS", "FAIL", "INCONCLUSIVE")
 #: Reason written into the Plan for nodes the search keeps in FP16.
 SEARCH_REASON = "kept FP16 by sensitivity search"
 

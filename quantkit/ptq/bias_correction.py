@@ -30,7 +30,7 @@ import onnx
 from quantkit.ptq.graphutil import InitializerEditor, copy_model
 from quantkit.ptq.step_record import StepRecord
 from quantkit.graph.facts import attr, ensure_node_names
-from quantkit.qdq.scales import fake_quantize, int8_scale, per_channel_amax, weight_axis
+from quantkit.qdq.scales import fake_quantize, int8_scale, weight_amax_per_channel, weight_axis
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ def input_channel_axes(model: onnx.ModelProto, nodes: Iterable[str]) -> dict[str
 def quantized_weight(node: onnx.NodeProto, w: np.ndarray) -> np.ndarray:
     """``w`` after the per-channel INT8 Q -> DQ that insert_qdq writes for ``node``."""
     axis = weight_axis(node.op_type, w.ndim, {"transB": attr(node, "transB", 0)})
-    scale = int8_scale(per_channel_amax(w, axis), where=f"weight {node.input[1]}")
+    scale = int8_scale(weight_amax_per_channel(w, axis), where=f"weight {node.input[1]}")
     return fake_quantize(w, scale, axis)
 
 

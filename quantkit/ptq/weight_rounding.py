@@ -32,7 +32,7 @@ import onnx
 from quantkit.ptq.graphutil import InitializerEditor, copy_model
 from quantkit.ptq.step_record import StepRecord
 from quantkit.graph.facts import attr, ensure_node_names
-from quantkit.qdq.scales import INT8_MAX, int8_scale, per_channel_amax, weight_axis
+from quantkit.qdq.scales import INT8_MAX, int8_scale, weight_amax_per_channel, weight_axis
 
 log = logging.getLogger(__name__)
 
@@ -334,7 +334,7 @@ def round_weights(model: onnx.ModelProto, layers: Sequence[RoundingLayer],
         node = by_name[layer.node]
         w = ed.array(layer.weight)
         axis = weight_axis(node.op_type, w.ndim, {"transB": int(layer.trans_b)})
-        scale = int8_scale(per_channel_amax(w, axis), where=f"weight {layer.weight}")
+        scale = int8_scale(weight_amax_per_channel(w, axis), where=f"weight {layer.weight}")
         wg = _grouped(layer, w)
         sg = scale.astype(np.float64).reshape(wg.shape[0], wg.shape[1])
         st = hessians[layer.node]
@@ -435,7 +435,7 @@ def apply_rounding(model: onnx.ModelProto, int8: Mapping[str, np.ndarray],
 def _scale(node: onnx.NodeProto, w: np.ndarray) -> np.ndarray:
     """The per-channel INT8 scale of ``w`` broadcastable against ``w``."""
     axis = weight_axis(node.op_type, w.ndim, {"transB": attr(node, "transB", 0)})
-    s = int8_scale(per_channel_amax(w, axis), where=f"weight {node.input[1]}")
+    s = int8_scale(weight_amax_per_channel(w, axis), where=f"weight {node.input[1]}")
     shape = [1] * w.ndim
     shape[axis] = -1
     return s.reshape(shape)

@@ -21,13 +21,12 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+from quantkit.graph.grids import FP8_E4M3_MAX
 from quantkit.qdq.scales import grid_scale
 
 __all__ = ["FP8_E4M3_MAX", "FP8_OPSET", "FP8_DTYPE", "fp8_scale", "quantize_fp8", "dequantize_fp8",
            "fake_quantize_fp8"]
 
-#: Largest finite float8e4m3fn magnitude (S.1111.110 = 1.75 * 2**8).
-FP8_E4M3_MAX = 448.0
 #: the first ONNX opset whose QuantizeLinear / DequantizeLinear take float8e4m3fn
 FP8_OPSET = 19
 #: numpy dtype of FP8 E4M3 data (ONNX TensorProto.FLOAT8E4M3FN).

@@ -54,7 +54,7 @@ from quantkit.graph.facts import (TensorInfo, attr, constant_tensors, consumers,
                                 unique_name, with_value_info)
 from quantkit.graph.weights import BIAS_SLOT, weight_axis
 from quantkit.qdq.fp8 import FP8_DTYPE, FP8_OPSET, fp8_scale, quantize_fp8
-from quantkit.qdq.scales import int8_scale, per_channel_amax, quantize_weight
+from quantkit.qdq.scales import int8_scale, weight_amax_per_channel, quantize_weight
 from quantkit.qdq.targets import DEFAULT_TARGET, Target, get_target, uint8_qparams
 
 log = logging.getLogger(__name__)
@@ -353,7 +353,7 @@ def insert_qdq(model: onnx.ModelProto, plan: Plan, *,
             t = proto.input[slots.weight]
             w = numpy_helper.to_array(constants[t])
             axis = weight_axis(proto.op_type, w.ndim, {"transB": attr(proto, "transB", 0)})
-            w_scale = int8_scale(per_channel_amax(w, axis), where=f"weight {t}")
+            w_scale = int8_scale(weight_amax_per_channel(w, axis), where=f"weight {t}")
             if int8_weights:  # rule 8: pre-quantized int8 initializer behind one DQ
                 editor.dequantize_constant(node, t, quantize_weight(w, w_scale, axis), w_scale,
                                            axis=axis)

@@ -11,22 +11,11 @@ from __future__ import annotations
 import numpy as np
 
 from quantkit.errors import GraphEditError
-from quantkit.graph.weights import BIAS_SLOT, WEIGHT_SLOT, weight_axis
+from quantkit.graph.grids import INT8_MAX
+from quantkit.graph.weights import BIAS_SLOT, WEIGHT_SLOT, weight_amax_per_channel, weight_axis
 
-__all__ = ["INT8_MAX", "BIAS_SLOT", "WEIGHT_SLOT", "weight_axis", "per_channel_amax", "int8_scale", "grid_scale",
-           "fake_quantize"]
-
-#: Largest magnitude of signed, symmetric INT8 (TRT rule 1: range [-128, 127], zero point 0).
-INT8_MAX = 127
-
-
-def per_channel_amax(weight: np.ndarray, axis: int) -> np.ndarray:
-    """Max-abs of ``weight`` over every axis except ``axis``: one value per channel (float32)."""
-    w = np.abs(np.asarray(weight, dtype=np.float32))
-    if w.ndim == 0:
-        return w.reshape(1)
-    other = tuple(a for a in range(w.ndim) if a != axis)
-    return np.max(w, axis=other) if other else w
+__all__ = ["INT8_MAX", "BIAS_SLOT", "WEIGHT_SLOT", "weight_axis", "weight_amax_per_channel",
+           "int8_scale", "grid_scale", "fake_quantize"]
 
 
 def int8_scale(amax: float | np.ndarray, *, where: str = "qdq.scales") -> np.ndarray:

@@ -119,17 +119,20 @@ class RunContext:
         return {"environment": execution_environment(self.settings.backend)}
 
     # -- feeds ----------------------------------------------------------------------------
+    def prepared_feeds(self) -> "TextFeeds | ImageFeeds":
+        """The run's feeds; an error if the model stage has not made them yet."""
+        if self.feeds is None:
+            raise RuntimeError("RunContext.feeds is set by prepare_model (with_inputs); "
+                               "a stage ran before it")
+        return self.feeds
+
     def batches(self, data, batch_size: int, lengths=None):
         """Feed dicts of ``data`` (a split) from the run's feeds."""
-        from quantkit.data.feeds import as_feeds
-
-        return as_feeds(self.feeds).feeds(data, batch_size, lengths=lengths)
+        return self.prepared_feeds().feeds(data, batch_size, lengths=lengths)
 
     def feeds_key(self) -> dict:
         """What a stage-cache key needs about the feeds beyond the data hash (text: nothing)."""
-        from quantkit.data.feeds import as_feeds
-
-        key = as_feeds(self.feeds).cache_key()
+        key = self.prepared_feeds().cache_key()
         m = self.model
         if m is not None and (getattr(m, "pooling", "none") != "none"
                               or self.settings.model.output.name is not None):

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import onnx
 
     from quantkit.verdict.ledger import LookAlpha
-    from quantkit.verdict.family import SignoffTest
+    from quantkit.verdict.outcome import SignoffTest
 
 __all__ = ["Evaluation", "evaluate", "evaluate_artifact", "evaluate_reference", "numerics_note"]
 
@@ -201,14 +201,13 @@ def label_free_evidence(ctx: RunContext, evidence: dict, ref_out: np.ndarray,
         extra["embedding_fp32"] = {**emb, "recall_k": k}
     elif "mean_kl_fp32" in evidence:
         from quantkit.compare.task import slice_metrics
-        from quantkit.data.feeds import as_feeds
 
         metrics["kl"] = evidence["mean_kl_fp32"]
         metrics["abs_logit"] = evidence["mean_abs_logit_fp32"]
         ref_pred, pred = ref_out.argmax(axis=1), out.argmax(axis=1)
         y = ctx.split(split).labels
         slices = {**({"class": y} if y is not None else {}), "fp32_class": ref_pred,
-                  **as_feeds(ctx.feeds).slices(ctx.split_lengths(split))}
+                  **ctx.prepared_feeds().slices(ctx.split_lengths(split))}
         extra["agreement_slices"] = {  # slice_metrics' "accuracy" of pred vs FP32's pred
             s: {v: {"agreement": st["accuracy"], "n": st["n"]} for v, st in vals.items()}
             for s, vals in slice_metrics(ref_pred, pred, slices).items()}
@@ -232,8 +231,8 @@ def _evaluate(ctx: RunContext, name: str, path, *, split: str, reference: Evalua
     from quantkit.backends.batched import run_split
     from quantkit.backends.ort import kernel_census
     from quantkit.compare.task import agreement, mean_kl, slice_metrics, task_metrics
-    from quantkit.data.feeds import as_feeds
     from quantkit.run.engine import build_trt_engine
+
     s, splits = ctx.settings, ctx.splits
     data, lengths = ctx.split(split), ctx.split_lengths(split)
     labels = list(range(len(splits.label_names)))
@@ -278,7 +277,7 @@ def _evaluate(ctx: RunContext, name: str, path, *, split: str, reference: Evalua
                 **({"engine": engine.to_record()} if engine is not None else {})}, \
             logits, gallery_out
     pred = logits.argmax(axis=1)
-    extra_slices = as_feeds(ctx.feeds).slices(lengths)  # text: token-count buckets
+    extra_slices = ctx.prepared_feeds().slices(lengths)  # text: token-count buckets
     ev = {"artifact": Path(path).name,
           "numerics": numerics_note(name, s, emulated=use_emulation, qdq_mode=ctx.qdq_mode()),
           "eval_seconds": round(seconds, 3), "n": int(len(pred)), "kernel_census": census,

@@ -50,8 +50,9 @@ def check_preflight(ctx: RunContext) -> None:
 def check_model_fits(settings, proto) -> None:
     """A BYO model that cannot run with these settings: one clear error before any data is
     read (custom-domain ops, a fixed batch vs the batch settings; data.kind: data/feeds.py)."""
-    from quantkit.models.fit import (check_custom_ops, check_fixed_batch, check_text_inputs,
-                                     input_specs, resolve_output)
+    from quantkit.data.text_inputs import check_text_inputs
+    from quantkit.models.fit import (check_custom_ops, check_fixed_batch, input_specs,
+                                     resolve_output)
 
     s = settings
     check_custom_ops(proto)

@@ -224,7 +224,7 @@ def powered_eval(ctx: RunContext, ev: Evaluation, *, seconds: float, **extra):
     ``extra``."""
     from quantkit.precision.fp16_search import EvalResult
     from quantkit.verdict import TestPolicy
-    from quantkit.verdict.family import plan_power
+    from quantkit.verdict.outcome import plan_power
 
     policy = TestPolicy.from_settings(ctx.settings)
     n_test = len(ctx.splits.test)

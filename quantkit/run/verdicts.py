@@ -2,7 +2,7 @@
 
 Built from the split's labels, groups and both models' outputs, outside the stage cache (the
 outputs are cached; the test is cheap and seeded). The statistics are
-:mod:`quantkit.verdict.family`: the wider of a score interval (Tango; Rao-Scott adjusted for
+:mod:`quantkit.verdict.paired_accuracy`: the wider of a score interval (Tango; Rao-Scott adjusted for
 grouped data) and an iid / cluster bootstrap, a minimum size below which the verdict is
 INCONCLUSIVE, and the churn gate (flip rate vs FP32, ``verdict.max_flip_rate``).
 

@@ -3,7 +3,7 @@
 Pure numpy/scipy; randomness only from the seed of the :class:`TestPolicy` passed in (the
 knobs of every test: alpha, bootstrap resamples and seed, minimum examples and groups,
 power; built once from ``settings.verdict`` by ``TestPolicy.from_settings``). Decision rules are
-documented in ``quantkit.verdict.family`` (one candidate: score + bootstrap intervals,
+documented in ``quantkit.verdict.paired_accuracy`` (one candidate: score + bootstrap intervals,
 groups, churn, agreement, label-free shares), ``quantkit.verdict.macro_f1`` (macro-F1),
 ``quantkit.verdict.power`` (planned test sizes) and
 ``quantkit.verdict.protocol`` (dev-declared family, test ledger, familywise decision,
@@ -35,20 +35,9 @@ from quantkit.verdict.protocol import (
 )
 from quantkit.verdict.score import (clopper_pearson_interval, newcombe_interval, tango_interval,
                                     wilson_interval)
-from quantkit.verdict.family import (
-    FAIL,
-    INCONCLUSIVE,
-    PASS,
-    Churn,
-    SignoffTest,
-    agreement_signoff,
-    churn,
-    churn_gate,
-    paired_signoff,
-    plan_power,
-    score_signoff,
-    with_gate,
-)
+from quantkit.verdict.outcome import FAIL, INCONCLUSIVE, PASS, SignoffTest, plan_power, with_gate
+from quantkit.verdict.paired_accuracy import paired_signoff
+from quantkit.verdict.share_tests import Churn, agreement_signoff, churn, churn_gate, score_signoff
 from quantkit.verdict.paired import holm_adjust
 from quantkit.verdict.macro_f1 import macro_f1_signoff  # after signoff: it builds on it
 

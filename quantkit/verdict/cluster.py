@@ -31,7 +31,7 @@ interval too narrow. Here the *groups* are resampled:
   10% of the groups, 6,000 examples, CPU shared): false PASS of the accuracy test with the
   bootstrap-t 0.059 / 0.038 / 0.017 at 30 / 50 / 100 groups, with the percentile cluster
   bootstrap it replaces 0.079 / 0.050 / 0.021 (same worlds and seeds); see ``MIN_GROUPS`` in
-  ``quantkit.verdict.family`` for what no method can fix with few groups.
+  ``quantkit.verdict.paired_accuracy`` for what no method can fix with few groups.
 
 Numerics only (numpy), randomness only from the ``rng`` passed in.
 """

@@ -233,9 +233,9 @@ def score_gate(scores: Any, *, metric: str, tolerance: float,
     sign-off's own label-free test (:func:`quantkit.verdict.score_signoff`): pass when it
     shows the mean within ``1 - tolerance`` (floors) or ``tolerance`` (ceilings). Its
     ``n_needed`` is sized for 80% power whatever ``policy.power``."""
-    from quantkit.verdict.family import FAIL as S_FAIL
-    from quantkit.verdict.family import PASS as S_PASS
-    from quantkit.verdict.family import score_signoff
+    from quantkit.verdict.outcome import FAIL as S_FAIL
+    from quantkit.verdict.outcome import PASS as S_PASS
+    from quantkit.verdict.share_tests import score_signoff
 
     v = np.asarray(scores, dtype=np.float64)
     alpha = policy.alpha

@@ -3,7 +3,7 @@
 ``delta = macroF1(candidate) - macroF1(FP32)`` on the same labelled examples, macro-F1 as
 scikit-learn computes it over the declared classes (``F1_c = 2 TP_c / (n_c + m_c)``, ``n_c``
 examples of class c, ``m_c`` predicted c; 0 when both are 0). The decision rule is the
-accuracy rule (``quantkit.verdict.family``, rules 1, 2, 5): the envelope of two intervals,
+accuracy rule (``quantkit.verdict.paired_accuracy``, rules 1, 2, 5): the envelope of two intervals,
 PASS when its lower bound is above ``-margin`` (relative margins of FP32's macro-F1), FAIL
 when its upper bound is below, INCONCLUSIVE otherwise and below ``min_n`` / ``min_groups``.
 
@@ -51,10 +51,10 @@ from quantkit.verdict.cluster import group_weight_chunks, weighted_cr1
 from quantkit.verdict.margin import Margin, margin_abs as to_margin_abs
 from quantkit.verdict.policy import TestPolicy
 from quantkit.verdict.power import required_test_size
-from quantkit.verdict.score import tango_interval, tango_p_noninferiority
-from quantkit.verdict.family import (DEFAULT_POLICY, INCONCLUSIVE, SignoffTest, _groups,
-                                      _status, _too_small)
+from quantkit.verdict.intervals import group_stats, too_small
+from quantkit.verdict.outcome import DEFAULT_POLICY, INCONCLUSIVE, SignoffTest, status_of
 from quantkit.verdict.paired import as_rng
+from quantkit.verdict.score import tango_interval, tango_p_noninferiority
 
 __all__ = ["macro_f1", "macro_f1_signoff"]
 
@@ -228,7 +228,7 @@ def macro_f1_signoff(y_true: Any, pred_ref: Any, pred_cand: Any, *, n_classes: i
     k_scale = max(_max_effect(true, *ref_table), _max_effect(true, *cand_table)) * n / c
     s = _effects(y, r, q, n, c, true, ref_table, cand_table)
     u = np.clip(s / k_scale, -1.0, 1.0) if k_scale > 0 else s
-    codes, g, gstats = _groups(groups, u, "macro_f1_signoff(groups)")
+    codes, g, gstats = group_stats(groups, u, "macro_f1_signoff(groups)")
     deff = gstats.design_effect if gstats else 1.0
     b_w, c_w = float(-u[u < 0].sum()), float(u[u > 0].sum())
     s_low, s_high = (k_scale * v for v in
@@ -238,7 +238,7 @@ def macro_f1_signoff(y_true: Any, pred_ref: Any, pred_cand: Any, *, n_classes: i
     kind, b_low, b_high, b_p_ni, b_p_reg, point = _bootstrap(
         y, r, q, c, codes, g, s, n_boot=n_boot, rng=as_rng(policy.seed), alpha=alpha, threshold=-m)
     low, high = min(s_low, b_low), max(s_high, b_high)
-    status = _status(low, high, -m)
+    status = status_of(low, high, -m)
 
     changed = int(np.count_nonzero(r != q))
     b_acc = int(np.count_nonzero((r == y) & (q != y)))
@@ -257,7 +257,7 @@ def macro_f1_signoff(y_true: Any, pred_ref: Any, pred_cand: Any, *, n_classes: i
     if gstats:
         reasons.append(f"{g} groups, intra-group correlation of the weighted changes "
                        f"{gstats.icc:.3f}, design effect {deff:.2f}")
-    small = _too_small(n, g, gstats is not None, policy)
+    small = too_small(n, g, gstats is not None, policy)
     if small:
         status = INCONCLUSIVE
         reasons.append(small)

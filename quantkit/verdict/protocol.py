@@ -3,7 +3,7 @@ error control, and a recommendation only among what passed on test.
 
 Order of calls (the run's stages; every choice before step 3 sees dev only):
 
-1. ``dev = {name: paired_signoff(dev evidence) ...}`` (``quantkit.verdict.family``).
+1. ``dev = {name: paired_signoff(dev evidence) ...}`` (``quantkit.verdict.paired_accuracy``).
 2. ``family = declare_family(dev, method="fixed_sequence", alpha=0.025)``: the candidates
    and their test order, fixed from dev: most convincing dev evidence first (smallest dev
    non-inferiority p-value; ties keep the order given). ``family.to_dict()`` records the
@@ -52,8 +52,8 @@ import numpy as np
 
 from quantkit.errors import ConfigError, DataError, QuantkitError
 from quantkit.verdict.policy import TestPolicy
-from quantkit.verdict.family import (FAIL, INCONCLUSIVE, PASS, SignoffTest,
-                                      check_alpha_one_sided, plan_power)
+from quantkit.verdict.outcome import FAIL, INCONCLUSIVE, PASS, SignoffTest, plan_power
+from quantkit.verdict.policy import check_alpha_one_sided
 from quantkit.verdict.paired import holm_adjust
 
 log = logging.getLogger(__name__)

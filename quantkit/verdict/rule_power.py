@@ -2,7 +2,7 @@
 
 The sign-off PASSes an accuracy candidate when the *envelope* of the Tango score interval
 and the paired bootstrap clears the margin, joined with the churn gate (intersection-union;
-:mod:`quantkit.verdict.family`), and it is INCONCLUSIVE below ``min_n`` examples or
+:mod:`quantkit.verdict.paired_accuracy`), and it is INCONCLUSIVE below ``min_n`` examples or
 ``min_groups`` groups. The Nam (1997, Stat Med 16:187-198) formula of
 :mod:`quantkit.verdict.power` is for the Tango test alone. Here the plan runs the rule
 itself: test splits of ``n`` examples are simulated from the dev estimates and each is
@@ -111,7 +111,9 @@ def _simulate_accuracy(test, n_eff: int, *, policy: TestPolicy, rng: np.random.G
     """The share of ``policy.sims`` simulated test splits of ``n_eff`` examples on which
     ``paired_signoff`` (with the churn gate when ``test`` had one) PASSes at
     ``policy.alpha``; every simulated test draws its bootstrap from ``rng``."""
-    from quantkit.verdict.family import PASS, churn_gate, paired_signoff, with_gate
+    from quantkit.verdict.outcome import PASS, with_gate
+    from quantkit.verdict.paired_accuracy import paired_signoff
+    from quantkit.verdict.share_tests import churn_gate
 
     f, d, m = float(test.flip_rate), min(float(test.point), 0.0), -float(test.threshold)
     gate = _gate_facts(test)
@@ -137,7 +139,8 @@ def _simulate_accuracy(test, n_eff: int, *, policy: TestPolicy, rng: np.random.G
 
 def _simulate_agreement(agreement: float, floor: float, n_eff: int, *, policy: TestPolicy,
                         rng: np.random.Generator) -> float:
-    from quantkit.verdict.family import PASS, agreement_signoff
+    from quantkit.verdict.outcome import PASS
+    from quantkit.verdict.share_tests import agreement_signoff
 
     a = min(max(float(agreement), 0.0), 1.0)
     sim = replace(policy, seed=rng, min_n=1)
@@ -291,7 +294,7 @@ def plan_by_rule(test, *, n_available: int | None, policy: TestPolicy,
     :func:`quantkit.verdict.plan_power` with ``n_required`` replaced by :func:`rule_size`,
     plus ``planned_power`` at ``n_available``, ``n_required_formula`` (Nam / Wilson / t),
     ``power_method`` and, with ``policy.min_power``, whether the member is tested."""
-    from quantkit.verdict.family import plan_power
+    from quantkit.verdict.outcome import plan_power
 
     power, alpha, min_power = policy.power, policy.alpha, policy.min_power
     base = plan_power(test, n_available=n_available, policy=policy, basis="dev")

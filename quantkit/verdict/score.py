@@ -34,7 +34,7 @@ are few, whatever the data say:
   use the same beta quantiles (Korn & Graubard 1998, Survey Methodology 24:193-201).
 
 Counts may be non-integer: dividing ``b, c, n`` by a design effect is the Rao-Scott
-adjustment for grouped (clustered) data used in ``quantkit.verdict.family``.
+adjustment for grouped (clustered) data used in ``quantkit.verdict.paired_accuracy``.
 Numerics only (numpy/scipy), no I/O.
 """
 

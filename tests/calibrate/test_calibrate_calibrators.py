@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from scipy.stats import entropy as scipy_entropy
 
-from quantkit.calibrate.calibrators import (ALL_ZERO_AMAX, CALIBRATORS, EntropyCalibrator,
+from quantkit.graph.grids import ALL_ZERO_AMAX
+from quantkit.calibrate.calibrators import (CALIBRATORS, EntropyCalibrator,
                                             MinMaxCalibrator, MseCalibrator,
                                             PercentileCalibrator, entropy_divergences,
                                             make_calibrator, make_calibrators)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from quantkit.calibrate.calibrators import ALL_ZERO_AMAX
-from quantkit.calibrate.weight_ranges import weight_amax_per_channel, weight_axis
+from quantkit.graph.grids import ALL_ZERO_AMAX
+from quantkit.graph.weights import weight_amax_per_channel, weight_axis
 from quantkit.errors import CalibrationError
 
 

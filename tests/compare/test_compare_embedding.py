@@ -8,8 +8,9 @@ import pytest
 
 from quantkit.compare.embedding import (cosine_per_example, distribution, embedding_evidence,
                                         gallery_recall_at_k, gallery_top1_agreement,
-                                        mean_pool, neighbour_recall_at_k,
+                                        neighbour_recall_at_k,
                                         top1_neighbour_agreement)
+from quantkit.data.feeds import mean_pool
 from quantkit.errors import DataError
 
 

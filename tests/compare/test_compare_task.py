@@ -7,12 +7,12 @@ import pytest
 
 from quantkit.compare.task import (
     agreement,
-    length_buckets,
     mean_kl,
     predictions,
     slice_metrics,
     task_metrics,
 )
+from quantkit.data.feeds import length_buckets
 from quantkit.errors import ConfigError, DataError
 
 

@@ -22,7 +22,7 @@ from quantkit.backends.ort import OrtRunner  # noqa: E402
 from quantkit.data.feeds import TextFeeds  # noqa: E402
 from quantkit.data.text import TextEncoder, load_tokenizer  # noqa: E402
 from quantkit.errors import DataError  # noqa: E402
-from quantkit.models.fit import check_text_inputs  # noqa: E402
+from quantkit.data.text_inputs import check_text_inputs  # noqa: E402
 from quantkit.settings import InputsConfig  # noqa: E402
 
 

@@ -14,7 +14,7 @@ from quantkit.errors import GraphEditError
 from quantkit.precision.plan import build_plan
 from quantkit.qdq.insert import QdqMap, insert_qdq, residual_add_inputs
 from quantkit.qdq.lint import lint_qdq
-from quantkit.qdq.scales import fake_quantize, int8_scale, per_channel_amax
+from quantkit.qdq.scales import fake_quantize, int8_scale, weight_amax_per_channel
 
 
 def _calibrated(model, n_feeds=4):
@@ -60,7 +60,7 @@ def test_weight_per_channel_on_output_axis_and_activation_per_tensor(builder, no
     assert _axis(wq) == axis and _axis(wdq) == axis
     scale = initializer(q, wq.input[1])
     assert scale.shape == (w.shape[axis],)
-    np.testing.assert_allclose(scale, int8_scale(per_channel_amax(w, axis)))
+    np.testing.assert_allclose(scale, int8_scale(weight_amax_per_channel(w, axis)))
     zp = initializer(q, wq.input[2])
     assert zp.dtype == np.int8 and not zp.any()
 
@@ -89,7 +89,7 @@ def test_qdq_output_equals_numpy_fake_quantization():
     x = feeds[1]["x"]
     w = initializer(model, "W")
     xq = fake_quantize(x, int8_scale(plan.activation_amax["x"]))
-    wq = fake_quantize(w, int8_scale(per_channel_amax(w, 1)), axis=1)
+    wq = fake_quantize(w, int8_scale(weight_amax_per_channel(w, 1)), axis=1)
     expected = xq @ wq + initializer(model, "b")
     out = run(q, feeds[1], qdq=True)["y"]
     np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)

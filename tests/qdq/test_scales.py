@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from quantkit.errors import GraphEditError
-from quantkit.qdq.scales import fake_quantize, int8_scale, per_channel_amax, weight_axis
+from quantkit.qdq.scales import fake_quantize, int8_scale, weight_amax_per_channel, weight_axis
 
 
 @pytest.mark.parametrize("op, rank, trans_b, axis", [
@@ -19,8 +19,8 @@ def test_weight_axis_rejects_other_ops():
 
 def test_per_channel_amax_is_max_abs_over_other_axes():
     w = np.arange(24, dtype=np.float32).reshape(2, 3, 4) - 12
-    np.testing.assert_array_equal(per_channel_amax(w, 1), np.abs(w).max(axis=(0, 2)))
-    assert per_channel_amax(w, 1).shape == (3,)
+    np.testing.assert_array_equal(weight_amax_per_channel(w, 1), np.abs(w).max(axis=(0, 2)))
+    assert weight_amax_per_channel(w, 1).shape == (3,)
 
 
 def test_int8_scale_is_amax_over_127_and_never_zero():

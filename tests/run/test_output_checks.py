@@ -144,6 +144,7 @@ def test_run_split_refuses_an_output_whose_width_follows_the_input(tmp_path):
     """The backstop inside every inference loop: one ModelError, not a numpy broadcast."""
     from quantkit.backends.batched import run_split
     from quantkit.backends.runners import ort_runner
+    from quantkit.data.feeds import TextFeeds
     from quantkit.data.text import TextEncoder, load_tokenizer
 
     path = tmp_path / "scores.onnx"
@@ -153,4 +154,4 @@ def test_run_split_refuses_an_output_whose_width_follows_the_input(tmp_path):
                       input_names=["input_ids", "attention_mask"])
     texts = ["good", "the film was a very good story and fun"] * 3
     with ort_runner(None, str(path), name="t") as r, pytest.raises(ModelError, match="width"):
-        run_split(r, enc, texts, output="idsf", batch_size=2, progress=False)
+        run_split(r, TextFeeds(enc), texts, output="idsf", batch_size=2, progress=False)

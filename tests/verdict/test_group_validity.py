@@ -17,7 +17,7 @@ from group_validity import MARGIN, accuracy_world  # noqa: E402
 
 from quantkit.verdict import TestPolicy, paired_signoff  # noqa: E402
 from quantkit.verdict.cluster import cluster_bootstrap_t  # noqa: E402
-from quantkit.verdict.family import MIN_GROUPS  # noqa: E402
+from quantkit.verdict.policy import MIN_GROUPS  # noqa: E402
 
 
 def _rate(g: int, sims: int, seed: int, **kw) -> float:

@@ -18,7 +18,7 @@ from quantkit.verdict import (
     margin_abs,
     paired_signoff,
 )
-from quantkit.verdict.family import _status
+from quantkit.verdict.outcome import status_of as _status
 from quantkit.verdict.paired import accuracy_deltas
 
 
