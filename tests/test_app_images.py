@@ -58,7 +58,7 @@ def image_folder(root: Path, n_per_class: int = 40) -> None:
 
 def test_run_on_an_image_folder_with_your_own_cnn(tmp_path):
     from quantkit.app import run
-    from quantkit.qdq.insert import QdqMap
+    from quantkit.qdq.qdq_map import QdqMap
     from quantkit.qdq.lint import lint_qdq
 
     residual_cnn(tmp_path / "cnn.onnx")

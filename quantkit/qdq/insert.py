@@ -8,14 +8,15 @@ For every INT8 node of a Plan (TRT_RULES.md):
 - every pair belongs to one consumer: a tensor read by two INT8 nodes gets two pairs (rule 7);
 - a residual Add fed directly by an INT8 Conv (that Add being the Conv output's only
   reader) gets Q -> DQ on its skip input too, when the Plan has that tensor's amax (rule 6).
-  :func:`residual_add_inputs` lists those tensors so the caller can calibrate them.
+  :func:`quantkit.qdq.placement.residual_add_inputs` lists those tensors so the caller can
+  calibrate them.
 
 That is the ``tensorrt`` target. ``insert_qdq(..., target="ort_cpu")`` realizes the same
 Plan for ONNX Runtime's x86 INT8 kernels (``qdq/targets.py``): uint8 asymmetric activations
 (zero point from the calibrated range, ``Plan.activation_range``), the same per-channel INT8
 weights, no residual-Add pairs, and ORT's own QDQ layout: one QuantizeLinear per quantized
 tensor shared by its readers, one DequantizeLinear per reader, and quantized outputs where
-ORT has an INT8 kernel with uint8 output (:func:`ort_cpu_output_tensors`): INT8 Conv
+ORT has an INT8 kernel with uint8 output (:func:`quantkit.qdq.placement.ort_cpu_output_tensors`): INT8 Conv
 outputs (past a Relu / Clip), float Adds of two quantized tensors (residual Adds ->
 QLinearAdd) and GlobalAveragePools of a quantized tensor. Such an output without a
 calibrated range stays float (logged).
@@ -32,7 +33,7 @@ Scales and zero points are float32 / int8 (uint8 for ort_cpu activations, float8
 FP8 nodes) initializers.
 New tensors are named
 ``<tensor>__q_<consumer>`` (int8), ``<tensor>__dq_<consumer>`` (float32),
-``<tensor>__scale_<consumer>``, ``<tensor>__zp_<consumer>``; the :class:`QdqMap` records
+``<tensor>__scale_<consumer>``, ``<tensor>__zp_<consumer>``; the :class:`~quantkit.qdq.qdq_map.QdqMap` records
 which original tensor and consumer each one stands for, so nobody parses names.
 """
 
@@ -40,7 +41,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
@@ -49,239 +49,19 @@ from onnx import numpy_helper
 
 from quantkit.errors import GraphEditError
 from quantkit.precision.plan import Plan, Precision
-from quantkit.graph.facts import (TensorInfo, attr, constant_tensors, consumers, ensure_node_names,
-                                node_names, quant_slots, require_qdq_opset, tensor_infos,
-                                unique_name, with_value_info)
+from quantkit.graph.facts import (TensorInfo, attr, constant_tensors, ensure_node_names,
+                                  quant_slots, require_qdq_opset, tensor_infos, unique_name,
+                                  with_value_info)
 from quantkit.graph.weights import BIAS_SLOT, weight_axis
 from quantkit.qdq.fp8 import FP8_DTYPE, FP8_OPSET, fp8_scale, quantize_fp8
+from quantkit.qdq.placement import decision_of, ort_cpu_fusions, residual_skips
+from quantkit.qdq.qdq_map import QdqEntry, QdqMap
 from quantkit.qdq.scales import int8_scale, weight_amax_per_channel, quantize_weight
 from quantkit.qdq.targets import DEFAULT_TARGET, Target, get_target, uint8_qparams
 
 log = logging.getLogger(__name__)
 
-__all__ = ["QdqEntry", "QdqMap", "insert_qdq", "residual_add_inputs",
-           "ort_cpu_output_tensors"]
-
-#: Roles of inserted tensors in a QdqMap.
-ROLES = ("quantized", "dequantized", "scale", "zero_point")
-
-
-@dataclass(frozen=True)
-class QdqEntry:
-    """An inserted tensor or node: the original tensor it stands for and the node it feeds."""
-
-    original: str
-    consumer: str
-    role: str
-
-
-@dataclass
-class QdqMap:
-    """Inserted tensor name -> QdqEntry; ``nodes`` maps inserted Q/DQ node names the same way."""
-
-    tensors: dict[str, QdqEntry] = field(default_factory=dict)
-    nodes: dict[str, QdqEntry] = field(default_factory=dict)
-
-    def original(self, name: str) -> str:
-        """The original tensor an inserted tensor stands for; any other name maps to itself."""
-        entry = self.tensors.get(name)
-        return entry.original if entry else name
-
-    def consumer(self, name: str) -> str | None:
-        """The node an inserted tensor feeds (None for tensors that were not inserted)."""
-        entry = self.tensors.get(name)
-        return entry.consumer if entry else None
-
-    def inserted_for(self, original: str, role: str = "dequantized") -> list[str]:
-        """Inserted tensors of ``role`` that stand for ``original`` (one per consumer)."""
-        return [n for n, e in self.tensors.items() if e.original == original and e.role == role]
-
-    def __contains__(self, name: object) -> bool:
-        return name in self.tensors
-
-    def __len__(self) -> int:
-        return len(self.tensors)
-
-    def to_dict(self) -> dict:
-        return {kind: {n: {"original": e.original, "consumer": e.consumer, "role": e.role}
-                       for n, e in getattr(self, kind).items()}
-                for kind in ("tensors", "nodes")}
-
-    @classmethod
-    def from_dict(cls, data: Mapping) -> "QdqMap":
-        try:
-            return cls(**{kind: {n: QdqEntry(str(e["original"]), str(e["consumer"]), str(e["role"]))
-                                 for n, e in data.get(kind, {}).items()}
-                          for kind in ("tensors", "nodes")})
-        except (KeyError, TypeError, AttributeError) as exc:
-            raise GraphEditError("malformed QdqMap data", where="QdqMap.from_dict",
-                                 value=repr(exc), fix="pass the dict written by QdqMap.to_dict()"
-                                 ) from None
-
-
-def residual_add_inputs(model: onnx.ModelProto, plan: Plan, *,
-                        infos: Mapping[str, TensorInfo] | None = None) -> list[str]:
-    """Skip-branch tensors of residual Adds after INT8 Convs (rule 6), in graph order.
-
-    Calibrate these too and put their amax into ``plan.activation_amax``; insert_qdq then
-    quantizes them so TensorRT can fuse Conv + Add with INT8 I/O. Does not edit ``model``.
-    """
-    infos = tensor_infos(model) if infos is None else infos
-    return list(dict.fromkeys(t for _, _, t in _residual_skips(model.graph, plan, infos)))
-
-
-def _residual_skips(graph: onnx.GraphProto, plan: Plan,
-                    infos: dict[str, TensorInfo]) -> list[tuple[str, int, str]]:
-    """(add node name, skip slot, skip tensor) for each residual Add after an INT8 Conv."""
-    nodes = list(graph.node)
-    names = node_names(graph)
-    prod = {o: i for i, n in enumerate(nodes) for o in n.output if o}
-    readers = consumers(graph)
-    outputs = {o.name for o in graph.output}
-    constants = constant_tensors(graph)
-
-    def int8_conv_output(t: str) -> bool:
-        i = prod.get(t)
-        return (i is not None and nodes[i].op_type == "Conv"
-                and _decision(plan, names[i]) is Precision.INT8
-                and len(readers.get(t, ())) == 1 and t not in outputs)
-
-    found = []
-    for node, name in zip(nodes, names):
-        if node.op_type != "Add" or len(node.input) != 2 or node.input[0] == node.input[1]:
-            continue
-        if _decision(plan, name) is Precision.INT8:
-            continue  # an INT8 Add already gets Q/DQ on both inputs
-        a, b = node.input
-        if any(t in constants or not (infos.get(t) and infos[t].is_float32) for t in (a, b)):
-            continue
-        if _broadcasts(infos[a].shape, infos[b].shape):
-            continue  # a broadcast Add is no residual connection
-        for conv_slot in (0, 1):
-            if int8_conv_output(node.input[conv_slot]):
-                skip_slot = 1 - conv_slot
-                found.append((name, skip_slot, node.input[skip_slot]))
-                break
-    return found
-
-
-def ort_cpu_output_tensors(model: onnx.ModelProto, plan: Plan, *,
-                           infos: Mapping[str, TensorInfo] | None = None) -> list[str]:
-    """Outputs target ort_cpu quantizes (so they need a calibrated range), in graph order.
-
-    INT8 Conv outputs (past a single-reader Relu / Clip with constant bounds), outputs of
-    float Adds whose two inputs are quantized (residual Adds: QLinearAdd) and of
-    GlobalAveragePools of a quantized tensor (QLinearGlobalAveragePool); never graph
-    outputs. Every reader of such a tensor reads it through a DQ, also a layer the Plan
-    keeps float (as in ONNX Runtime's own QDQ models): its INT8 producer still runs as
-    QLinearConv, and the float layer computes in float32 on the uint8 values (an INT8 Conv
-    with float output does not exist on ORT CPU, so the alternative would be a float Conv).
-    Calibrate these for target ort_cpu and put their amax / min / max into the Plan.
-    Does not edit ``model``.
-    """
-    infos = tensor_infos(model) if infos is None else infos
-    outs, _ = _ort_cpu_fusions(model.graph, plan, infos, constant_tensors(model.graph),
-                               has_range=lambda t: True)
-    return list(outs)
-
-
-#: single-reader activations between a Conv and its output Q that ONNX Runtime folds into
-#: the uint8 Q range (ReluQuantFusion / ClipQuantFusion)
-_FOLDED_ACTIVATIONS = ("Relu", "Clip")
-
-
-def _ort_cpu_fusions(graph: onnx.GraphProto, plan: Plan, infos: dict[str, TensorInfo],
-                     constants: dict, *, has_range) -> tuple[dict[str, tuple | None], list[str]]:
-    """({quantized output tensor: (min, max) bounds of a folded Clip/Relu or None},
-    [names of float Add / GlobalAveragePool nodes that read only quantized tensors])."""
-    nodes = list(graph.node)
-    names = node_names(graph)
-    readers = consumers(graph)
-    outputs = {o.name for o in graph.output}
-    int8_inputs: set[str] = set()
-    for node, name in zip(nodes, names):
-        if _decision(plan, name) is Precision.INT8:
-            slots = quant_slots(node, infos, constants)
-            int8_inputs.update(node.input[s] for s in slots.activations)
-    quantized: dict[str, tuple | None] = {}
-    qnodes: list[str] = []
-
-    def is_float(t: str) -> bool:
-        return bool(t) and t not in constants and bool(infos.get(t)) and infos[t].is_float32
-
-    for node, name in zip(nodes, names):
-        op = node.op_type
-        decision = _decision(plan, name)
-        if op == "Conv" and decision is Precision.INT8 and node.output:
-            t, bounds = node.output[0], None
-            while t not in outputs and len(readers.get(t, ())) == 1:
-                r = readers[t][0]
-                b = _activation_bounds(r, constants)
-                if b is None or _decision(plan, r.name) is Precision.INT8:
-                    break
-                t, bounds = r.output[0], (b if bounds is None else
-                                          (max(bounds[0], b[0]), min(bounds[1], b[1])))
-            if t not in outputs and readers.get(t) and is_float(t) and has_range(t):
-                quantized[t] = bounds
-        elif op == "Add" and decision is not Precision.INT8 and len(node.input) == 2 \
-                and node.output and node.input[0] != node.input[1]:
-            a, b = node.input
-            if not (is_float(a) and is_float(b)) or _broadcasts(infos[a].shape, infos[b].shape):
-                continue
-            known = quantized.keys() | int8_inputs
-            y = node.output[0]
-            if (a in known and b in known and (a in quantized or b in quantized)
-                    and has_range(a) and has_range(b) and y not in outputs and readers.get(y)
-                    and is_float(y) and has_range(y)):
-                quantized[y] = None
-                qnodes.append(name)
-        elif op == "GlobalAveragePool" and decision is not Precision.INT8 and node.input \
-                and node.input[0] in quantized and node.output:
-            y = node.output[0]
-            if y not in outputs and readers.get(y) and is_float(y) and has_range(y):
-                quantized[y] = None
-                qnodes.append(name)
-    return quantized, qnodes
-
-
-def _activation_bounds(node: onnx.NodeProto, constants: dict) -> tuple[float, float] | None:
-    """[min, max] of a Relu or of a Clip with constant (or absent) bounds; else None."""
-    if node.op_type not in _FOLDED_ACTIVATIONS or len(node.output) != 1:
-        return None
-    if node.op_type == "Relu":
-        return (0.0, float("inf"))
-    if node.domain not in ("", "ai.onnx"):
-        return None
-    lo, hi = float("-inf"), float("inf")
-    if len(node.input) == 1 or not any(node.input[1:]):  # opset < 11: min / max attributes
-        lo, hi = float(attr(node, "min", lo)), float(attr(node, "max", hi))
-    for slot in (1, 2):
-        t = node.input[slot] if len(node.input) > slot else ""
-        if not t:
-            continue
-        if t not in constants:
-            return None
-        v = numpy_helper.to_array(constants[t])
-        if v.size != 1:
-            return None
-        if slot == 1:
-            lo = float(v.reshape(-1)[0])
-        else:
-            hi = float(v.reshape(-1)[0])
-    return (lo, hi)
-
-
-def _broadcasts(sa: tuple | None, sb: tuple | None) -> bool:
-    """True if the shapes differ in rank or in a dimension known on both sides."""
-    if sa is None or sb is None:
-        return False
-    return len(sa) != len(sb) or any(x is not None and y is not None and x != y
-                                     for x, y in zip(sa, sb))
-
-
-def _decision(plan: Plan, name: str) -> Precision | None:
-    d = plan.decisions.get(name)
-    return d.precision if d else None
+__all__ = ["insert_qdq"]
 
 
 def insert_qdq(model: onnx.ModelProto, plan: Plan, *,
@@ -322,8 +102,8 @@ def insert_qdq(model: onnx.ModelProto, plan: Plan, *,
                              f"(qdq.casts.to_opset(model, {FP8_OPSET}, why=...))")
     infos = tensor_infos(m) if infos is None else infos
     constants = constant_tensors(m.graph)
-    skips = _residual_skips(m.graph, plan, infos) if tgt.residual_add else []
-    fused, qnodes = (_ort_cpu_fusions(m.graph, plan, infos, constants,
+    skips = residual_skips(m.graph, plan, infos) if tgt.residual_add else []
+    fused, qnodes = (ort_cpu_fusions(m.graph, plan, infos, constants,
                                       has_range=lambda t: t in plan.activation_amax)
                      if tgt.fuse_outputs else ({}, []))
     if tgt.fuse_outputs:
@@ -333,7 +113,7 @@ def insert_qdq(model: onnx.ModelProto, plan: Plan, *,
     graph = gs.import_onnx(m)
     editor = _Editor(graph, share_activation_q=tgt.fuse_outputs)
     for node in list(graph.nodes):
-        decision = _decision(plan, node.name)
+        decision = decision_of(plan, node.name)
         if decision is Precision.FP8:
             _quantize_fp8_node(editor, node, proto_nodes[node.name], plan, infos, constants,
                                int8_weights=int8_weights)
@@ -475,7 +255,7 @@ def _quantize_outputs(editor: "_Editor", graph: gs.Graph, plan: Plan, tgt: Targe
 
 def _log_unfused_outputs(m: onnx.ModelProto, plan: Plan, infos, constants,
                          fused: Mapping[str, tuple | None]) -> None:
-    missing = [t for t in _ort_cpu_fusions(m.graph, plan, infos, constants,
+    missing = [t for t in ort_cpu_fusions(m.graph, plan, infos, constants,
                                            has_range=lambda t: True)[0] if t not in fused]
     if missing:
         log.info("target ort_cpu: %d quantizable outputs have no calibrated range and stay "

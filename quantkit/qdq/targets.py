@@ -23,7 +23,7 @@ only the realization differs:
     of two quantized tensors (the residual Add) and a GlobalAveragePool of a quantized tensor
     get their output quantized too (QLinearAdd, QLinearGlobalAveragePool). The ranges of
     those outputs come from the same calibration pass
-    (``qdq.insert.ort_cpu_output_tensors`` lists them). No TensorRT residual-skip pairs, and
+    (``qdq.placement.ort_cpu_output_tensors`` lists them). No TensorRT residual-skip pairs, and
     an **FP32 remainder** (ORT CPU has no fast FP16 kernels: it wraps FP16 ops in Casts).
     Checked by :func:`lint_ort_cpu`.
 

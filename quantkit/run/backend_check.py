@@ -172,7 +172,6 @@ def gate_outputs(ctx: RunContext, plan, deployed: np.ndarray, emulated: np.ndarr
     outputs)."""
     from quantkit.run.deployment import signoff_budget
     from quantkit.run.verdicts import example_scores
-    from quantkit.verdict import TestPolicy
     from quantkit.verdict.engine_gate import FLIP_METRICS, flip_gate, score_gate
 
     s = ctx.settings
@@ -180,7 +179,7 @@ def gate_outputs(ctx: RunContext, plan, deployed: np.ndarray, emulated: np.ndarr
     n = int(len(deployed))
     budget = signoff_budget(s, base["metric"])
     tol = _tolerance(ctx, budget, reference)
-    policy = TestPolicy.from_settings(s)
+    policy = ctx.policy
     metric = base["metric"]
     if metric in FLIP_METRICS:
         flips = int((deployed.argmax(axis=1) != emulated.argmax(axis=1)).sum())

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from quantkit.settings import Settings
+from quantkit.verdict.policy import TestPolicy
 
 if TYPE_CHECKING:
     from quantkit.cache import StageCache
@@ -38,6 +39,8 @@ class RunContext:
     ``model`` (quantkit.models.Model), ``splits`` (quantkit.data.Splits), ``feeds``
     (TextFeeds | ImageFeeds), ``lengths`` (split name -> token counts, or None for images) and ``graph``
     (ModelGraph of the FP32 model) are set by :meth:`with_inputs` after the prepare stage.
+    ``policy``: the verdict's :class:`TestPolicy`, built once from the settings here and
+    taken by every test of the run.
     """
 
     settings: Settings
@@ -49,6 +52,11 @@ class RunContext:
     feeds: TextFeeds | ImageFeeds | None = None
     lengths: dict[str, np.ndarray | None] | None = None  # token counts (text) or None
     graph: ModelGraph | None = None
+    policy: TestPolicy = None  # type: ignore[assignment]  # built in __post_init__
+
+    def __post_init__(self) -> None:
+        if self.policy is None:
+            object.__setattr__(self, "policy", TestPolicy.from_settings(self.settings))
 
     def with_inputs(self, *, model, splits, feeds, lengths, graph) -> "RunContext":
         return dataclasses.replace(self, model=model, splits=splits, feeds=feeds,

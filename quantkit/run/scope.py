@@ -65,7 +65,7 @@ def _fused_tensors(ctx: RunContext, graph: ModelGraph, tensors: list[str]) -> li
     the Conv / residual-Add outputs ORT fuses (qdq/targets.py): the nodes that run INT8 once
     every scoped tensor has a range decide them."""
     from quantkit.precision.plan import build_plan
-    from quantkit.qdq.insert import ort_cpu_output_tensors, residual_add_inputs
+    from quantkit.qdq.placement import ort_cpu_output_tensors, residual_add_inputs
 
     p = ctx.settings.precision
     if "Conv" not in p.op_types:

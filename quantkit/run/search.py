@@ -223,10 +223,9 @@ def powered_eval(ctx: RunContext, ev: Evaluation, *, seconds: float, **extra):
     when dev says FAIL; else ``INCONCLUSIVE``. The verdict and the power plan go into
     ``extra``."""
     from quantkit.precision.fp16_search import EvalResult
-    from quantkit.verdict import TestPolicy
     from quantkit.verdict.outcome import plan_power
 
-    policy = TestPolicy.from_settings(ctx.settings)
+    policy = ctx.policy
     n_test = len(ctx.splits.test)
     plan = plan_power(ev.test, n_available=n_test, policy=policy)
     need, why = plan.n_required, plan.reason

@@ -189,12 +189,12 @@ def sign_off(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str
     """
     from quantkit.ledger_store import LedgerStore, example_hashes, ledger_path
     from quantkit.run.verdicts import decision_metric, split_groups
-    from quantkit.verdict import TestLedger, TestPolicy, decide_family, declare_powered_family
+    from quantkit.verdict import TestLedger, decide_family, declare_powered_family
     from quantkit.verdict.ledger import model_key
     from quantkit.verdict.protocol import FamilyDecision, FamilyPlan, SignoffFamily
 
     s, v = ctx.settings, ctx.settings.verdict
-    policy = TestPolicy.from_settings(s)
+    policy = ctx.policy
     dev_tests = {n: dev[n].test for n in members}
     test_split = ctx.splits.test
     codes = split_groups(ctx, "test")

@@ -181,12 +181,12 @@ def candidate_test(ctx: RunContext, split: str, ref_logits: np.ndarray, logits: 
     """
     from dataclasses import replace
 
-    from quantkit.verdict import (Margin, TestPolicy, agreement_signoff, churn_gate,
+    from quantkit.verdict import (Margin, agreement_signoff, churn_gate,
                                   paired_signoff, score_signoff, with_gate)
     from quantkit.verdict.macro_f1 import macro_f1_signoff
 
     v = ctx.settings.verdict
-    policy = TestPolicy.from_settings(ctx.settings)
+    policy = ctx.policy
     common = dict(groups=split_groups(ctx, split), candidate=name,
                   policy=policy if alpha is None else policy.at(alpha))
     metric = decision_metric(ctx)

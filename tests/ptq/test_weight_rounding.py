@@ -13,7 +13,7 @@ from quantkit.ptq.recipe import Recipe
 from quantkit.ptq.weight_rounding import (accumulate_hessian, gptq_round, input_hessians,
                                           round_weights, rounding_layers)
 from quantkit.qdq.insert import insert_qdq
-from quantkit.qdq.scales import int8_scale, per_channel_amax
+from quantkit.qdq.scales import int8_scale, weight_amax_per_channel
 
 
 def conv(rng, *, c=6, o=8, group=1, stride=1, pads=(1, 1, 1, 1), dilation=1, hw=9,
@@ -116,7 +116,7 @@ def test_rounded_weights_stay_on_the_original_int8_grid():
     layers, _ = rounding_layers(model, plan.int8_nodes())
     out, rec = round_weights(model, layers, input_hessians(model, data, layers))
     w0, w1 = _weight(model), _weight(out)
-    s = int8_scale(per_channel_amax(w0, 0)).reshape(-1, 1, 1, 1)
+    s = int8_scale(weight_amax_per_channel(w0, 0)).reshape(-1, 1, 1, 1)
     q = w1 / s
     assert np.allclose(q, np.rint(q), atol=1e-3)
     assert np.all(np.abs(np.rint(q)) <= 127)

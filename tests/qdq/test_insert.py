@@ -12,7 +12,9 @@ from qdq_graphs import (act_matmul_model, conv_model, conv_transpose_model, gemm
 from quantkit.backends.ort import OrtRunner
 from quantkit.errors import GraphEditError
 from quantkit.precision.plan import build_plan
-from quantkit.qdq.insert import QdqMap, insert_qdq, residual_add_inputs
+from quantkit.qdq.insert import insert_qdq
+from quantkit.qdq.placement import residual_add_inputs
+from quantkit.qdq.qdq_map import QdqMap
 from quantkit.qdq.lint import lint_qdq
 from quantkit.qdq.scales import fake_quantize, int8_scale, weight_amax_per_channel
 

@@ -12,7 +12,8 @@ import pytest
 from qdq_graphs import all_tensor_names, max_abs_ranges, run, sqnr_db
 from quantkit.precision.plan import Precision, build_plan
 from quantkit.qdq.casts import convert_fp16, emulate_fp16, fp16_overflow_nodes
-from quantkit.qdq.insert import insert_qdq, residual_add_inputs
+from quantkit.qdq.insert import insert_qdq
+from quantkit.qdq.placement import residual_add_inputs
 from quantkit.qdq.lint import lint_qdq
 
 torch = pytest.importorskip("torch", reason="torch exports the real-world graph")

@@ -17,7 +17,8 @@ from qdq_graphs import (initializer, init, make_model, nodes_by_op, producer_of,
 from quantkit.backends.ort import UNSAFE_QDQ_OPTIMIZERS, OrtRunner
 from quantkit.errors import ConfigError
 from quantkit.precision.plan import Plan, build_plan
-from quantkit.qdq.insert import insert_qdq, ort_cpu_output_tensors, residual_add_inputs
+from quantkit.qdq.insert import insert_qdq
+from quantkit.qdq.placement import ort_cpu_output_tensors, residual_add_inputs
 from quantkit.qdq.lint import lint_for_target, lint_ort_cpu, lint_qdq
 from quantkit.qdq.targets import TARGETS, get_target, uint8_qparams
 
