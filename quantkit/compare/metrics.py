@@ -57,13 +57,20 @@ MIN_NOISE_FLOOR = 1e-8
 # --------------------------------------------------------------------------- helpers
 
 
-def _pair(reference: Any, candidate: Any, where: str) -> tuple[np.ndarray, np.ndarray]:
+def _same_shape(reference: Any, candidate: Any, *, what: str, where: str, fix: str
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Both as float64 arrays; one DataError when their shapes differ."""
     r = np.asarray(reference, dtype=np.float64)
     c = np.asarray(candidate, dtype=np.float64)
     if r.shape != c.shape:
-        raise DataError("reference and candidate have different shapes", where=where,
-                        value=(r.shape, c.shape),
-                        fix="compare the same tensor from the same examples in both runs")
+        raise DataError(f"reference and candidate {what}have different shapes", where=where,
+                        value=(r.shape, c.shape), fix=fix)
+    return r, c
+
+
+def _pair(reference: Any, candidate: Any, where: str) -> tuple[np.ndarray, np.ndarray]:
+    r, c = _same_shape(reference, candidate, what="", where=where,
+                       fix="compare the same tensor from the same examples in both runs")
     if r.size == 0:
         raise DataError("cannot compare empty tensors", where=where, value=r.shape,
                         fix="pass at least one element")
@@ -188,12 +195,8 @@ def kl_divergence(p_logits_ref: Any, q_logits_cand: Any) -> float:
     log-softmax, so large logits do not overflow; terms where ``p = 0`` contribute 0.
     Identical logits give exactly 0.0; tiny negative round-off is clamped to 0.
     """
-    p = np.asarray(p_logits_ref, dtype=np.float64)
-    q = np.asarray(q_logits_cand, dtype=np.float64)
-    if p.shape != q.shape:
-        raise DataError("reference and candidate logits have different shapes",
-                        where="kl_divergence", value=(p.shape, q.shape),
-                        fix="compare logits of the same examples")
+    p, q = _same_shape(p_logits_ref, q_logits_cand, what="logits ", where="kl_divergence",
+                       fix="compare logits of the same examples")
     if p.size == 0 or p.ndim == 0:
         raise DataError("kl_divergence needs at least one row of logits",
                         where="kl_divergence", value=p.shape,
@@ -272,12 +275,9 @@ class LayerStats:
     def update(self, reference_batch: Any, candidate_batch: Any, *,
                amax: Any = None) -> "LayerStats":
         """Accumulate one batch (any shape; reference and candidate shapes must match)."""
-        r_full = np.asarray(reference_batch, dtype=np.float64)
-        c_full = np.asarray(candidate_batch, dtype=np.float64)
-        if r_full.shape != c_full.shape:
-            raise DataError("reference and candidate batches have different shapes",
-                            where="LayerStats.update", value=(r_full.shape, c_full.shape),
-                            fix="feed the same examples to both runs")
+        r_full, c_full = _same_shape(reference_batch, candidate_batch, what="batches ",
+                                     where="LayerStats.update",
+                                     fix="feed the same examples to both runs")
         if r_full.size == 0:
             return self
         if amax is not None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from quantkit.errors import ConfigError
 
-__all__ = ["NodeSelection"]
+__all__ = ["NodeSelection", "node_name_list"]
 
 
 def _compile(patterns: Sequence[str] | str, where: str) -> tuple[tuple[str, re.Pattern[str]], ...]:
@@ -69,3 +69,19 @@ class NodeSelection:
                         value=p, fix=(f"did you mean {', '.join(close)}?" if close else
                                       "patterns match whole node names (re.fullmatch); "
                                       "quantkit names unnamed nodes <op_type>_<index>"))
+
+
+def node_name_list(value: Sequence[str] | str, *, where: str, what: str, fix: str) -> list[str]:
+    """``value`` as a list of distinct node names (``what``: "ranking", "nodes"...); one
+    ConfigError naming ``where`` for a bare string, a non-string entry or a name listed twice."""
+    if isinstance(value, str):
+        raise ConfigError(f"{what} must be a list of node names, not one string", where=where,
+                          value=value, fix=f"pass [{value!r}]")
+    names = list(value)
+    if not all(isinstance(n, str) for n in names):
+        raise ConfigError(f"{what} must hold node names (str)", where=where, value=names,
+                          fix=fix)
+    if len(set(names)) != len(names):
+        dup = next(n for i, n in enumerate(names) if n in names[:i])
+        raise ConfigError(f"{what} lists a node twice", where=where, value=dup, fix=fix)
+    return names

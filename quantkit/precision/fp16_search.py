@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from quantkit.errors import ConfigError, DataError, QuantkitError
+from quantkit.graph.selection import node_name_list
 from quantkit.precision.plan import Plan, Precision
 from quantkit.verdict.outcome import STATUSES
 
@@ -325,22 +326,6 @@ class _Search:
         return min(self.evaluations, key=key)
 
 
-def _check_ranking(ranking: Sequence[str]) -> list[str]:
-    where = "precision.search_fp16_set(ranking)"
-    if isinstance(ranking, str):
-        raise ConfigError("ranking must be a list of node names, not one string", where=where,
-                          value=ranking, fix=f"pass [{ranking!r}]")
-    names = list(ranking)
-    if not all(isinstance(n, str) for n in names):
-        raise ConfigError("ranking must hold node names (str)", where=where, value=names,
-                          fix="pass sensitivity.rank(scores)")
-    if len(set(names)) != len(names):
-        dup = next(n for i, n in enumerate(names) if n in names[:i])
-        raise ConfigError("ranking lists a node twice", where=where, value=dup,
-                          fix="pass sensitivity.rank(scores)")
-    return names
-
-
 def search_fp16_set(ranking: Sequence[str],
                     full_eval: Callable[[frozenset[str]], EvalResult], *,
                     max_full_evals: int, max_seconds: float | None = None, prune: bool = True,
@@ -355,7 +340,8 @@ def search_fp16_set(ranking: Sequence[str],
     ``higher_is_better`` orders ``metric`` for the no-PASS fallback (and is what
     :func:`pareto` should be given).
     """
-    names = _check_ranking(ranking)
+    names = node_name_list(ranking, where="precision.search_fp16_set(ranking)", what="ranking",
+                           fix="pass sensitivity.rank(scores)")
     if isinstance(max_full_evals, bool) or not isinstance(max_full_evals, int) \
             or max_full_evals < 0:
         raise ConfigError("max_full_evals must be an integer >= 0",
@@ -452,7 +438,8 @@ def linear_evals_needed(ranking: Sequence[str], fp16_set: Iterable[str] | None, 
     ``per_layer_measurement=True`` adds the ``L`` full evaluations INC spends measuring each
     layer's sensitivity itself (instead of a one-pass proxy): ``L + k_lin + 1``.
     """
-    names = _check_ranking(ranking)
+    names = node_name_list(ranking, where="precision.search_fp16_set(ranking)", what="ranking",
+                           fix="pass sensitivity.rank(scores)")
     L = len(names)
     if fp16_set is None:
         k_lin = L

@@ -44,6 +44,7 @@ import onnx
 
 from quantkit.compare.metrics import SQNR_DB_CAP, noise_power_from_sqnr_db
 from quantkit.errors import ConfigError, DataError
+from quantkit.graph.selection import node_name_list
 
 log = logging.getLogger(__name__)
 
@@ -180,21 +181,6 @@ class MeasuredScores(dict):
                 "steps": [dict(s, fp16_set=list(s["fp16_set"])) for s in self.steps]}
 
 
-def _check_nodes(nodes: Sequence[str], where: str) -> list[str]:
-    if isinstance(nodes, str):
-        raise ConfigError("nodes must be a list of node names, not one string", where=where,
-                          value=nodes, fix=f"pass [{nodes!r}]")
-    names = list(nodes)
-    if not all(isinstance(n, str) for n in names):
-        raise ConfigError("node names must be strings", where=where, value=names,
-                          fix="pass the names of the plan's INT8 nodes")
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise ConfigError("node names must be unique", where=where, value=dupes[0],
-                          fix="list every node once")
-    return names
-
-
 def measured_scores(evaluate_subset: Callable[[frozenset[str]], float], nodes: Sequence[str], *,
                     mode: str = "restore") -> MeasuredScores:
     """Measured sensitivity per node from ``len(nodes) + 1`` subset evaluations.
@@ -210,7 +196,8 @@ def measured_scores(evaluate_subset: Callable[[frozenset[str]], float], nodes: S
     if mode not in MODES:
         raise ConfigError("unknown sensitivity mode", where=f"{where}(mode)", value=mode,
                           fix=f"use one of {', '.join(MODES)}")
-    names = _check_nodes(nodes, f"{where}(nodes)")
+    names = node_name_list(nodes, where=f"{where}(nodes)", what="nodes",
+                           fix="pass the names of the plan's INT8 nodes")
     everything = frozenset(names)
     steps: list[dict[str, Any]] = []
 
@@ -272,7 +259,8 @@ def rank(scores: Mapping[str, Any], *, order: Sequence[str] | None = None) -> li
 
     keys = list(scores)
     if order is not None:
-        pos = {n: i for i, n in enumerate(_check_nodes(order, "precision.rank(order)"))}
+        pos = {n: i for i, n in enumerate(node_name_list(order, where="precision.rank(order)", what="order",
+                                                  fix="list every node once"))}
         base = len(pos)
         index = {n: pos.get(n, base + i) for i, n in enumerate(keys)}
     else:

@@ -9,14 +9,15 @@ import numpy as np
 
 from quantkit.verdict.cluster import (GroupStats, cluster_bootstrap_t, group_codes,
                                       intra_group_correlation)
+from quantkit.verdict.outcome import INCONCLUSIVE
 from quantkit.verdict.paired import accuracy_deltas
 from quantkit.verdict.policy import TestPolicy
 
-__all__ = ["group_stats", "bootstrap_bounds", "too_small"]
+__all__ = ["group_stats", "bootstrap_bounds", "too_small", "size_rule"]
 
 
 def group_stats(groups: Any, values: np.ndarray, where: str
-            ) -> tuple[np.ndarray | None, int, GroupStats | None]:
+                ) -> tuple[np.ndarray | None, int, GroupStats | None]:
     if groups is None:
         return None, 0, None
     codes, g = group_codes(groups, values.size, where)
@@ -53,3 +54,20 @@ def too_small(n: int, g: int, has_groups: bool, policy: TestPolicy) -> str | Non
         return (f"only {g} groups, below verdict.min_groups={min_groups}: group-level "
                 f"variation cannot be estimated")
     return None
+
+
+def size_rule(status: str, reasons: list[str], *, n: int, g: int, gstats: GroupStats | None,
+              policy: TestPolicy, correlated: str, effective_n: bool = False) -> str:
+    """The status after the groups' reason and the too-little-data rule (rule 2): appends to
+    ``reasons`` the groups' intra-group correlation of ``correlated`` (with grouped data) and
+    why the data is too small (then INCONCLUSIVE whatever the interval said)."""
+    if gstats:
+        deff = gstats.design_effect
+        reasons.append(f"{g} groups, intra-group correlation of {correlated} "
+                       f"{gstats.icc:.3f}, design effect {deff:.2f}"
+                       + (f" (effective n {n / deff:.0f})" if effective_n else ""))
+    small = too_small(n, g, gstats is not None, policy)
+    if small:
+        reasons.append(small)
+        return INCONCLUSIVE
+    return status

@@ -51,7 +51,7 @@ from quantkit.verdict.cluster import group_weight_chunks, weighted_cr1
 from quantkit.verdict.margin import Margin, margin_abs as to_margin_abs
 from quantkit.verdict.policy import TestPolicy
 from quantkit.verdict.power import required_test_size
-from quantkit.verdict.intervals import group_stats, too_small
+from quantkit.verdict.intervals import group_stats, size_rule
 from quantkit.verdict.outcome import DEFAULT_POLICY, INCONCLUSIVE, SignoffTest, status_of
 from quantkit.verdict.paired import as_rng
 from quantkit.verdict.score import tango_interval, tango_p_noninferiority
@@ -254,13 +254,8 @@ def macro_f1_signoff(y_true: Any, pred_ref: Any, pred_cand: Any, *, n_classes: i
                f"reference macro-F1 {ref_f1:.4f}, candidate {cand_f1:.4f} on n={n} "
                f"({c} classes); {changed} predictions changed (reference-only right {b_acc}, "
                f"candidate-only right {c_acc})"]
-    if gstats:
-        reasons.append(f"{g} groups, intra-group correlation of the weighted changes "
-                       f"{gstats.icc:.3f}, design effect {deff:.2f}")
-    small = too_small(n, g, gstats is not None, policy)
-    if small:
-        status = INCONCLUSIVE
-        reasons.append(small)
+    status = size_rule(status, reasons, n=n, g=g, gstats=gstats, policy=policy,
+                       correlated="the weighted changes")
     w_flip = (b_w + c_w) / n
     plan_n = None
     if status == INCONCLUSIVE and k_scale > 0:

@@ -55,7 +55,7 @@ from quantkit.errors import ConfigError, DataError
 from quantkit.verdict.margin import Margin, margin_abs as to_margin_abs
 from quantkit.verdict.outcome import DEFAULT_POLICY, INCONCLUSIVE, SignoffTest, status_of
 from quantkit.verdict.paired import as_rng
-from quantkit.verdict.intervals import bootstrap_bounds, group_stats, too_small
+from quantkit.verdict.intervals import bootstrap_bounds, group_stats, size_rule
 from quantkit.verdict.policy import TestPolicy
 from quantkit.verdict.power import required_test_size
 from quantkit.verdict.score import tango_interval, tango_p_noninferiority
@@ -116,14 +116,8 @@ def paired_signoff(correct_ref: Any, correct_cand: Any, *, margin: Margin, group
                f"reference accuracy {ref_acc:.4f}, candidate {cand_acc:.4f} on n={n}; "
                f"discordant: reference-only {b}, candidate-only {cc} "
                f"(flip rate {(b + cc) / n:.4f})"]
-    if gstats:
-        reasons.append(f"{g} groups, intra-group correlation of the paired difference "
-                       f"{gstats.icc:.3f}, design effect {deff:.2f} (effective n "
-                       f"{n / deff:.0f})")
-    small = too_small(n, g, gstats is not None, policy)
-    if small:
-        status = INCONCLUSIVE
-        reasons.append(small)
+    status = size_rule(status, reasons, n=n, g=g, gstats=gstats, policy=policy,
+                       correlated="the paired difference", effective_n=True)
     plan_n = None
     if status == INCONCLUSIVE:
         plan_n = required_test_size(flip_rate=(b + cc) / n, delta=min(point, 0.0), margin_abs=m,

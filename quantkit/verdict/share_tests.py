@@ -13,7 +13,7 @@ import numpy as np
 from quantkit.errors import ConfigError, DataError
 from quantkit.verdict.outcome import DEFAULT_POLICY, INCONCLUSIVE, SignoffTest, status_of
 from quantkit.verdict.paired import as_rng
-from quantkit.verdict.intervals import bootstrap_bounds, group_stats, too_small
+from quantkit.verdict.intervals import bootstrap_bounds, group_stats, size_rule
 from quantkit.verdict.policy import TestPolicy
 from quantkit.verdict.power import required_agreement_size
 from quantkit.verdict.score import (clopper_pearson_interval, clopper_pearson_p_above,
@@ -95,14 +95,9 @@ def _share_test(values: np.ndarray, *, metric: str, threshold: float, exact: boo
     reasons = [f"{head}; the wider of {score_name} [{s_low:.4f}, {s_high:.4f}] and "
                f"{'cluster bootstrap-t' if kind == 'cluster_t' else kind + ' bootstrap'} "
                f"[{b_low:.4f}, {b_high:.4f}]; one-sided alpha {alpha:g}{tail}"]
-    if gstats:
-        label = "agreement" if tolerance is None else "being within the tolerance"
-        reasons.append(f"{g} groups, intra-group correlation of {label} "
-                       f"{gstats.icc:.3f}, design effect {deff:.2f}")
-    small = too_small(n, g, gstats is not None, policy)
-    if small:
-        status = INCONCLUSIVE
-        reasons.append(small)
+    status = size_rule(status, reasons, n=n, g=g, gstats=gstats, policy=policy,
+                       correlated="agreement" if tolerance is None
+                       else "being within the tolerance")
     plan_n = None
     if status == INCONCLUSIVE:
         plan_n = required_agreement_size(agreement=share, min_agreement=threshold,

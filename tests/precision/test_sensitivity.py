@@ -111,7 +111,7 @@ def test_measured_restore_and_only_modes_record_cost():
 def test_measured_rejects_bad_input():
     with pytest.raises(ConfigError, match="mode"):
         measured_scores(damage, ["a"], mode="drop")
-    with pytest.raises(ConfigError, match="unique"):
+    with pytest.raises(ConfigError, match="lists a node twice"):
         measured_scores(damage, ["a", "a"])
     with pytest.raises(ConfigError, match="one string"):
         measured_scores(damage, "a")
