@@ -52,7 +52,7 @@ def passing_decision():
 
 
 def recommended(decision, status: str) -> bool:
-    check = BackendCheck(result={"status": status, "gates_recommendation": True,
+    check = BackendCheck.of({"status": status, "gates_recommendation": True,
                                  "what_to_run": "rerun"})
     rec = recommend_candidate(decision, int8_nodes={NAME: 48},
                               blocked=blocked_by_engine({NAME: check}))

@@ -412,13 +412,13 @@ def _evaluation(ctx, split: str, name: str, ref: np.ndarray, out: np.ndarray | N
     if out is None:  # the FP32 reference itself
         y = ctx.split(split).labels
         acc = float((ref.argmax(axis=1) == y).mean())
-        return Evaluation("fp32", {"metrics": {"accuracy": acc}}, ref, split=split,
-                          gallery=gallery)
+        return Evaluation.of("fp32", {"metrics": {"accuracy": acc}}, ref, split=split,
+                             gallery=gallery)
     t = candidate_test(ctx, split, ref, out, name=name, alpha=alpha, ref_gallery=gallery,
                        gallery=gallery, gallery_info=None)
     metrics = {t.metric: float(t.cand_value) if t.metric in ("accuracy", "macro_f1")
                else float(t.point)}
-    return Evaluation(name, {"metrics": metrics}, out, split=split, test=t, gallery=gallery)
+    return Evaluation.of(name, {"metrics": metrics}, out, split=split, test=t, gallery=gallery)
 
 
 @dataclass
@@ -452,7 +452,7 @@ def experiment(ctx, dev: Draw, test: Draw, *, shas: dict[str, str],
     if engine is None:
         checks = {m: check_backend(ctx, artifacts[m], ref_dev) for m in members}
     else:
-        checks = {m: BackendCheck(result=engine(ctx, ref_dev)) for m in members}
+        checks = {m: BackendCheck.of(engine(ctx, ref_dev)) for m in members}
     rec, _ = recommend_signed(ctx, so, artifacts, checks, None)
     statuses = {} if so.decision is None else {m: so.decision.status(m)
                                                 for m in so.family.candidates}

@@ -152,7 +152,7 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
         with stage("search") as info:
             res.search = search_mixed(ctx, arts, res.evaluations, res.layers, ref, source)
             if res.search is not None:
-                info.update({k: res.search.search[k] for k in ("full_evals", "bound")})
+                info.update({"full_evals": res.search.full_evals, "bound": res.search.bound})
     every = {**arts, **({"mixed": res.search.artifact} if res.search else {})}
     dev = {**res.evaluations, **({"mixed": res.search.evaluation} if res.search else {})}
     with stage("backend_check"):  # every candidate that can be recommended, on a dev subset

@@ -90,6 +90,22 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+@dataclass(frozen=True)
+class EngineFile:
+    """The TensorRT engine an evaluation ran on (backend=trt): its file and its sha256, read
+    once from the engine record (``EngineBuild.to_record()``) that the evaluation cache keeps."""
+
+    path: str
+    sha256: str | None = None
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, object] | None) -> "EngineFile | None":
+        if not record or not record.get("engine_path"):
+            return None
+        sha = record.get("engine_sha256")
+        return cls(path=str(record["engine_path"]), sha256=None if sha is None else str(sha))
+
+
 @dataclass
 class EngineMeta:
     """Provenance of one serialized engine; stored as JSON beside it."""

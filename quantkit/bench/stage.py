@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from quantkit.backends.engine_meta import EngineFile
 from quantkit.bench.latency_stats import compare_int8_fp16, cost_projection, latency_stats
 from quantkit.bench.timing import time_runner
 
@@ -103,12 +104,12 @@ def latency_key_facts(settings, environment: Mapping[str, Any]) -> dict[str, Any
 
 
 def default_runner(settings, name: str, model):
-    """A Runner for one candidate: a TensorRT engine (mapping with ``engine_path``) or an
-    ONNX model (path or proto) on ONNX Runtime with the run's providers and options."""
-    if isinstance(model, Mapping) and model.get("engine_path"):
+    """A Runner for one candidate: a TensorRT engine (an :class:`EngineFile`) or an ONNX
+    model (path or proto) on ONNX Runtime with the run's providers and options."""
+    if isinstance(model, EngineFile):
         from quantkit.backends.trt import TrtRunner
 
-        return TrtRunner(model["engine_path"], name=f"bench-{name}", device=settings.backend.trt.device)
+        return TrtRunner(model.path, name=f"bench-{name}", device=settings.backend.trt.device)
     from quantkit.backends.runners import ort_runner
 
     return ort_runner(settings.backend, model, name=f"bench-{name}")
@@ -158,7 +159,7 @@ def measure_latency(settings, candidates: Mapping[str, Any],
                     make_feeds: Callable[[int], Iterable[Mapping[str, np.ndarray]]], *,
                     make_runner: Callable[[Any, str, Any], Any] | None = None,
                     reuse: Callable[..., tuple[dict, dict]] | None = None) -> dict[str, Any]:
-    """Time ``candidates`` (name -> ONNX path / proto, or a mapping with ``engine_path``).
+    """Time ``candidates`` (name -> ONNX path / proto, or an :class:`EngineFile`).
 
     Returns ``{"candidates": {name: {"<batch>": stats}}, "summary": {...}}``: JSON-able.
     One runner is open at a time; feeds are the same for every candidate (paired inputs).

@@ -22,6 +22,7 @@ Statuses (``BackendCheck.status``):
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
@@ -38,13 +39,22 @@ PASSED = ("pass", "not_needed")
 
 @dataclass(frozen=True)
 class BackendCheck:
-    """``result``: the record's ``backend_check`` entry (status, plan, budget, gate...)."""
+    """One candidate's check on the deployment runtime: ``status`` (pass, not_needed, fail,
+    not_run...), whether it ``gates`` the recommendation here, what to run where it could not
+    run; ``result`` is the record's ``backend_check`` entry (plan, budget, gate...), read by
+    nothing but :meth:`to_record`."""
 
-    result: dict
+    result: Mapping[str, object]
+    status: str = "not_needed"
+    gates: bool = False
+    what_to_run: str = ""
 
-    @property
-    def status(self) -> str:
-        return str(self.result.get("status", "not_needed"))
+    @classmethod
+    def of(cls, result: Mapping[str, object]) -> "BackendCheck":
+        """The check with its typed fields read once from ``result`` (the cached JSON)."""
+        return cls(result=result, status=str(result.get("status", "not_needed")),
+                   gates=bool(result.get("gates_recommendation")),
+                   what_to_run=str(result.get("what_to_run", "")))
 
     @property
     def ok(self) -> bool:
@@ -53,15 +63,11 @@ class BackendCheck:
     @property
     def blocks(self) -> bool:
         """The check gates here (it runs on the deployment runtime) and did not pass."""
-        return bool(self.result.get("gates_recommendation")) and not self.ok
+        return self.gates and not self.ok
 
     @property
     def not_run(self) -> bool:
         return self.status == "not_run"
-
-    @property
-    def what_to_run(self) -> str:
-        return str(self.result.get("what_to_run", ""))
 
     def to_record(self) -> dict:
         return dict(self.result)
@@ -76,14 +82,14 @@ def check_backend(ctx: RunContext, artifact: Artifact, reference) -> BackendChec
     s = ctx.settings
     plan = engine_check_plan(s)
     if not plan.required or not plan.runs_here:
-        return BackendCheck(result=_unchecked(ctx, plan))
+        return BackendCheck.of(_unchecked(ctx, plan))
     inputs = {"artifact": artifact.sha256, "dev": ctx.splits.dev.sha256,
               "compare": asdict(s.compare), "backend": asdict(s.backend),
               "verdict": asdict(s.verdict), "target": s.target, "engine_gate": 2,
               "qdq_mode": ctx.qdq_mode(), **ctx.feeds_key(), **ctx.measured_key()}
     obj, _, _ = ctx.cached("backend_check", inputs,
                            lambda: (_check(ctx, artifact, reference, plan), None))
-    return BackendCheck(result=obj)
+    return BackendCheck.of(obj)
 
 
 def _metric(ctx: RunContext) -> str:

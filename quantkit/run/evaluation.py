@@ -9,12 +9,14 @@ import dataclasses
 import logging
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from quantkit.backends.engine_meta import EngineFile
 from quantkit.run.context import RunContext
 
 if TYPE_CHECKING:
@@ -32,33 +34,44 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Evaluation:
-    """One candidate's evidence (metrics, slices, verdict, kernel census...) and logits.
-
-    ``engine`` is the TensorRT engine the numbers came from (backend=trt), else None.
+    """One candidate's evaluation on one split: its logits, metrics, paired test against FP32
+    and, on backend=trt, the engine the numbers came from. Stages read these typed fields;
+    ``evidence`` is what record.json keeps of it (metrics, slices, kernel census, numerics...)
+    and nothing reads it but :meth:`to_record`.
     """
 
     name: str
-    evidence: dict
+    evidence: Mapping[str, object]
     logits: np.ndarray
     cached: bool = False
     split: str = "dev"
     test: SignoffTest | None = None  # vs FP32 on ``split`` (None for the reference itself)
-    notes: tuple = ()  # what a reviewer must read about this evaluation (record.notes)
+    notes: tuple[str, ...] = ()  # what a reviewer must read about this evaluation (record.notes)
     gallery: np.ndarray | None = None  # embedding outputs: the recall@k gallery embedded by this model
+    metrics: Mapping[str, float] = field(default_factory=dict)
+    eval_seconds: float = 0.0
+    engine: EngineFile | None = None  # backend=trt: the engine evaluated, else None
 
-    @property
-    def engine(self) -> dict | None:
-        return self.evidence.get("engine")
+    @classmethod
+    def of(cls, name: str, evidence: Mapping[str, object], logits: np.ndarray,
+           **fields) -> "Evaluation":
+        """An Evaluation whose typed fields are read once from ``evidence`` (the cached JSON)."""
+        return cls(name=name, evidence=evidence, logits=logits,
+                   metrics=dict(evidence.get("metrics") or {}),  # type: ignore[arg-type]
+                   eval_seconds=float(evidence.get("eval_seconds") or 0.0),  # type: ignore[arg-type]
+                   engine=EngineFile.from_record(evidence.get("engine")),  # type: ignore[arg-type]
+                   **fields)
 
-    @property
-    def verdict(self) -> dict | None:
-        return self.evidence.get("verdict")
+    def verdict_dict(self) -> dict | None:
+        """The paired test as the record writes it (``verdict``), or None for the reference."""
+        return None if self.test is None else {**self.test.to_verdict_dict(), "split": self.split}
 
     def metric(self, name: str) -> float:
-        return self.evidence["metrics"][name]
+        return self.metrics[name]
 
     def to_record(self) -> dict:
-        return dict(self.evidence)
+        verdict = self.verdict_dict()
+        return {**self.evidence, **({"verdict": verdict} if verdict is not None else {})}
 
 
 def evaluate_reference(ctx: RunContext, split: str = "dev") -> Evaluation:
@@ -66,7 +79,7 @@ def evaluate_reference(ctx: RunContext, split: str = "dev") -> Evaluation:
     ev = evaluate(ctx, "fp32", ctx.model.path, split=split, artifact_sha=ctx.model.sha256)
     from quantkit.data.checks import chance_level_note
 
-    note = chance_level_note((ev.evidence.get("metrics") or {}).get("accuracy"),
+    note = chance_level_note(ev.metrics.get("accuracy"),
                              ctx.splits.label_names, split=split)
     if note:
         log.warning("%s", note)
@@ -154,9 +167,8 @@ def evaluate(ctx: RunContext, name: str, path, *, split: str = "dev",
                               alpha=None if look is None else look.alpha,
                               ref_gallery=reference.gallery, gallery=gallery_out,
                               gallery_info=info)
-        evidence["verdict"] = {**test.to_verdict_dict(), "split": split}
-    return Evaluation(name=name, evidence=evidence, logits=logits, cached=hit, split=split,
-                      test=test, gallery=gallery_out)
+    return Evaluation.of(name, evidence, logits, cached=hit, split=split, test=test,
+                         gallery=gallery_out)
 
 
 def recall_gallery(ctx: RunContext):

@@ -71,7 +71,7 @@ def latency_reuse(ctx: RunContext, shas: dict[str, str]):
 
 
 def measure(ctx: RunContext, models: dict[str, object], shas: dict[str, str]) -> LatencyReport:
-    """Time ``models`` (name -> ONNX path, or a TensorRT engine record with ``engine_path``)."""
+    """Time ``models`` (name -> ONNX path, or the :class:`EngineFile` of a TensorRT engine)."""
     from quantkit.bench import measure_latency
 
     lat = measure_latency(ctx.settings, models, lambda b: latency_feeds(ctx, b),

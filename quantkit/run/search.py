@@ -49,8 +49,10 @@ class SearchOutcome:
     calibrator: str
     fp16_layers: list[str]
     plan_reasons: dict[str, str]
-    search: dict
+    search: dict  # the record's ``search`` section; read by nothing but :meth:`to_record`
     fp8_layers: list[str] = dataclasses.field(default_factory=list)
+    full_evals: int = 0  # full evaluations the search paid for
+    bound: int = 0  # its O(log L) bound on them
 
     @property
     def kept_layers(self) -> int:
@@ -238,7 +240,7 @@ def powered_eval(ctx: RunContext, ev: Evaluation, *, seconds: float, **extra):
                    "more test examples than any size gives"))
         need = None if need_gate is None else max(need, need_gate)
     powered = need is not None and need <= n_test
-    out = EvalResult.from_verdict(ev.verdict, seconds=seconds, power_plan=why,
+    out = EvalResult.from_verdict(ev.verdict_dict(), seconds=seconds, power_plan=why,
                                   n_required=need, **extra)
     status = "PASS" if powered else ("FAIL" if out.status == "FAIL" else "INCONCLUSIVE")
     return dataclasses.replace(out, status=status)
@@ -283,7 +285,7 @@ def search_mixed(ctx: RunContext, artifacts: dict[str, Artifact],
 
     vkey = variant_key(ctx, source, int8[best], artifacts["fp16"])
     measured, measure_note = {}, "not needed: full INT8's dev evidence gives the planned power"
-    base_eval = powered_eval(ctx, best_eval, seconds=best_eval.evidence["eval_seconds"],
+    base_eval = powered_eval(ctx, best_eval, seconds=best_eval.eval_seconds,
                              reused=best)
     if base_eval.status != "PASS" and cfg.measure_top > 0:
         top = ranking[:cfg.measure_top]
@@ -322,7 +324,7 @@ def search_mixed(ctx: RunContext, artifacts: dict[str, Artifact],
             ev = evaluate(ctx, "search", Path(tmp) / "model.search.onnx", reference=reference,
                           emulated=keep == "fp16", artifact_sha=obj["sha256"], build=written)
         return powered_eval(ctx, ev, seconds=time.perf_counter() - t0,
-                            accuracy=ev.evidence["metrics"].get("accuracy"))
+                            accuracy=ev.metrics.get("accuracy"))
 
     result = search_fp16_set(ranking, full_eval, max_full_evals=cfg.max_full_evals,
                              max_seconds=cfg.max_minutes * 60 if cfg.max_minutes else None,
@@ -350,4 +352,5 @@ def search_mixed(ctx: RunContext, artifacts: dict[str, Artifact],
     return SearchOutcome(artifact=art, evaluation=ev, calibrator=best,
                          fp16_layers=[n for n in result.fp16_nodes if n not in fp8_layers],
                          plan_reasons={n: plan.decisions[n].reason for n in result.fp16_nodes},
-                         search=search, fp8_layers=fp8_layers)
+                         search=search, fp8_layers=fp8_layers,
+                         full_evals=int(search["full_evals"]), bound=int(search["bound"]))

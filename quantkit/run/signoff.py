@@ -27,6 +27,7 @@ from quantkit.run.evaluation import Evaluation, evaluate
 if TYPE_CHECKING:
     from quantkit.verdict.protocol import (FamilyDecision, FamilyPlan, Recommendation,
                                            SignoffFamily, TestLedger)
+    from quantkit.verdict.outcome import SignoffTest
 
 __all__ = ["SignOff", "family_members", "sign_off", "signoff_skip_reason", "recommend_signed",
            "target_throughput", "blocked_by_engine", "deployment_note"]
@@ -44,11 +45,12 @@ class SignOff:
     family: SignoffFamily | None
     plan: FamilyPlan
     ledger: TestLedger | None  # this run's: each member once
-    dev: dict  # name -> SignoffTest on dev (the declaration's basis)
-    tests: dict  # name -> SignoffTest on test
+    dev: dict[str, SignoffTest]  # on dev (the declaration's basis)
+    tests: dict[str, SignoffTest]  # on test
     decision: FamilyDecision | None
-    evaluations: dict = field(default_factory=dict)  # name -> Evaluation on test
-    look: dict = field(default_factory=dict)  # the persistent ledger's facts of this look
+    evaluations: dict[str, Evaluation] = field(default_factory=dict)  # on test
+    look: dict[str, object] = field(default_factory=dict)  # the persistent ledger's facts of
+    # this look, as record.signoff.ledger writes them
 
     def status(self, name: str) -> str:
         return self.decision.status(name)
@@ -161,8 +163,7 @@ def _ledger_facts(res, *, read: bool, key: str, key_basis: str) -> dict:
 def _with_look(ev: Evaluation, look_line: str) -> Evaluation:
     """The member's test evaluation with the look it belongs to in its verdict's reasons."""
     t = dataclasses.replace(ev.test, reasons=[*ev.test.reasons, look_line])
-    return dataclasses.replace(ev, test=t, evidence={**ev.evidence, "verdict": {
-        **t.to_verdict_dict(), "split": "test"}})
+    return dataclasses.replace(ev, test=t)
 
 
 def evaluate_on_test(ctx: RunContext, name: str, artifact, reference_test: Evaluation,

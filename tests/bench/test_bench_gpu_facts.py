@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
+from quantkit.backends.engine_meta import EngineFile
 from quantkit.backends.trt import TrtRunner
 from quantkit.bench.stage import default_runner, execution_label, latency_key_facts
 from quantkit.cache import stage_key
@@ -75,5 +76,5 @@ def test_trt_label_without_tensorrt_says_how_to_install(trt_settings):
 
 def test_the_engine_is_timed_on_backend_trt_device(trt_settings, tmp_path):
     """Before: the latency stage's TrtRunner always ran on device 0, whatever backend.trt.device."""
-    runner = default_runner(trt_settings, "int8.mse", {"engine_path": str(tmp_path / "m.engine")})
+    runner = default_runner(trt_settings, "int8.mse", EngineFile(str(tmp_path / "m.engine")))
     assert isinstance(runner, TrtRunner) and runner.device == 1 and runner.name == "bench-int8.mse"

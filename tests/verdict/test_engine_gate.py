@@ -40,7 +40,7 @@ def decision():
 def recommended(decision, gate) -> bool:
     """The run's path: the gate's status in a BackendCheck that gates on the deployment
     runtime -> blocked_by_engine -> recommend_candidate."""
-    check = BackendCheck(result={"status": gate.status, "gates_recommendation": True,
+    check = BackendCheck.of({"status": gate.status, "gates_recommendation": True,
                                  "what_to_run": "rerun"})
     rec = recommend_candidate(decision, int8_nodes={"int8.entropy": 48},
                               blocked=blocked_by_engine({"int8.entropy": check}))
@@ -87,7 +87,7 @@ def test_a_faithful_engine_passes_and_is_recommended(decision):
 def test_a_check_that_did_not_run_here_does_not_block(decision):
     """target=tensorrt on a host without TensorRT: not run, not gating; the notes say what
     to run (tests/run/test_run_backend_check.py)."""
-    check = BackendCheck(result={"status": "not_run", "gates_recommendation": False})
+    check = BackendCheck.of({"status": "not_run", "gates_recommendation": False})
     assert blocked_by_engine({"int8.entropy": check}) == {}
     assert check.not_run and not check.ok
 
