@@ -220,6 +220,21 @@ class CandidateView:
         st = self.slices[slice_name][value] if value in self.slices.get(slice_name, {}) else {}
         return st if st is not None else {}
 
+    def plan_count(self, precision: Any) -> Any:
+        """Nodes of the plan at ``precision`` (None when the plan has none recorded)."""
+        counts = self.plan_counts or {}
+        return counts[precision] if precision in counts else None
+
+    def census_count(self, op: Any) -> Any:
+        """Kernels of op type ``op`` in the deployed graph (None when not counted)."""
+        census = self.kernel_census or {}
+        return census[op] if op in census else None
+
+    def agreement_stat(self, slice_name: Any, value: Any) -> AgreementStat | None:
+        """Agreement with FP32 on slice ``slice_name`` = ``value`` (None when not recorded)."""
+        values = self.agreement_slices[slice_name] if slice_name in self.agreement_slices else {}
+        return values[value] if value in values else None
+
     def layer_sqnr(self, tensor: Any) -> Any:
         """SQNR (dB) of ``tensor``, None when not compared."""
         return self.layers[tensor].sqnr_db if tensor in self.layers else None

@@ -108,6 +108,10 @@ class CostView:
     method: Any = None
     per_candidate: dict[str, CostRow] = field(default_factory=dict)
 
+    def row(self, name: str) -> CostRow | None:
+        """Candidate ``name``'s row, None when it has none."""
+        return self.per_candidate[name] if name in self.per_candidate else None
+
     @classmethod
     def from_dict(cls, d: Any) -> CostView:
         d = mapping(d)
@@ -176,7 +180,8 @@ class LatencySection:
                    host={k: host.get(k) for k in _HOST}, settings={k: st.get(k) for k in _SETTINGS},
                    inputs=inputs, skipped=mapping(d.get("skipped")),
                    skipped_batches=mapping(d.get("skipped_batches")),
-                   int8_not_faster=[NotFasterFlag.from_dict(f) for f in seq(d.get("int8_not_faster"))
+                   int8_not_faster=[NotFasterFlag.from_dict(f)
+                                    for f in seq(d.get("int8_not_faster"))
                                     if isinstance(f, Mapping)],
                    cost=CostView.from_dict(cost) if isinstance(cost, Mapping) and cost else None)
 

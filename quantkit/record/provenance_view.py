@@ -136,7 +136,8 @@ class CacheCount:
 
     @staticmethod
     def per_stage(d: Any) -> dict[str, CacheCount]:
-        return {str(s): CacheCount.from_dict(c) for s, c in mapping(d).items() if isinstance(c, Mapping)}
+        return {str(s): CacheCount.from_dict(c) for s, c in mapping(d).items()
+                if isinstance(c, Mapping)}
 
     def to_dict(self) -> dict[str, Any]:
         return view_to_dict(self)

@@ -17,13 +17,13 @@ class PtqStep:
     """One ptq step: the nodes it changed and those it skipped, with why."""
 
     name: Any = None
-    changes: dict[str, Any] = field(default_factory=dict)
+    changes: Any = field(default_factory=dict)  # node -> change (any sized collection)
     skipped: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, d: Any) -> PtqStep:
         d = mapping(d)
-        return cls(name=d.get("name"), changes=dict(d.get("changes") or {}),
+        return cls(name=d.get("name"), changes=d.get("changes") or {},
                    skipped=dict(d.get("skipped") or {}))
 
     def to_dict(self) -> dict[str, Any]:
@@ -91,7 +91,8 @@ class PtqView:
         choice = mapping(d.get("choice"))
         return cls(recipe=d.get("recipe", ""), steps_on=d.get("steps_on", ""),
                    graph_rewritten=d.get("graph_rewritten"),
-                   steps=[PtqStep.from_dict(s) for s in seq(d.get("steps")) if isinstance(s, Mapping)],
+                   steps=[PtqStep.from_dict(s) for s in seq(d.get("steps"))
+                          if isinstance(s, Mapping)],
                    proofs=[PtqProof.from_dict(p) for p in seq(d.get("proofs"))
                            if isinstance(p, Mapping)],
                    trials=[PtqTrial.from_dict(t) for t in seq(choice.get("trials"))

@@ -75,7 +75,8 @@ class RecordView:
             calibration=CalibrationView.parse(d.get("calibration")),
             candidates={str(n): CandidateView.from_dict(c)
                         for n, c in mapping(d.get("candidates")).items() if isinstance(c, Mapping)},
-            search=SearchView.parse(d.get("search")), latency=LatencySection.parse(d.get("latency")),
+            search=SearchView.parse(d.get("search")),
+            latency=LatencySection.parse(d.get("latency")),
             recommended=d.get("recommended"),
             recommendation_reason=mapping(d.get("recommendation")).get("reason"),
             signoff=SignoffView.parse(d.get("signoff")), artifacts=mapping(d.get("artifacts")),

@@ -110,9 +110,15 @@ class SearchView:
         """The search of a non-empty recorded mapping, else None (no search)."""
         return cls.from_dict(d) if isinstance(d, Mapping) and d else None
 
-    def proxy_of(self, node: Any) -> dict[str, Any]:
-        """The proxy scores of ``node`` ({} when not ranked by proxy)."""
-        return self.proxy[node] if node in self.proxy else {}
+    @property
+    def status(self) -> Any:
+        """The status of the set found (None when not recorded)."""
+        return self.summary["status"] if "status" in self.summary else None
+
+    def proxy_score(self, node: Any, key: str) -> Any:
+        """Proxy score ``key`` of ``node`` (None when not recorded)."""
+        scores = self.proxy[node] if node in self.proxy else {}
+        return scores[key] if key in scores else None
 
     def to_dict(self) -> dict[str, Any]:
         d = view_to_dict(self)
