@@ -18,7 +18,7 @@ TOP_N_LAYERS = 10
 
 def _layer_row(record: RecordView, cand_name: str, idx: int, tensor: str, stats: LayerStats,
                flagged: dict[str, FlaggedLayer]) -> dict[str, Any]:
-    f = flagged[tensor] if tensor in flagged else None
+    f = flagged.get(tensor)
     clip = stats.clipping_rate
     return {"idx": idx, "name": tensor,
             "sqnr": num(stats.sqnr_db, 2),
