@@ -9,7 +9,10 @@ import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from quantkit.record.interval_view import IntervalView
 
 DASH = "—"
 NOT_MEASURED = "not measured"
@@ -74,20 +77,66 @@ def pct(x: Any, digits: int = 2) -> str:
     return f"{100 * x:.{digits}f}%"
 
 
-def interval(delta: Mapping[str, Any] | None, digits: int = 4, *, level: bool = True) -> str:
-    """``+0.0016 [-0.0066, +0.0094] (95% CI)`` from ``{point, low, high, level}``.
+def interval(delta: IntervalView | None, digits: int = 4, *, level: bool = True) -> str:
+    """``+0.0016 [-0.0066, +0.0094] (95% CI)`` from a recorded interval (point, low, high,
+    level); "not measured" for None.
 
     ``level=False`` leaves out the "(95% CI)" suffix (for table columns that say it once).
     """
-    if not isinstance(delta, Mapping) or delta.get("point") is None:
+    if delta is None or delta.point is None:
         return NOT_MEASURED
-    text = signed(delta.get("point"), digits)
-    if delta.get("low") is not None or delta.get("high") is not None:
-        text += f" [{signed(delta.get('low'), digits)}, {signed(delta.get('high'), digits)}]"
-    lvl = delta.get("level")
-    if level and finite(lvl):
-        text += f" ({lvl * 100:g}% CI)"
-    return text
+    out = signed(delta.point, digits)
+    if delta.low is not None or delta.high is not None:
+        out += f" [{signed(delta.low, digits)}, {signed(delta.high, digits)}]"
+    if level and finite(delta.level):
+        out += f" ({delta.level * 100:g}% CI)"
+    return out
+
+
+def text(x: Any) -> str:
+    """A recorded value as text: a dash for nothing, lists joined, booleans as yes / no."""
+    if x is None or x == "":
+        return DASH
+    if isinstance(x, (list, tuple)):
+        return ", ".join(str(v) for v in x) if x else DASH
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    return str(x)
+
+
+def cfg(x: Any) -> str:
+    """A configured value as written (0.01, 10, 2000), not padded to fixed decimals."""
+    return f"{x:g}" if finite(x) and not isinstance(x, bool) else text(x)
+
+
+def value_text(v: Any) -> str:
+    """A value of any kind: floats to 4 decimals, pairs as [a, b], collections counted."""
+    if isinstance(v, float):
+        return num(v)
+    if isinstance(v, (list, tuple)) and len(v) == 2 and all(is_number(x) for x in v):
+        return f"[{num(v[0])}, {num(v[1])}]"
+    if isinstance(v, (list, tuple, Mapping)):
+        return f"{len(v)} entries (see report.json)"
+    return text(v)
+
+
+def alpha_text(a: Any) -> str:
+    """A one-sided alpha with 4 significant digits (a look's alpha may be 0.000225)."""
+    return f"{a:.4g}" if finite(a) else value_text(a)
+
+
+def with_ci(value: Any, ci: Any, digits: int) -> str:
+    """``1.234 [1.100, 1.400]``: ``value`` and, when both ends are finite, its interval ``ci``
+    (``[lo, hi]``), ``digits`` decimals each."""
+    out = num(value, digits)
+    if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(finite(v) for v in ci):
+        out += f" [{num(float(ci[0]), digits)}, {num(float(ci[1]), digits)}]"
+    return out
+
+
+def batch_key(b: str):
+    """Sort key of a recorded batch size: numbers first, in order."""
+    return (0, float(b)) if str(b).replace(".", "", 1).isdigit() else (1, str(b))
 
 
 def short_name(name: str, width: int = 48) -> str:

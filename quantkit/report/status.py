@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from quantkit.record.record_view import RecordView, as_view
+
 __all__ = ["NOT_SIGNED_OFF", "VerdictView", "engine_lines", "signed_candidates", "trt_command",
            "verdict_view"]
 
@@ -37,29 +39,27 @@ class VerdictView:
     dev_only: bool
 
 
-def signed_candidates(record: Mapping[str, Any]) -> frozenset[str] | None:
+def signed_candidates(record: RecordView | Mapping[str, Any]) -> frozenset[str] | None:
     """The candidates signed off on test (the declared family), an empty set when the run
     signed nothing off (a sweep job, or no family), None for a record from before the
     dev / test sign-off."""
-    so = record.get("signoff")
-    fam = (so or {}).get("family") if isinstance(so, Mapping) else None
-    if isinstance(fam, Mapping) and fam.get("candidates"):
-        return frozenset(str(c) for c in fam["candidates"])
-    cands = record.get("candidates") or {}
-    has_split = any(isinstance(c, Mapping) and isinstance(c.get("verdict"), Mapping)
-                    and c["verdict"].get("split") for c in cands.values())
-    return frozenset() if (so or has_split) else None
+    record = as_view(record)
+    so = record.signoff
+    if so is not None and so.family:
+        return frozenset(str(c) for c in so.family)
+    has_split = any(c.verdict is not None and c.verdict.split for c in record.candidates.values())
+    return frozenset() if (so is not None or has_split) else None
 
 
-def verdict_view(record: Mapping[str, Any], name: str, status: Any) -> VerdictView:
+def verdict_view(record: RecordView | Mapping[str, Any], name: str, status: Any) -> VerdictView:
     """The badge of candidate ``name`` whose recorded verdict status is ``status``."""
     from quantkit.report.fmt import DASH, status_class
 
+    record = as_view(record)
     text = str(status) if status not in (None, "") else DASH
     signed = signed_candidates(record)
-    c = (record.get("candidates") or {}).get(name) or {}
-    v = c.get("verdict") if isinstance(c, Mapping) else None
-    if signed is None or name in signed or not isinstance(v, Mapping) or status in (None, ""):
+    c = record.candidate(name)
+    if signed is None or name in signed or c is None or c.verdict is None or status in (None, ""):
         return VerdictView(text, status_class(status), False)
     return VerdictView(f"{text} on dev; {NOT_SIGNED_OFF}", DEV_CLASS, True)
 
@@ -71,26 +71,26 @@ def trt_command(command: str | None) -> str:
     return " ".join([*words, "backend=trt"])
 
 
-def engine_lines(record: Mapping[str, Any], name: str | None) -> list[dict[str, Any]]:
+def engine_lines(record: RecordView | Mapping[str, Any], name: str | None) -> list[dict[str, Any]]:
     """What the banner of candidate ``name`` says about its engine check: the deployed
     artifact's bound (pass; ``todo`` False), or plainly what to run (not run, failed,
     inconclusive; ``todo`` True). Each line: ``{"text", "todo"}``."""
-    c = (record.get("candidates") or {}).get(name) if name else None
-    bc = c.get("backend_check") if isinstance(c, Mapping) else None
-    if not isinstance(bc, Mapping) or "status" not in bc:
+    record = as_view(record)
+    c = record.candidate(name) if name else None
+    bc = c.backend_check if c is not None else None
+    if bc is None or bc.status is None:
         return []
-    status = bc.get("status")
-    note = next((str(n) for n in record.get("notes") or []
-                 if str(n).startswith(f"deployment of {name}:")), "")
+    status = bc.status
+    note = next((str(n) for n in record.notes if str(n).startswith(f"deployment of {name}:")), "")
     if status == "not_run":
-        trt = str(bc.get("deployment", "")).startswith("a TensorRT")
-        run = (f"run `{trt_command(record.get('command'))}` on the target GPU (tensorrt >= 10) "
-               f"before deploying {name}" if trt else str(bc.get("what_to_run") or ""))
-        return [{"text": f"Engine check NOT run: {bc.get('reason', '')}. To do: {run}.",
-                 "todo": True}]
+        trt = str(bc.deployment).startswith("a TensorRT")
+        run = (f"run `{trt_command(record.command)}` on the target GPU (tensorrt >= 10) "
+               f"before deploying {name}" if trt else str(bc.what_to_run or ""))
+        reason = bc.reason if bc.reason is not None else ""
+        return [{"text": f"Engine check NOT run: {reason}. To do: {run}.", "todo": True}]
     if status in ("pass", "not_needed"):
-        rest = note.split(": ", 1)[1] if ": " in note else str(bc.get("reason") or "")
+        rest = note.split(": ", 1)[1] if ": " in note else str(bc.reason or "")
         return [{"text": f"Engine check {'PASS' if status == 'pass' else 'not needed'}: {rest}",
                  "todo": False}]
-    return [{"text": f"Engine check {status}: {bc.get('what_to_run') or 'it did not pass'}.",
+    return [{"text": f"Engine check {status}: {bc.what_to_run or 'it did not pass'}.",
              "todo": True}]

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
+from quantkit.record.record_view import RecordView, as_view
+
 __all__ = ["SvgPlot", "agreement_by_slice", "all_svg_plots", "cosine_histogram"]
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
@@ -36,20 +38,15 @@ def _f(x: float) -> str:
     return f"{x:.2f}".rstrip("0").rstrip(".")
 
 
-def _candidates(record: Mapping[str, Any], key: str) -> dict[str, Mapping[str, Any]]:
-    return {n: c for n, c in (record.get("candidates") or {}).items()
-            if isinstance(c, Mapping) and isinstance(c.get(key), Mapping) and c[key]}
-
-
-def agreement_by_slice(record: Mapping[str, Any]) -> SvgPlot | None:
+def agreement_by_slice(record: RecordView | Mapping[str, Any]) -> SvgPlot | None:
     """Grouped bars: x = slice value, one bar per candidate (``agreement_slices``)."""
-    cands = _candidates(record, "agreement_slices")
+    cands = {n: c for n, c in as_view(record).candidates.items() if c.agreement_slices}
     if not cands:
         return None
     keys: list[tuple[str, str]] = []
     for c in cands.values():
-        for s, values in c["agreement_slices"].items():
-            for v in values or {}:
+        for s, values in c.agreement_slices.items():
+            for v in values:
                 if (s, v) not in keys:
                     keys.append((s, v))
     names = list(cands)
@@ -58,9 +55,8 @@ def agreement_by_slice(record: Mapping[str, Any]) -> SvgPlot | None:
     width = left + group_w * len(keys) + 20.0
     legend_h = 16.0 * len(names)
     height = top + plot_h + 56.0 + legend_h
-    lo = min((st.get("agreement", 1.0) for c in cands.values()
-              for vals in c["agreement_slices"].values() for st in (vals or {}).values()
-              if isinstance(st, Mapping)), default=1.0)
+    lo = min((1.0 if st.agreement is None else st.agreement for c in cands.values()
+              for vals in c.agreement_slices.values() for st in vals.values()), default=1.0)
     y0 = max(0.0, min(0.9, (int(lo * 20) / 20.0)))  # axis floor: a multiple of 0.05
 
     def y_of(a: float) -> float:
@@ -79,17 +75,17 @@ def agreement_by_slice(record: Mapping[str, Any]) -> SvgPlot | None:
     for gi, (s, v) in enumerate(keys):
         x0 = left + gi * group_w + gap / 2
         for ci, name in enumerate(names):
-            st = (cands[name]["agreement_slices"].get(s) or {}).get(v)
-            if not isinstance(st, Mapping):
+            st = cands[name].agreement_stat(s, v)
+            if st is None:
                 continue
-            a = float(st.get("agreement", 0.0))
+            a = float(0.0 if st.agreement is None else st.agreement)
             y = y_of(max(a, y0))
             parts.append(
                 f'<rect class="qk-bar" data-candidate={quoteattr(name)} '
                 f'data-slice={quoteattr(f"{s}={v}")} x="{_f(x0 + ci * bar_w)}" y="{_f(y)}" '
                 f'width="{_f(bar_w - 1)}" height="{_f(top + plot_h - y)}" '
                 f'fill="{PALETTE[ci % len(PALETTE)]}"><title>{escape(name)} {escape(s)}='
-                f'{escape(str(v))}: agreement {a:.4f} (n={st.get("n")})</title></rect>')
+                f'{escape(str(v))}: agreement {a:.4f} (n={st.n})</title></rect>')
         parts.append(f'<text x="{_f(x0 + bar_w * len(names) / 2)}" '
                      f'y="{_f(top + plot_h + 14)}" font-size="9" text-anchor="middle">'
                      f'{escape(str(v))}</text><text x="{_f(x0 + bar_w * len(names) / 2)}" '
@@ -97,7 +93,7 @@ def agreement_by_slice(record: Mapping[str, Any]) -> SvgPlot | None:
                      f'text-anchor="middle">{escape(s)}</text>')
     for ci, name in enumerate(names):
         y = top + plot_h + 44 + 16 * ci
-        split = cands[name].get("split", "")
+        split = cands[name].split
         parts.append(f'<rect x="{_f(left)}" y="{_f(y - 9)}" width="10" height="10" '
                      f'fill="{PALETTE[ci % len(PALETTE)]}"/><text x="{_f(left + 14)}" '
                      f'y="{_f(y)}" font-size="10">{escape(name)}'
@@ -110,10 +106,10 @@ def agreement_by_slice(record: Mapping[str, Any]) -> SvgPlot | None:
                    "length (tokens).", "".join(parts))
 
 
-def cosine_histogram(record: Mapping[str, Any]) -> SvgPlot | None:
+def cosine_histogram(record: RecordView | Mapping[str, Any]) -> SvgPlot | None:
     """One small histogram per candidate of its per-example cosine to FP32."""
-    cands = {n: c for n, c in _candidates(record, "embedding_fp32").items()
-             if isinstance((c["embedding_fp32"].get("cosine") or {}).get("hist"), Mapping)}
+    cands = {n: c.embedding_cosine for n, c in as_view(record).candidates.items()
+             if c.embedding_cosine is not None}
     if not cands:
         return None
     panel_w, panel_h, pad, top = 240.0, 110.0, 16.0, 22.0
@@ -124,17 +120,15 @@ def cosine_histogram(record: Mapping[str, Any]) -> SvgPlot | None:
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="qk-plot" '
              f'viewBox="0 0 {_f(width)} {_f(height)}" width="{_f(width)}" '
              f'height="{_f(height)}" role="img" aria-label="per-example cosine histograms">']
-    for i, (name, c) in enumerate(cands.items()):
-        cos = c["embedding_fp32"]["cosine"]
-        counts = [int(x) for x in cos["hist"]["counts"]]
-        edges = [float(e) for e in cos["hist"]["edges"]]
+    for i, (name, cos) in enumerate(cands.items()):
+        counts, edges = cos.counts, cos.edges
         px = pad + (i % cols) * (panel_w + pad)
         py = pad + (i // cols) * (panel_h + top + 34.0)
         peak = max(max(counts), 1)
         bw = panel_w / max(len(counts), 1)
         parts.append(f'<text x="{_f(px)}" y="{_f(py + 12)}" font-size="11">{escape(name)}: '
-                     f'mean {cos.get("mean", 0):.5f}, p1 {cos.get("p1", 0):.5f}, '
-                     f'n={cos.get("n")}</text>')
+                     f'mean {cos.mean:.5f}, p1 {cos.p1:.5f}, '
+                     f'n={cos.n}</text>')
         base = py + top + panel_h
         for b, k in enumerate(counts):
             h = panel_h * k / peak
@@ -154,5 +148,7 @@ def cosine_histogram(record: Mapping[str, Any]) -> SvgPlot | None:
                    "mean near 1 hides.", "".join(parts))
 
 
-def all_svg_plots(record: Mapping[str, Any]) -> list[SvgPlot]:
+def all_svg_plots(record: RecordView | Mapping[str, Any]) -> list[SvgPlot]:
+    """Every SVG chart the record has data for, in report order."""
+    record = as_view(record)
     return [p for p in (agreement_by_slice(record), cosine_histogram(record)) if p is not None]

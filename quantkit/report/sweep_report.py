@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from quantkit.errors import ConfigError
+from quantkit.record.candidate_view import CandidateView
+from quantkit.record.record_view import RecordView, as_view
 from quantkit.report.fmt import (
     DASH,
     finite,
@@ -58,52 +60,47 @@ def _batch_key(b: Any) -> tuple:
         return (1, str(b))
 
 
-def _latency(c: Mapping[str, Any]) -> tuple[str | None, float | None]:
+def _latency(c: CandidateView) -> tuple[str | None, float | None]:
     """(batch, p50_ms) at the smallest recorded batch, or (None, None)."""
-    lat = c.get("latency")
-    if not isinstance(lat, Mapping):
+    if c.latency is None:
         return None, None
-    for batch in sorted(lat, key=_batch_key):
-        s = lat[batch]
-        if isinstance(s, Mapping) and finite(s.get("p50_ms")):
-            return str(batch), float(s["p50_ms"])
+    for batch in sorted(c.latency, key=_batch_key):
+        s = c.latency[batch]
+        if finite(s.p50_ms):
+            return str(batch), float(s.p50_ms)
     return None, None
 
 
-def _dev_evidence(c: Any) -> Any:
+def _dev_evidence(c: CandidateView) -> CandidateView:
     """A candidate's dev evidence: its ``dev`` entry (signed-off family members carry their
     test evidence at the top), else the entry itself (compared on dev, never signed off).
     Latency is kept: it is the same artifact."""
-    if isinstance(c, Mapping) and isinstance(c.get("dev"), Mapping) \
-            and isinstance(c["dev"].get("verdict"), Mapping):
-        return {**c["dev"], "latency": c.get("latency")}
+    if c.dev is not None and c.dev.verdict is not None:
+        return c.dev.with_latency(c.latency)
     return c
 
 
-def _job_run(rec: Mapping[str, Any]) -> dict[str, Any]:
+def _job_run(rec: RecordView) -> dict[str, Any]:
     """Where and how a job ran (``record.job``, ``record.stage_cache``): launcher, worker host,
     stage-cache hits, the stages it computed, and whether it ran again after a lost attempt."""
-    job = rec.get("job") if isinstance(rec.get("job"), Mapping) else {}
-    cache = rec.get("stage_cache") if isinstance(rec.get("stage_cache"), Mapping) else {}
-    counts = {s: c for s, c in cache.items() if isinstance(c, Mapping)}
-    attempt = job.get("attempt")
+    job, counts = rec.job, rec.stage_cache
+    attempt = job.attempt
     later = isinstance(attempt, int) and attempt > 1
-    return {"launcher": job.get("launcher"),
-            "worker_host": job.get("worker_host") or (rec.get("host") or {}).get("hostname"),
-            "cache_hits": sum(int(c.get("hits", 0)) for c in counts.values()),
-            "cache_misses": sum(int(c.get("misses", 0)) for c in counts.values()),
-            "computed": [s for s, c in counts.items() if int(c.get("misses", 0))],
+    return {"launcher": job.launcher,
+            "worker_host": job.worker_host or rec.hostname,
+            "cache_hits": sum(c.hits for c in counts.values()),
+            "cache_misses": sum(c.misses for c in counts.values()),
+            "computed": [s for s, c in counts.items() if c.misses],
             "attempt": attempt,
-            "ran_again": later and not job.get("earlier_finished"),
-            "rerun_of_finished": later and bool(job.get("earlier_finished"))}
+            "ran_again": later and not job.earlier_finished,
+            "rerun_of_finished": later and bool(job.earlier_finished)}
 
 
-def _label(record: Mapping[str, Any], i: int) -> str:
-    run_dir = record.get("run_dir")
-    return Path(str(run_dir)).name if run_dir else f"job {i}"
+def _label(record: RecordView, i: int) -> str:
+    return Path(str(record.run_dir)).name if record.run_dir else f"job {i}"
 
 
-def sweep_summary(records: Sequence[Mapping[str, Any]], *,
+def sweep_summary(records: Sequence[RecordView | Mapping[str, Any]], *,
                   labels: Sequence[str] | None = None) -> dict[str, Any]:
     """Rank every candidate with a verdict across ``records`` (see the module docstring).
 
@@ -119,49 +116,47 @@ def sweep_summary(records: Sequence[Mapping[str, Any]], *,
                           value=f"{len(labels)} labels for {len(records)} records",
                           fix="pass labels=None or one label per record")
     jobs, rows = [], []
-    for i, rec in enumerate(records):
-        if not isinstance(rec, Mapping):
+    for i, raw in enumerate(records):
+        if not isinstance(raw, (Mapping, RecordView)):
             raise ConfigError("a sweep summary takes RunRecord dicts", where=f"records[{i}]",
-                              value=type(rec).__name__, fix="load each record.json with json.load")
+                              value=type(raw).__name__, fix="load each record.json with json.load")
+        rec = as_view(raw)
         label = labels[i] if labels is not None else _label(rec, i)
-        cands = rec.get("candidates") or {}
-        recommended = rec.get("recommended")
-        rec_status = (((cands.get(recommended) or {}).get("verdict") or {}).get("status")
-                      if recommended else None)
-        search = rec.get("search") if isinstance(rec.get("search"), Mapping) else {}
-        jobs.append({"job": i, "label": label, "experiment": rec.get("experiment"),
-                     "run_dir": rec.get("run_dir"), "command": rec.get("command"),
-                     "search_skipped": bool(search.get("skipped")),
-                     "signoff_skipped": bool((rec.get("signoff") or {}).get("skipped")),
+        recommended = rec.recommended
+        rec_cand = rec.candidate(recommended) if recommended else None
+        rec_status = rec_cand.verdict.status if rec_cand is not None and rec_cand.verdict else None
+        jobs.append({"job": i, "label": label, "experiment": rec.experiment,
+                     "run_dir": rec.run_dir, "command": rec.command,
+                     "search_skipped": bool(rec.search is not None and rec.search.skipped),
+                     "signoff_skipped": bool(rec.signoff is not None and rec.signoff.skipped),
                      "recommended": recommended, "recommended_status": rec_status,
-                     "candidates": len(cands), **_job_run(rec)})
-        for name, c in cands.items():
+                     "candidates": len(rec.candidates), **_job_run(rec)})
+        for name, c in rec.candidates.items():
             c = _dev_evidence(c)
-            v = c.get("verdict") if isinstance(c, Mapping) else None
-            if not isinstance(v, Mapping):
+            v = c.verdict
+            if v is None:
                 continue
-            metric = v.get("metric") or (v.get("margin") or {}).get("metric")
-            delta = (v.get("deltas") or {}).get(metric) if metric else None
-            delta = delta if isinstance(delta, Mapping) else None
-            value = (c.get("metrics") or {}).get(metric) if metric else None
+            metric = v.decision_metric
+            delta = v.delta(metric) if metric else None
+            value = c.metric(metric) if metric else None
             if not finite(value) and delta is not None:
-                value = delta.get("cand")
+                value = delta.cand
             batch, p50 = _latency(c)
-            rows.append({"job": i, "label": label, "experiment": rec.get("experiment"),
-                         "candidate": name, "status": v.get("status"), "metric": metric,
+            rows.append({"job": i, "label": label, "experiment": rec.experiment,
+                         "candidate": name, "status": v.status, "metric": metric,
                          "value": value if finite(value) else None, "delta": delta,
-                         "low": delta.get("low") if delta and finite(delta.get("low")) else None,
-                         "margin_abs": (v.get("margin") or {}).get("abs"),
+                         "low": delta.low if delta is not None and finite(delta.low) else None,
+                         "margin_abs": v.margin.abs,
                          "latency_batch": batch, "latency_p50_ms": p50,
                          "recommended": name == recommended,
-                         "required_n": v.get("required_n"),
-                         "share": "quantile" in (v.get("margin") or {})})
+                         "required_n": v.required_n,
+                         "share": v.margin.quantile is not None})
 
     def key(r):
         # kl / abs_logit: lower is better, and the safer claim is the lower upper bound
         sign = -1.0 if r["metric"] in LOWER_IS_BETTER else 1.0
         b_sign = 1.0 if r["share"] else sign  # a share within the tolerance: higher first
-        bound = (r["delta"] or {}).get("high") if b_sign < 0 else r["low"]
+        bound = (r["delta"].high if r["delta"] is not None else None) if b_sign < 0 else r["low"]
         return (status_rank(r["status"]),
                 -sign * r["value"] if r["value"] is not None else math.inf,
                 -b_sign * bound if finite(bound) else math.inf,
@@ -173,7 +168,7 @@ def sweep_summary(records: Sequence[Mapping[str, Any]], *,
     best = rows[0] if rows else None
     next_step = None
     job = jobs[best["job"]] if best is not None else {}
-    if (job.get("search_skipped") or job.get("signoff_skipped")) and job.get("command"):
+    if best is not None and (job["search_skipped"] or job["signoff_skipped"]) and job["command"]:
         # sweep jobs skip the search and the test sign-off; the best job's command runs both
         next_step = jobs[best["job"]]["command"]
     return {"ranking": RANKING, "jobs": jobs, "rows": rows, "best": best, "next_step": next_step}
@@ -223,7 +218,7 @@ def _attempt_text(job: Mapping[str, Any]) -> str:
     return "first" if job["attempt"] == 1 else DASH
 
 
-def render_sweep(records: Sequence[Mapping[str, Any]], out_dir: str | Path, *,
+def render_sweep(records: Sequence[RecordView | Mapping[str, Any]], out_dir: str | Path, *,
                  labels: Sequence[str] | None = None,
                  links: Sequence[str | None] | None = None) -> dict[str, Path]:
     """Write sweep.md and sweep.html (atomically) to ``out_dir``; return ``{format: path}``.
