@@ -38,6 +38,7 @@ def child(side: str, samples: int, padding: str, experiment: str = "bert_int8") 
     if side == "quantkit":
         import onnx
 
+        from quantkit.backends.runners import calibration_runner
         from quantkit.calibrate import collect_stats, compute_ranges, make_calibrator
 
         from quantkit.graph.model_graph import ModelGraph
@@ -50,7 +51,7 @@ def child(side: str, samples: int, padding: str, experiment: str = "bert_int8") 
         # INT8 Convs (TRT rule 6)
         tensors = list(quant_scope(RunContext(settings=s, run_dir=Path("."), cache_dir=Path("."),
                                               graph=graph)).tensors)
-        res = collect_stats(proto, iter(feeds), tensors, progress=False)
+        res = collect_stats(proto, iter(feeds), tensors, progress=False, runner_factory=calibration_runner)
         cals = {m: make_calibrator(m) for m in ("minmax", "percentile", "entropy", "mse")}
         ranges = compute_ranges(res.stats, cals, samples_seen=res.samples_seen)
         seconds = time.perf_counter() - t0

@@ -61,6 +61,7 @@ def main() -> None:
     from quantkit.backends.batched import run_split
     from quantkit.backends.ort import UNSAFE_QDQ_OPTIMIZERS, OrtRunner
     from quantkit.calibrate import activation_tensors, collect_stats, select_tensors
+    from quantkit.backends.runners import calibration_runner
     from quantkit.calibrate.calibrators import make_calibrator
     from quantkit.calibrate.ranges import compute_ranges
     from quantkit.precision.plan import build_plan
@@ -127,7 +128,7 @@ def main() -> None:
                          output=model.output_name)
             m, records = rw.model, list(rw.steps)
             tensors = activation_tensors(select_tensors(m, op_types=tuple(p.op_types)))
-            res = collect_stats(m, cal_all, tensors, num_bins=c.num_bins, progress=False)
+            res = collect_stats(m, cal_all, tensors, num_bins=c.num_bins, progress=False, runner_factory=calibration_runner)
             cals = {k: make_calibrator(k, **({"percentile": c.percentile}
                                              if k == "percentile" else {}))
                     for k in ("minmax", "percentile", "entropy", "mse")}

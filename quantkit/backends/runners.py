@@ -15,7 +15,7 @@ import onnx
 
 from quantkit.backends.ort import OrtRunner
 
-__all__ = ["ort_runner"]
+__all__ = ["ort_runner", "calibration_runner"]
 
 
 def ort_runner(backend: Any, model: str | os.PathLike | onnx.ModelProto, *, name: str,
@@ -45,3 +45,10 @@ def ort_runner(backend: Any, model: str | os.PathLike | onnx.ModelProto, *, name
                      intra_op_threads=backend.intra_op_threads,
                      extra_outputs=extra_outputs, save_optimized_to=optimized_to,
                      qdq_mode=qdq_mode, memory_arena=memory_arena)
+
+
+def calibration_runner(model: str | os.PathLike | onnx.ModelProto,
+                       extra_outputs: Sequence[str]) -> OrtRunner:
+    """ONNX Runtime CPU with its defaults, fetching ``extra_outputs``: the ``runner_factory``
+    of :func:`quantkit.calibrate.collect.collect_stats` outside a run (tests, benchmarks)."""
+    return ort_runner(None, model, name="calibrate", extra_outputs=extra_outputs)

@@ -3,7 +3,7 @@
 - ``select_tensors(model)`` lists the weighted nodes to quantize (TRT_RULES.md rule 4):
   each `QuantTarget` names its activation inputs and its constant weight (`WeightTarget`,
   with the per-channel axis of rule 3), in graph order.
-- ``collect_stats(model, batches, tensors)`` runs the FP32 model once through ONNX Runtime
+- ``collect_stats(model, batches, tensors, runner_factory=...)`` runs the FP32 model once through ONNX Runtime
   with the tensors added as outputs and streams each one into a `HistogramStats`.
   Memory is O(tensors x bins) (x chunks when ``num_chunks`` is set for bootstrap).
 - ``compute_ranges`` (re-exported from ``ranges.py``) turns the statistics into `Ranges`.
@@ -154,12 +154,6 @@ class CollectResult:
 RunnerFactory = Callable[[Any, Sequence[str]], Any]
 
 
-def _default_runner(model: Any, extra_outputs: Sequence[str]) -> Any:
-    from quantkit.backends.runners import ort_runner
-
-    return ort_runner(None, model, name="calibrate", extra_outputs=extra_outputs)
-
-
 def _batch_size(feed: Mapping[str, Any], first_input: str | None) -> int:
     value = feed.get(first_input) if first_input in feed else next(iter(feed.values()), None)
     shape = np.shape(value) if value is not None else ()
@@ -171,13 +165,14 @@ def collect_stats(model_path_or_proto: str | os.PathLike | onnx.ModelProto,
                   tensors: Sequence[str], *,
                   num_bins: int = DEFAULT_NUM_BINS,
                   progress: bool = True,
-                  runner_factory: RunnerFactory | None = None,
+                  runner_factory: RunnerFactory,
                   num_chunks: int | None = None) -> CollectResult:
     """Run the FP32 model once over ``batches`` and stream ``tensors`` into histograms.
 
     ``tensors`` may be intermediate tensors or graph inputs (taken from the feed).
-    ``runner_factory(model, extra_outputs)`` returns a Runner context manager (default:
-    ONNX Runtime CPU). ``num_chunks=K`` also keeps per-chunk statistics (batch b ->
+    ``runner_factory(model, extra_outputs)`` returns a Runner context manager (the run's
+    ``ctx.runner``; ``quantkit.backends.runners.calibration_runner`` for ONNX Runtime CPU
+    defaults): calibration does not choose a backend. ``num_chunks=K`` also keeps per-chunk statistics (batch b ->
     chunk ``b % K``) for ``bootstrap_ranges``. ``samples_seen`` sums the batch dimension
     of the model's first input.
     """
@@ -231,7 +226,7 @@ def collect_stats(model_path_or_proto: str | os.PathLike | onnx.ModelProto,
 
     feed_set = set(from_feed)
     with contextlib.ExitStack() as stack:
-        runner = stack.enter_context((runner_factory or _default_runner)(model, fetch)) \
+        runner = stack.enter_context(runner_factory(model, fetch)) \
             if fetch else None
         bar = tqdm(batches, total=total, disable=not progress, desc="calibrate", unit="batch",
                    leave=False)

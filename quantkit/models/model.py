@@ -9,7 +9,7 @@ from pathlib import Path
 
 import onnx
 
-from quantkit.fsutil import atomic_path, atomic_write_json, sha256_file
+from quantkit.fsutil import atomic_path, sha256_file
 from quantkit.errors import ModelError
 
 log = logging.getLogger(__name__)
@@ -135,8 +135,3 @@ def write_model_atomic(proto: onnx.ModelProto, path: str | os.PathLike) -> str:
     with atomic_path(path) as tmp:
         onnx.save(proto, str(tmp))
     return sha256_file(path)
-
-
-def write_json_atomic(obj, path: str | os.PathLike) -> None:
-    """Write ``obj`` as JSON to ``path`` atomically (argument order: object first)."""
-    atomic_write_json(path, obj)

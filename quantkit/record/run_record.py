@@ -9,7 +9,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from quantkit.models.model import write_json_atomic
+from quantkit.fsutil import atomic_write_json
 
 PACKAGES = ("quantkit", "onnx", "onnxruntime", "onnx-graphsurgeon", "polygraphy", "numpy", "scipy",
             "scikit-learn", "datasets", "tokenizers", "hydra-core", "omegaconf", "torch",
@@ -76,7 +76,7 @@ class RunRecord:
         return json.loads(json.dumps(asdict(self), default=_jsonable))
 
     def write(self, path: str | os.PathLike) -> None:
-        write_json_atomic(self.to_dict(), path)
+        atomic_write_json(path, self.to_dict())
 
 
 def _jsonable(o: Any) -> Any:

@@ -16,7 +16,7 @@ class SweepReport(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from quantkit.errors import QuantkitError
-        from quantkit.cli.sweep_cmd import rebuild
+        from quantkit.report.sweep_dir import rebuild
 
         sweep_dir = config.hydra.sweep.dir
         try:

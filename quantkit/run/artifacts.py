@@ -123,7 +123,8 @@ def build_artifact(ctx: RunContext, name: str, plan: Plan, *, graph: ModelGraph 
     ``steps`` / ``refined``: the ptq steps behind it, recorded and kept for variants."""
     from quantkit.backends.spill import LazySpilledModel
     from quantkit.errors import GraphEditError
-    from quantkit.models.model import write_json_atomic, write_model_atomic
+    from quantkit.fsutil import atomic_write_json
+    from quantkit.models.model import write_model_atomic
     from quantkit.qdq.casts import convert_fp16, emulate_fp16
     from quantkit.qdq.insert import insert_qdq
     from quantkit.qdq.lint import lint_for_target
@@ -149,9 +150,9 @@ def build_artifact(ctx: RunContext, name: str, plan: Plan, *, graph: ModelGraph 
                              where=str(violations[0]), fix="report this as a bug")
     path = out_dir / f"model.{name}.onnx"
     sha = write_model_atomic(final, path)
-    write_json_atomic(plan.to_dict(), out_dir / "plans" / f"{name}.json")
+    atomic_write_json(out_dir / "plans" / f"{name}.json", plan.to_dict())
     if qmap is not None:
-        write_json_atomic(qmap.to_dict(), out_dir / "plans" / f"{name}.qdqmap.json")
+        atomic_write_json(out_dir / "plans" / f"{name}.qdqmap.json", qmap.to_dict())
     is_fp32_graph = final is ctx.graph.model
     del final
     emulated = None

@@ -9,6 +9,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from quantkit.backends.ort import OrtRunner
 from quantkit.calibrate import CALIBRATORS, make_calibrator
+from quantkit.backends.runners import calibration_runner
 from quantkit.calibrate.collect import (QuantTarget, WeightTarget, activation_tensors,
                                         collect_stats, compute_ranges, select_tensors)
 from quantkit.calibrate.histogram import HistogramStats
@@ -123,7 +124,7 @@ def test_collect_stats_matches_numpy_forward(tmp_path):
     path = tmp_path / "m.onnx"
     onnx.save(_collect_model(), path)
     batches = _batches()
-    res = collect_stats(path, batches, TENSORS, num_bins=512, progress=False)
+    res = collect_stats(path, batches, TENSORS, num_bins=512, progress=False, runner_factory=calibration_runner)
     x = np.concatenate([b["X"] for b in batches])
     h0 = x @ W0
     assert res.samples_seen == 15 and res.batches_seen == 3 and res.seconds >= 0
@@ -140,7 +141,7 @@ def test_collect_stats_matches_numpy_forward(tmp_path):
 
 
 def test_compute_ranges_excludes_nonfinite_and_handles_all_zero():
-    res = collect_stats(_collect_model(), _batches(), TENSORS, progress=False)
+    res = collect_stats(_collect_model(), _batches(), TENSORS, progress=False, runner_factory=calibration_runner)
     cals = {name: make_calibrator(name) for name in CALIBRATORS}
     ranges = compute_ranges(res.stats, cals, samples_seen=res.samples_seen)
     assert set(ranges) == set(CALIBRATORS)
@@ -169,7 +170,7 @@ def test_collect_chunks_and_custom_runner():
         return OrtRunner(model, extra_outputs=extra_outputs)
 
     batches = _batches((2, 3, 4, 5, 6))
-    plain = collect_stats(_collect_model(), batches, ["h0", "h1"], progress=False)
+    plain = collect_stats(_collect_model(), batches, ["h0", "h1"], progress=False, runner_factory=calibration_runner)
     chunked = collect_stats(_collect_model(), iter(batches), ["h0", "h1"], progress=False,
                             runner_factory=factory, num_chunks=3)
     assert seen == [["h0", "h1"]]
@@ -177,31 +178,31 @@ def test_collect_chunks_and_custom_runner():
     assert [c["h0"].count_ for c in chunked.chunk_stats] == [16 * 7, 16 * 9, 16 * 4]
     for t in ("h0", "h1"):
         np.testing.assert_array_equal(chunked.stats[t].hist_, plain.stats[t].hist_)
-    few = collect_stats(_collect_model(), batches[:1], ["h0"], progress=False, num_chunks=4)
+    few = collect_stats(_collect_model(), batches[:1], ["h0"], progress=False, num_chunks=4, runner_factory=calibration_runner)
     assert len(few.chunk_stats) == 1
 
 
 def test_collect_errors():
     m = _collect_model()
     with pytest.raises(CalibrationError, match="nope"):
-        collect_stats(m, _batches(), ["h0", "nope"], progress=False)
+        collect_stats(m, _batches(), ["h0", "nope"], progress=False, runner_factory=calibration_runner)
     with pytest.raises(CalibrationError, match="weight"):
-        collect_stats(m, _batches(), ["W0"], progress=False)
+        collect_stats(m, _batches(), ["W0"], progress=False, runner_factory=calibration_runner)
     with pytest.raises(CalibrationError, match="no calibration batches"):
-        collect_stats(m, [], ["h0"], progress=False)
+        collect_stats(m, [], ["h0"], progress=False, runner_factory=calibration_runner)
     with pytest.raises(CalibrationError, match="batch 0"):
-        collect_stats(m, [{"X": np.ones((2, 3), np.float32)}], ["h0"], progress=False)
+        collect_stats(m, [{"X": np.ones((2, 3), np.float32)}], ["h0"], progress=False, runner_factory=calibration_runner)
     with pytest.raises(CalibrationError, match="model file not found"):
-        collect_stats("/nonexistent/model.onnx", _batches(), ["h0"], progress=False)
+        collect_stats("/nonexistent/model.onnx", _batches(), ["h0"], progress=False, runner_factory=calibration_runner)
     with pytest.raises(ConfigError):
-        collect_stats(m, _batches(), ["h0"], progress=False, num_chunks=0)
+        collect_stats(m, _batches(), ["h0"], progress=False, num_chunks=0, runner_factory=calibration_runner)
 
 
 def test_bootstrap_from_collected_chunks():
     from quantkit.calibrate import bootstrap_ranges
 
     res = collect_stats(_collect_model(), _batches((3,) * 8), TENSORS, progress=False,
-                        num_chunks=4)
+                        num_chunks=4, runner_factory=calibration_runner)
     cals = {name: make_calibrator(name) for name in CALIBRATORS}
     spread = bootstrap_ranges(res.chunk_stats, cals, num_resamples=5, seed=0)
     for per_tensor in spread.values():

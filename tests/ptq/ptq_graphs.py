@@ -13,6 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from quantkit.backends.ort import OrtRunner
 from quantkit.calibrate import activation_tensors, collect_stats, select_tensors
+from quantkit.backends.runners import calibration_runner
 from quantkit.calibrate.calibrators import make_calibrator
 from quantkit.calibrate.ranges import compute_ranges
 from quantkit.precision.plan import build_plan
@@ -59,7 +60,7 @@ def run(model, feeds, output="y", level="basic"):
 
 def calibrated_plan(model, feeds, *, method="minmax", op_types=("MatMul", "Gemm", "Conv")):
     targets = select_tensors(model, op_types=op_types)
-    res = collect_stats(model, feeds, activation_tensors(targets), progress=False)
+    res = collect_stats(model, feeds, activation_tensors(targets), progress=False, runner_factory=calibration_runner)
     ranges = compute_ranges(res.stats, {method: make_calibrator(method)})[method]
     plan = build_plan(model, amax=ranges.amax, excluded=ranges.excluded, op_types=op_types,
                       remainder="fp32", skip_small=False, calibrator=method)

@@ -7,6 +7,7 @@ import onnx
 
 from ptq_graphs import calibrated_plan, ln_linear, nmse, run
 from quantkit.calibrate import activation_tensors, collect_stats, select_tensors
+from quantkit.backends.runners import calibration_runner
 from quantkit.calibrate.calibrators import make_calibrator
 from quantkit.calibrate.ranges import compute_ranges
 from quantkit.ptq.pipeline import CalibData, refine, rewrite
@@ -20,7 +21,7 @@ def _int8(model, feeds, recipe):
     rewritten = rewrite(model, recipe, data, output="y", logits=False)
     m = rewritten.model
     res = collect_stats(m, feeds, activation_tensors(select_tensors(m, op_types=("MatMul",))),
-                        progress=False)
+                        progress=False, runner_factory=calibration_runner)
     ranges = compute_ranges(res.stats, {k: make_calibrator(k) for k in ("minmax", "percentile")})
     plan, _ = calibrated_plan(m, feeds, method="percentile")
     refined = refine(m, plan, ranges, recipe, data)

@@ -342,11 +342,12 @@ def _float_model() -> onnx.ModelProto:
 
 def _nan_in_calibration_data(w):
     from quantkit.calibrate import collect_stats
+    from quantkit.backends.runners import calibration_runner
 
     x = np.random.default_rng(0).normal(size=(8, 16)).astype(np.float32)
     bad = x.copy()
     bad[3, 5], bad[6, 0] = np.nan, np.inf
-    collect_stats(_float_model(), [{"X": x}, {"X": bad}], ["X", "h"], progress=False)
+    collect_stats(_float_model(), [{"X": x}, {"X": bad}], ["X", "h"], progress=False, runner_factory=calibration_runner)
 
 
 def _engine_other_gpu(w):
