@@ -9,7 +9,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from quantkit.errors import ConfigError
-from quantkit.settings import Settings, build, instantiate, register
+from quantkit.settings import Settings, build, register
 
 register()
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -67,10 +67,3 @@ def test_type_error_from_schema_names_key():
     cfg = OmegaConf.create({"data": {"eval": {"limit": "abc"}}})
     with pytest.raises(ConfigError, match=r"data\.eval\.limit"):
         build(cfg)
-
-
-def test_instantiate_refuses_foreign_targets():
-    with pytest.raises(ConfigError, match="quantkit"):
-        instantiate(OmegaConf.create({"_target_": "os.system", "command": "true"}))
-    obj = instantiate(OmegaConf.create({"_target_": "quantkit.settings.HeadConfig", "C": 2.0}))
-    assert obj.C == 2.0
