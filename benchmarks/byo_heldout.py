@@ -386,7 +386,7 @@ def run_case(case: Case, work: Path) -> tuple[bool, str]:
 # Architectures quantkit was never tuned on, each run through the README's commands once per
 # recipe (side by side). RECIPE_OVERRIDES maps a --recipes name to the CLI overrides it adds:
 #   default  the old generic default (range search + int8 weights): the named recipe
-#            ``generic`` (quantkit/ptq/recipe.py), pinned.
+#            ``generic`` (quantkit/settings/ptq_recipe.py), pinned.
 #   auto     the recipe chosen on dev (issue 28, point 3). Each recipe's overrides are checked
 #            with `--cfg job` before any run: an unknown key stops the benchmark with that
 #            one line (exit 2) instead of an hour of runs.

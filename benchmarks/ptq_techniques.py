@@ -57,7 +57,7 @@ def main() -> None:
     from quantkit.calibrate.ranges import compute_ranges
     from quantkit.precision.plan import build_plan
     from quantkit.ptq.pipeline import CalibData, refine, rewrite
-    from quantkit.ptq.recipe import Recipe
+    from quantkit.settings.ptq_recipe import Recipe
     from quantkit.graph.facts import ensure_node_names
     from quantkit.qdq.insert import insert_qdq
     from quantkit.qdq.lint import lint_for_target

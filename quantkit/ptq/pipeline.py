@@ -29,7 +29,7 @@ import onnx
 
 from quantkit.precision.plan import Plan
 from quantkit.ptq.proof import DEFAULT_TOLERANCE, StepProof, prove_rewrite
-from quantkit.ptq.recipe import Recipe
+from quantkit.settings.ptq_recipe import Recipe
 from quantkit.ptq.step_record import StepRecord
 
 Batches = Callable[[], Iterable[Mapping[str, np.ndarray]]]

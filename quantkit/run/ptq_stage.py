@@ -21,7 +21,7 @@ import dataclasses
 import logging
 from typing import TYPE_CHECKING
 
-from quantkit.ptq.recipe import Recipe, named_recipes
+from quantkit.settings.ptq_recipe import Recipe, named_recipes
 from quantkit.run.context import RunContext
 from quantkit.run.fp16_range import Fp16Range
 from quantkit.run.quant_source import QuantSource, rewrite_for, source_for

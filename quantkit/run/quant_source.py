@@ -15,7 +15,7 @@ import numpy as np
 
 from quantkit.ptq.pipeline import CalibData, Refined, Rewritten, Runners, refine, restored_for
 from quantkit.ptq.proof import StepProof
-from quantkit.ptq.recipe import Recipe
+from quantkit.settings.ptq_recipe import Recipe
 from quantkit.ptq.step_record import StepRecord
 from quantkit.run.context import RunContext
 from quantkit.run.fp16_range import Fp16Range

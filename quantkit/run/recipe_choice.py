@@ -1,7 +1,7 @@
 """``ptq.recipe=auto``: the post-training recipe chosen per model, on dev, by a low-noise score.
 
 A greedy sequence over the declared dimensions, each tried only where the model has what it
-needs (quantkit/ptq/recipe.py):
+needs (quantkit/settings/ptq_recipe.py):
 
 1. SmoothQuant alpha (off / 0.5 / 0.8): where MatMul / Gemm inputs have outlier channels
    (max / median of the per-channel max-abs >= :data:`OUTLIER_RATIO` on the calibration data);
@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from quantkit.ptq.pipeline import source_sha
-from quantkit.ptq.recipe import Recipe, named_recipes
+from quantkit.settings.ptq_recipe import Recipe, named_recipes
 from quantkit.run.context import RunContext
 from quantkit.run.fp16_range import Fp16Range
 from quantkit.run.quant_source import QuantSource, calib_data, ptq_memo, ptq_runners, \

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from quantkit.ptq.pipeline import Rewritten
-from quantkit.ptq.recipe import Recipe
+from quantkit.settings.ptq_recipe import Recipe
 
 __all__ = ["RecipeChoice", "RecipeTrial"]
 

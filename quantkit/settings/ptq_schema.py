@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from quantkit.errors import ConfigError
-from quantkit.ptq.recipe import RECIPE_NAMES, ROUNDING_METHODS, Recipe
+from quantkit.settings.ptq_recipe import RECIPE_NAMES, ROUNDING_METHODS, Recipe
 from quantkit.settings.calibrator_schema import CALIBRATOR_NAMES
 from quantkit.settings.value_checks import _choice, _positive
 
@@ -29,8 +29,8 @@ class PtqConfig(Recipe):
     """Post-training steps on the graph that gets quantized (quantkit/ptq; the stage
     quantkit/run/ptq_stage.py). ``recipe``: ``auto`` (default: chosen per model on dev among the
     declared recipes), a named recipe (``none``, ``generic``, ``bert``, ``mobilenet``:
-    quantkit/ptq/recipe.py), or ``custom``: exactly the step keys below (the fields of
-    :class:`~quantkit.ptq.recipe.Recipe`, all off by default). The FP32 reference stays the
+    quantkit/settings/ptq_recipe.py), or ``custom``: exactly the step keys below (the fields of
+    :class:`~quantkit.settings.ptq_recipe.Recipe`, all off by default). The FP32 reference stays the
     original model; every rewrite is proven to keep its FP32 function on the run's own
     calibration data, or dropped with its reason."""
 

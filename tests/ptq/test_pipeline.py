@@ -11,7 +11,7 @@ from quantkit.backends.runners import calibration_runner
 from quantkit.calibrate.calibrators import make_calibrator
 from quantkit.calibrate.ranges import compute_ranges
 from quantkit.ptq.pipeline import CalibData, refine, rewrite
-from quantkit.ptq.recipe import Recipe
+from quantkit.settings.ptq_recipe import Recipe
 from quantkit.qdq.insert import insert_qdq
 from quantkit.qdq.lint import lint_for_target
 

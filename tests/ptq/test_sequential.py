@@ -12,7 +12,7 @@ from onnx import helper
 from ptq_graphs import (F, calibrated_plan, init, int8_outputs, make_model, nmse,
                         refined_model, run)
 from quantkit.errors import CalibrationError
-from quantkit.ptq.recipe import Recipe
+from quantkit.settings.ptq_recipe import Recipe
 from quantkit.ptq.sequential import prune_to, sequential_round
 from quantkit.ptq.weight_rounding import (apply_rounding, rounded_biases, rounded_int8,
                                           rounding_layers)

@@ -9,7 +9,7 @@ from onnx import helper, numpy_helper
 
 from ptq_graphs import (F, calibrated_plan, init, int8_outputs, make_model, nmse,
                         refined_model, run)
-from quantkit.ptq.recipe import Recipe
+from quantkit.settings.ptq_recipe import Recipe
 from quantkit.ptq.weight_rounding import (accumulate_hessian, gptq_round, input_hessians,
                                           round_weights, rounding_layers)
 from quantkit.qdq.insert import insert_qdq

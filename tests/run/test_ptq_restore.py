@@ -160,7 +160,7 @@ def test_a_rewrite_that_changes_the_fp32_function_is_dropped_with_its_reason(cnn
     function: the equalization is dropped, said so in the steps and the proof, and the graph
     that gets quantized is the original."""
     from quantkit.ptq.pipeline import rewrite
-    from quantkit.ptq.recipe import Recipe
+    from quantkit.settings.ptq_recipe import Recipe
     from quantkit.run.quant_source import calib_data, ptq_runners
 
     c = cnn_ctx

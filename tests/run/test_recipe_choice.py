@@ -103,7 +103,7 @@ def test_dimensions_follow_the_model(ctx, scope):
 def test_near_ties_go_to_the_simpler_recipe():
     """Scores equal up to CPU float noise keep the value tried first: the choice does not
     depend on the host's summation order."""
-    from quantkit.ptq.recipe import Recipe
+    from quantkit.settings.ptq_recipe import Recipe
     from quantkit.run.recipe_choice import _lowest
     from quantkit.run.recipe_trial import RecipeTrial
 

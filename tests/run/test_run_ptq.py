@@ -220,7 +220,7 @@ def test_bias_correction_edits_the_int8_graph_as_the_pipeline_does(tmp_path):
     from onnx import helper, numpy_helper
 
     from quantkit.ptq.pipeline import refine
-    from quantkit.ptq.recipe import Recipe
+    from quantkit.settings.ptq_recipe import Recipe
     from quantkit.run import prepared_context
     from quantkit.run.artifacts import build_variant
     from quantkit.run.quant_source import calib_data
@@ -293,7 +293,7 @@ def test_weight_rounding_is_cached_and_variants_restore_weights(ctx, tmp_path, m
 
     from quantkit.cache import StageCache
     from quantkit.ptq.pipeline import refine
-    from quantkit.ptq.recipe import Recipe
+    from quantkit.settings.ptq_recipe import Recipe
     from quantkit.run.artifacts import build_variant
     from quantkit.run.quant_source import calib_data
 
