@@ -6,31 +6,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from quantkit.record.dict_parse import mapping, view_to_dict
+from quantkit.record.dict_parse import FlatView, mapping, view_to_dict
 
 __all__ = ["BackendCheckView", "BudgetView", "GateView"]
 
 
 @dataclass(frozen=True)
-class GateView:
+class GateView(FlatView):
     """The engine gate: observed vs tolerance, in the decision metric's units."""
 
     units: Any = ""
     observed: Any = None
     tolerance: Any = None
 
-    @classmethod
-    def from_dict(cls, d: Any) -> GateView:
-        d = mapping(d)
-        return cls(units=d.get("units", ""), observed=d.get("observed"),
-                   tolerance=d.get("tolerance"))
-
-    def to_dict(self) -> dict[str, Any]:
-        return view_to_dict(self)
-
 
 @dataclass(frozen=True)
-class BudgetView:
+class BudgetView(FlatView):
     """The declared budget's split between the sign-off and the engine check."""
 
     share: Any = None
@@ -40,15 +31,6 @@ class BudgetView:
     tolerance: Any = None
     units: Any = None
     composition: Any = None
-
-    @classmethod
-    def from_dict(cls, d: Any) -> BudgetView:
-        d = mapping(d)
-        return cls(**{k: d.get(k) for k in ("share", "metric", "declared", "signoff",
-                                              "tolerance", "units", "composition")})
-
-    def to_dict(self) -> dict[str, Any]:
-        return view_to_dict(self)
 
 
 @dataclass(frozen=True)

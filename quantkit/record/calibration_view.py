@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from quantkit.record.dict_parse import mapping, view_to_dict
+from quantkit.record.dict_parse import FlatView, mapping, view_to_dict
 
 __all__ = ["ActivationSummary", "CalibrationView"]
 
@@ -17,7 +17,7 @@ FACT_LABELS = (("methods", "calibrators"), ("tensors", "calibrated tensors"),
 
 
 @dataclass(frozen=True)
-class ActivationSummary:
+class ActivationSummary(FlatView):
     """One calibrated tensor's |x| percentiles, maximum, std and count (the calibration pass)."""
 
     p99: Any = None
@@ -26,15 +26,6 @@ class ActivationSummary:
     amax: Any = None
     std: Any = None
     count: Any = "?"
-
-    @classmethod
-    def from_dict(cls, d: Any) -> ActivationSummary:
-        d = mapping(d)
-        return cls(p99=d.get("p99"), p99_9=d.get("p99_9"), p99_99=d.get("p99_99"),
-                   amax=d.get("amax"), std=d.get("std"), count=d.get("count", "?"))
-
-    def to_dict(self) -> dict[str, Any]:
-        return view_to_dict(self)
 
 
 @dataclass(frozen=True)

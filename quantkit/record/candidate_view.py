@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from quantkit.record.backend_check_view import BackendCheckView
-from quantkit.record.dict_parse import mapping, seq, view_field, view_to_dict
+from quantkit.record.dict_parse import FlatView, mapping, seq, view_field, view_to_dict
 from quantkit.record.latency_view import LatencyStats
 from quantkit.record.verdict_entry import VerdictEntry
 
@@ -18,7 +18,7 @@ __all__ = ["AgreementStat", "CandidateView", "ClassStats", "CosineView", "Flagge
 
 
 @dataclass(frozen=True)
-class LayerStats:
+class LayerStats(FlatView):
     """One compared tensor of a candidate vs FP32."""
 
     sqnr_db: Any = None
@@ -26,18 +26,9 @@ class LayerStats:
     clipping_rate: Any = None
     relative_error: Any = None
 
-    @classmethod
-    def from_dict(cls, d: Any) -> LayerStats:
-        d = mapping(d)
-        return cls(sqnr_db=d.get("sqnr_db"), cosine=d.get("cosine"),
-                   clipping_rate=d.get("clipping_rate"), relative_error=d.get("relative_error"))
-
-    def to_dict(self) -> dict[str, Any]:
-        return view_to_dict(self)
-
 
 @dataclass(frozen=True)
-class FlaggedLayer:
+class FlaggedLayer(FlatView):
     """A tensor whose INT8 noise is compared against the FP16 floor."""
 
     name: Any = None
@@ -45,34 +36,17 @@ class FlaggedLayer:
     ratio: Any = None
     fp16_sqnr_db: Any = None
 
-    @classmethod
-    def from_dict(cls, d: Any) -> FlaggedLayer:
-        d = mapping(d)
-        return cls(name=d.get("name"), flagged=d.get("flagged", True), ratio=d.get("ratio"),
-                   fp16_sqnr_db=d.get("fp16_sqnr_db"))
-
-    def to_dict(self) -> dict[str, Any]:
-        return view_to_dict(self)
-
 
 @dataclass(frozen=True)
-class PlanDecision:
+class PlanDecision(FlatView):
     """A node's precision in the plan, and why."""
 
     precision: Any = None
     reason: Any = None
 
-    @classmethod
-    def from_dict(cls, d: Any) -> PlanDecision:
-        d = mapping(d)
-        return cls(precision=d.get("precision"), reason=d.get("reason"))
-
-    def to_dict(self) -> dict[str, Any]:
-        return view_to_dict(self)
-
 
 @dataclass(frozen=True)
-class ClassStats:
+class ClassStats(FlatView):
     """Per-class precision, recall, F1, support."""
 
     precision: Any = None
@@ -80,30 +54,13 @@ class ClassStats:
     f1: Any = None
     support: Any = None
 
-    @classmethod
-    def from_dict(cls, d: Any) -> ClassStats:
-        d = mapping(d)
-        return cls(precision=d.get("precision"), recall=d.get("recall"), f1=d.get("f1"),
-                   support=d.get("support"))
-
-    def to_dict(self) -> dict[str, Any]:
-        return view_to_dict(self)
-
 
 @dataclass(frozen=True)
-class AgreementStat:
+class AgreementStat(FlatView):
     """Top-1 agreement with FP32 on one slice value, over ``n`` examples."""
 
     agreement: Any = None
     n: Any = None
-
-    @classmethod
-    def from_dict(cls, d: Any) -> AgreementStat:
-        d = mapping(d)
-        return cls(agreement=d.get("agreement"), n=d.get("n"))
-
-    def to_dict(self) -> dict[str, Any]:
-        return view_to_dict(self)
 
 
 @dataclass(frozen=True)

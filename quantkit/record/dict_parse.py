@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["mapping", "seq", "view_field", "view_to_dict"]
+_V = TypeVar("_V", bound="FlatView")
+
+__all__ = ["FlatView", "mapping", "seq", "flat_view", "view_field", "view_to_dict"]
 
 
 def mapping(x: Any) -> dict[str, Any]:
@@ -17,6 +19,13 @@ def mapping(x: Any) -> dict[str, Any]:
 def seq(x: Any) -> list[Any]:
     """``x`` as a list (``x or []`` of a recorded list), else an empty list."""
     return list(x) if isinstance(x, (list, tuple)) else list(x or [])
+
+
+def flat_view(cls: type, d: Any) -> Any:
+    """A flat view (every field a plain value with a default) read from the record dict
+    ``d``: each field from the key of its name, its default where the key is missing."""
+    d = mapping(d)
+    return cls(**{f.name: d.get(f.name, f.default) for f in dataclasses.fields(cls)})
 
 
 def view_field(*path: str, default: Any = None, factory: Any = None) -> Any:
@@ -55,3 +64,15 @@ def view_to_dict(view: Any) -> dict[str, Any]:
             at = at.setdefault(k, {})
         at[path[-1]] = value
     return out
+
+
+class FlatView:
+    """Base of a flat record view (a frozen dataclass whose fields are plain values with
+    defaults): read with :func:`flat_view`, written back with :func:`view_to_dict`."""
+
+    @classmethod
+    def from_dict(cls: type[_V], d: Any) -> _V:
+        return flat_view(cls, d)
+
+    def to_dict(self) -> dict[str, Any]:
+        return view_to_dict(self)

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from quantkit.record.dict_parse import mapping, view_to_dict
+from quantkit.record.dict_parse import flat_view, view_to_dict
 
 __all__ = ["IntervalView"]
 
@@ -24,9 +24,7 @@ class IntervalView:
 
     @classmethod
     def from_dict(cls, d: Any) -> IntervalView:
-        d = mapping(d)
-        return cls(point=d.get("point"), low=d.get("low"), high=d.get("high"),
-                   level=d.get("level"), cand=d.get("cand"), ref=d.get("ref"))
+        return flat_view(cls, d)
 
     @classmethod
     def parse(cls, d: Any) -> IntervalView | None:

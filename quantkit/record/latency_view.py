@@ -7,28 +7,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from quantkit.record.dict_parse import mapping, seq, view_to_dict
+from quantkit.record.dict_parse import FlatView, mapping, seq, view_to_dict
 
 __all__ = ["CostRow", "CostView", "LatencySection", "LatencyStats", "NotFasterFlag", "VsFp16"]
 
 
 @dataclass(frozen=True)
-class VsFp16:
+class VsFp16(FlatView):
     """An INT8 candidate's latency against FP16 at one batch size."""
 
     median_ratio_vs_fp16: Any = None
     median_ratio_vs_fp16_ci: Any = None
     int8_not_faster: Any = None
     status: Any = None
-
-    @classmethod
-    def from_dict(cls, d: Any) -> VsFp16:
-        d = mapping(d)
-        return cls(**{k: d.get(k) for k in ("median_ratio_vs_fp16", "median_ratio_vs_fp16_ci",
-                                              "int8_not_faster", "status")})
-
-    def to_dict(self) -> dict[str, Any]:
-        return view_to_dict(self)
 
 
 @dataclass(frozen=True)
@@ -74,7 +65,7 @@ class LatencyStats:
 
 
 @dataclass(frozen=True)
-class CostRow:
+class CostRow(FlatView):
     """The cost projection of one candidate: the batch that meets the P99 budget, instances."""
 
     batch_size: Any = None
@@ -86,17 +77,6 @@ class CostRow:
     saving_vs_fp32: Any = None
     instances_saved_vs_fp32: Any = None
     reason: Any = None
-
-    @classmethod
-    def from_dict(cls, d: Any) -> CostRow:
-        d = mapping(d)
-        return cls(**{k: d.get(k) for k in ("batch_size", "p99_ms", "fits_budget",
-                                              "qps_per_instance", "instances", "instances_range",
-                                              "saving_vs_fp32", "instances_saved_vs_fp32",
-                                              "reason")})
-
-    def to_dict(self) -> dict[str, Any]:
-        return view_to_dict(self)
 
 
 @dataclass(frozen=True)
@@ -126,22 +106,13 @@ class CostView:
 
 
 @dataclass(frozen=True)
-class NotFasterFlag:
+class NotFasterFlag(FlatView):
     """An INT8 candidate not faster than FP16 at one batch size."""
 
     candidate: Any = None
     batch_size: Any = None
     median_ratio_vs_fp16: Any = None
     status: Any = None
-
-    @classmethod
-    def from_dict(cls, d: Any) -> NotFasterFlag:
-        d = mapping(d)
-        return cls(**{k: d.get(k) for k in ("candidate", "batch_size", "median_ratio_vs_fp16",
-                                              "status")})
-
-    def to_dict(self) -> dict[str, Any]:
-        return view_to_dict(self)
 
 
 _SETTINGS = ("level", "warmup", "repeats", "max_seconds", "min_repeats", "feeds", "n_boot")

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from quantkit.record.dict_parse import mapping, view_field, view_to_dict
+from quantkit.record.dict_parse import FlatView, mapping, view_field, view_to_dict
 
 __all__ = ["CacheCount", "ConfigView", "DataInfo", "JobInfo", "ModelInfo", "StageTiming"]
 
@@ -104,22 +104,13 @@ class ConfigView:
 
 
 @dataclass(frozen=True)
-class JobInfo:
+class JobInfo(FlatView):
     """``record.job``: the launcher, the worker host, the attempt."""
 
     launcher: Any = None
     worker_host: Any = None
     attempt: Any = None
     earlier_finished: Any = None
-
-    @classmethod
-    def from_dict(cls, d: Any) -> JobInfo:
-        d = mapping(d)
-        return cls(launcher=d.get("launcher"), worker_host=d.get("worker_host"),
-                   attempt=d.get("attempt"), earlier_finished=d.get("earlier_finished"))
-
-    def to_dict(self) -> dict[str, Any]:
-        return view_to_dict(self)
 
 
 @dataclass(frozen=True)

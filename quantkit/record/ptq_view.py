@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from quantkit.record.dict_parse import mapping, seq, view_field, view_to_dict
+from quantkit.record.dict_parse import FlatView, mapping, seq, view_field, view_to_dict
 
 __all__ = ["PtqProof", "PtqStep", "PtqTrial", "PtqView"]
 
@@ -31,7 +31,7 @@ class PtqStep:
 
 
 @dataclass(frozen=True)
-class PtqProof:
+class PtqProof(FlatView):
     """The proof of one rewrite: FP32 output unchanged on calibration data, else dropped."""
 
     step: Any = None
@@ -40,18 +40,9 @@ class PtqProof:
     examples: Any = None
     reason: Any = ""
 
-    @classmethod
-    def from_dict(cls, d: Any) -> PtqProof:
-        d = mapping(d)
-        return cls(step=d.get("step"), kept=d.get("kept"), relative_error=d.get("relative_error"),
-                   examples=d.get("examples"), reason=d.get("reason", ""))
-
-    def to_dict(self) -> dict[str, Any]:
-        return view_to_dict(self)
-
 
 @dataclass(frozen=True)
-class PtqTrial:
+class PtqTrial(FlatView):
     """One recipe auto tried on dev, and its score."""
 
     recipe: Any = None
@@ -59,15 +50,6 @@ class PtqTrial:
     dimension: Any = None
     score: Any = None
     note: Any = None
-
-    @classmethod
-    def from_dict(cls, d: Any) -> PtqTrial:
-        d = mapping(d)
-        return cls(recipe=d.get("recipe"), steps_on=d.get("steps_on"),
-                   dimension=d.get("dimension"), score=d.get("score"), note=d.get("note"))
-
-    def to_dict(self) -> dict[str, Any]:
-        return view_to_dict(self)
 
 
 @dataclass(frozen=True)

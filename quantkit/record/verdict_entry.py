@@ -6,27 +6,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from quantkit.record.dict_parse import mapping, seq, view_to_dict
+from quantkit.record.dict_parse import FlatView, mapping, seq, view_to_dict
 from quantkit.record.interval_view import IntervalView
 
 __all__ = ["GalleryView", "MarginView", "McNemarView", "SliceVerdict", "VerdictEntry"]
 
 
 @dataclass(frozen=True)
-class GalleryView:
+class GalleryView(FlatView):
     """The recall@k gallery of a label-free verdict."""
 
     size: Any = None
     source: Any = None
     sha256: Any = None
-
-    @classmethod
-    def from_dict(cls, d: Any) -> GalleryView:
-        d = mapping(d)
-        return cls(size=d.get("size"), source=d.get("source"), sha256=d.get("sha256"))
-
-    def to_dict(self) -> dict[str, Any]:
-        return view_to_dict(self)
 
 
 @dataclass(frozen=True)
@@ -63,20 +55,12 @@ class MarginView:
 
 
 @dataclass(frozen=True)
-class McNemarView:
+class McNemarView(FlatView):
     """McNemar's discordant pairs (b, c) and p-value."""
 
     b: Any = None
     c: Any = None
     p: Any = None
-
-    @classmethod
-    def from_dict(cls, d: Any) -> McNemarView:
-        d = mapping(d)
-        return cls(b=d.get("b"), c=d.get("c"), p=d.get("p"))
-
-    def to_dict(self) -> dict[str, Any]:
-        return view_to_dict(self)
 
 
 @dataclass(frozen=True)
