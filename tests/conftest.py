@@ -1,5 +1,7 @@
-"""Shared test helpers: paths, a CLI runner, a private HOME and quantkit cache per session,
-and the real MiniLM assets prepared once per session in that cache.
+"""Shared test helpers: paths, a CLI runner (and one real e2e run read back), a tiny tmpfs (a
+full disk), a private HOME and quantkit cache per session, and the real MiniLM assets prepared
+once per session in that cache. tests/ is on sys.path in every pytest import mode, for the
+helper modules at its top (onnx_graphs.py, test_app_images.py, test_e2e.py).
 
 Tests never read or write the user's real cache or home (issue 24): before anything is
 imported, :func:`pytest_configure` points ``HOME``, the XDG dirs, ``QUANTKIT_CACHE``,
@@ -11,6 +13,7 @@ then that dir (never the user's ``~/.cache/quantkit``); HOME stays private eithe
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -22,6 +25,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
+
+_HERE = str(Path(__file__).resolve().parent)
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
 
 #: environment variables that would lead a test to the user's home or caches
 _PRIVATE_ENV = ("HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "QUANTKIT_CACHE",
@@ -67,6 +74,37 @@ def cli(tmp_path):
     def _run(*args: str, env: dict | None = None, timeout: int = 1800):
         return run_cli(*args, cwd=tmp_path, env=env, timeout=timeout)
     return _run
+
+
+@pytest.fixture
+def e2e_run(cli, tmp_path):
+    """Run the real CLI on ``experiment`` with these overrides and read back its run:
+    ``(process, run_dir, record)``. The run must exit 0 and leave exactly one record."""
+    def _run(experiment: str, *overrides: str):
+        r = cli(f"experiment={experiment}", *overrides)
+        assert r.returncode == 0, r.stderr[-3000:]
+        runs = sorted((tmp_path / "experiments" / experiment).glob("*/record.json"))
+        assert len(runs) == 1
+        return r, runs[0].parent, json.loads(runs[0].read_text())
+    return _run
+
+
+@pytest.fixture
+def tiny_fs(tmp_path):
+    """A 64 KiB tmpfs: a real full disk (needs CAP_SYS_ADMIN; skipped where mount fails)."""
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    try:
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)],
+                           capture_output=True, text=True)
+    except FileNotFoundError:
+        pytest.skip("no mount command to make a tiny tmpfs for the disk-full test")
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tiny tmpfs for the disk-full test: {r.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
 
 
 @pytest.fixture(scope="module")

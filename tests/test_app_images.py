@@ -15,8 +15,9 @@ import numpy as np
 import onnx
 import pytest
 from hydra import compose, initialize_config_dir
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper
 
+from onnx_graphs import save_cnn
 from quantkit.settings import register
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -27,9 +28,8 @@ def residual_cnn(path: Path) -> None:
     w1 = np.abs(rng.standard_normal((16, 3, 3, 3))).astype(np.float32) * 0.1
     w2 = (rng.standard_normal((16, 16, 1, 1)) * 0.2).astype(np.float32)
     fc = np.stack([np.ones(16), -np.ones(16)]).astype(np.float32) / 2  # class 0 = bright
-    inits = [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(np.zeros(16, np.float32), "b1"),
-             numpy_helper.from_array(w2, "w2"), numpy_helper.from_array(fc, "fc"),
-             numpy_helper.from_array(np.array([-2.0, 2.0], np.float32), "fb")]
+    inits = {"w1": w1, "b1": np.zeros(16, np.float32), "w2": w2, "fc": fc,
+             "fb": np.array([-2.0, 2.0], np.float32)}
     nodes = [helper.make_node("Conv", ["input", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
              helper.make_node("Conv", ["r1", "w2"], ["c2"], name="conv2"),
@@ -37,13 +37,7 @@ def residual_cnn(path: Path) -> None:
              helper.make_node("GlobalAveragePool", ["a"], ["p"], name="gap"),
              helper.make_node("Flatten", ["p"], ["f"], name="flatten"),
              helper.make_node("Gemm", ["f", "fc", "fb"], ["logits"], name="head", transB=1)]
-    g = helper.make_graph(nodes, "residual_cnn", [helper.make_tensor_value_info(
-        "input", TensorProto.FLOAT, ["batch", 3, 16, 16])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 2])], inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    onnx.checker.check_model(m)
-    onnx.save(m, str(path))
+    save_cnn(nodes, inits, path, "residual_cnn")
 
 
 def image_folder(root: Path, n_per_class: int = 40) -> None:

@@ -10,18 +10,13 @@ import pytest
 
 
 @pytest.mark.slow
-def test_bert_int8_end_to_end(cli, tmp_path):
-    args = ("experiment=bert_int8", "data.eval.limit=300", "data.dev.limit=300", "progress=false",
+def test_bert_int8_end_to_end(cli, e2e_run, tmp_path):
+    args = ("data.eval.limit=300", "data.dev.limit=300", "progress=false",
             "ptq.recipe=bert",  # the pipeline is under test; ptq.recipe=auto: tests/run/test_recipe_choice.py
             "verdict.n_boot=500", "precision.search.max_full_evals=4",
             "precision.search.measure_top=8", "precision.search.subset=64", "compare.subset=64",
             "compare.backend_check_subset=64")
-    r = cli(*args)
-    assert r.returncode == 0, r.stderr[-3000:]
-    runs = sorted((tmp_path / "experiments" / "bert_int8").glob("*/record.json"))
-    assert len(runs) == 1
-    run_dir = runs[0].parent
-    rec = json.loads(runs[0].read_text())
+    r, run_dir, rec = e2e_run("bert_int8", *args)
     cands = rec["candidates"]
     assert rec["data"]["sizes"]["test"] == 300
     assert 0.65 <= cands["fp32"]["metrics"]["accuracy"] <= 0.9
@@ -58,7 +53,7 @@ def test_bert_int8_end_to_end(cli, tmp_path):
     assert "fp32 " in r.stdout and "recommended:" in r.stdout
     # a second run without the stage cache recomputes every stage: it reuses the prepared
     # model (and says so) and gives an identical record apart from timestamps and durations
-    r2 = cli(*args, "stage_cache=false")
+    r2 = cli("experiment=bert_int8", *args, "stage_cache=false")
     assert r2.returncode == 0, r2.stderr[-3000:]
     assert "prepared model reused from cache" in r2.stdout
     assert "using cached prepared model" in (r2.stdout + r2.stderr)

@@ -22,19 +22,14 @@ pytestmark = [
                        reason="Fashion-MNIST not installed: apt-get install dataset-fashion-mnist"),
 ]
 
-def test_mobilenet_int8_end_to_end(cli, tmp_path):
+def test_mobilenet_int8_end_to_end(e2e_run):
     pytest.importorskip("torch")
-    args = ("experiment=mobilenet_int8", "data.eval.limit=300", "data.dev.limit=300", "data.calib.num_samples=64",
-            "model.head.n_train=2000", "progress=false", "ptq.recipe=mobilenet", "verdict.n_boot=500",
-            "precision.search.max_full_evals=4", "precision.search.measure_top=4",
-            "precision.search.subset=64", "compare.subset=32", "compare.backend_check_subset=64",
-            "bench.enabled=false")
-    r = cli(*args)
-    assert r.returncode == 0, r.stderr[-3000:]
-    runs = sorted((tmp_path / "experiments" / "mobilenet_int8").glob("*/record.json"))
-    assert len(runs) == 1
-    run_dir = runs[0].parent
-    rec = json.loads(runs[0].read_text())
+    r, run_dir, rec = e2e_run(
+        "mobilenet_int8", "data.eval.limit=300", "data.dev.limit=300", "data.calib.num_samples=64",
+        "model.head.n_train=2000", "progress=false", "ptq.recipe=mobilenet", "verdict.n_boot=500",
+        "precision.search.max_full_evals=4", "precision.search.measure_top=4",
+        "precision.search.subset=64", "compare.subset=32", "compare.backend_check_subset=64",
+        "bench.enabled=false")
     cands = rec["candidates"]
     assert rec["data"]["kind"] == "image"
     assert rec["data"]["sizes"] == {"train": 2000, "calib": 64, "dev": 300, "test": 300}

@@ -6,7 +6,6 @@ import hashlib
 import json
 import os
 import stat
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -15,24 +14,6 @@ import pytest
 from quantkit.errors import ConfigError
 from quantkit.fsutil import (atomic_path, atomic_write_bytes, atomic_write_json,
                              atomic_write_text, current_umask, sha256_file)
-
-
-@pytest.fixture
-def tiny_fs(tmp_path):
-    """A 64 KiB tmpfs: a real full disk (needs CAP_SYS_ADMIN; skipped where mount fails)."""
-    mnt = tmp_path / "tiny"
-    mnt.mkdir()
-    try:
-        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)],
-                           capture_output=True, text=True)
-    except FileNotFoundError:
-        pytest.skip("no mount command to make a tiny tmpfs for the disk-full test")
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tiny tmpfs for the disk-full test: {r.stderr.strip()}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", str(mnt)], check=False)
 
 
 @pytest.fixture

@@ -27,15 +27,18 @@ def saturating_weight() -> np.ndarray:
     return w
 
 
-def qdq_matmul(w: np.ndarray) -> onnx.ModelProto:
+def qdq_weighted(op: str, name: str, w: np.ndarray, axis: int,
+                 spatial: tuple[int, ...] = ()) -> onnx.ModelProto:
+    """x [M, K, *spatial] and weight ``w`` each through QuantizeLinear -> DequantizeLinear
+    (int8, x per tensor, w per channel on ``axis``) into one ``op`` node -> y [M, N, *spatial]."""
     nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
              helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
-             helper.make_node("QuantizeLinear", ["W", "sw", "zw"], ["wq"], axis=1),
-             helper.make_node("DequantizeLinear", ["wq", "sw", "zw"], ["wd"], axis=1),
-             helper.make_node("MatMul", ["xd", "wd"], ["y"], name="mm")]
+             helper.make_node("QuantizeLinear", ["W", "sw", "zw"], ["wq"], axis=axis),
+             helper.make_node("DequantizeLinear", ["wq", "sw", "zw"], ["wd"], axis=axis),
+             helper.make_node(op, ["xd", "wd"], ["y"], name=name)]
     g = helper.make_graph(
-        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["M", K])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["M", N])],
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["M", K, *spatial])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["M", N, *spatial])],
         [numpy_helper.from_array(w, "W"), numpy_helper.from_array(np.array(X_SCALE), "sx"),
          numpy_helper.from_array(np.array(0, np.int8), "zx"),
          numpy_helper.from_array(W_SCALE, "sw"),
@@ -44,6 +47,10 @@ def qdq_matmul(w: np.ndarray) -> onnx.ModelProto:
     m.ir_version = 8
     onnx.checker.check_model(m, full_check=True)
     return m
+
+
+def qdq_matmul(w: np.ndarray) -> onnx.ModelProto:
+    return qdq_weighted("MatMul", "mm", w, axis=1)
 
 
 def reference(x: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -157,23 +164,7 @@ def test_evaluation_mode_per_target_and_notes():
 
 def qdq_conv1x1(w: np.ndarray) -> onnx.ModelProto:
     """The same saturating weights as a 1x1 Conv (ORT fuses it into QLinearConv)."""
-    wc = w.T.reshape(N, K, 1, 1).copy()
-    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
-             helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
-             helper.make_node("QuantizeLinear", ["W", "sw", "zw"], ["wq"], axis=0),
-             helper.make_node("DequantizeLinear", ["wq", "sw", "zw"], ["wd"], axis=0),
-             helper.make_node("Conv", ["xd", "wd"], ["y"], name="conv")]
-    g = helper.make_graph(
-        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["M", K, 2, 2])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["M", N, 2, 2])],
-        [numpy_helper.from_array(wc, "W"), numpy_helper.from_array(np.array(X_SCALE), "sx"),
-         numpy_helper.from_array(np.array(0, np.int8), "zx"),
-         numpy_helper.from_array(W_SCALE, "sw"),
-         numpy_helper.from_array(np.zeros(N, np.int8), "zw")])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    onnx.checker.check_model(m, full_check=True)
-    return m
+    return qdq_weighted("Conv", "conv", w.T.reshape(N, K, 1, 1).copy(), axis=0, spatial=(2, 2))
 
 
 @pytest.mark.parametrize("mode", ["exact", "integer"])

@@ -180,6 +180,18 @@ def producer_of(model: onnx.ModelProto, tensor: str) -> onnx.NodeProto | None:
     return None
 
 
+def qdq_pair_into(model: onnx.ModelProto, node_name: str,
+                  slot: int) -> tuple[onnx.NodeProto, onnx.NodeProto]:
+    """The (QuantizeLinear, DequantizeLinear) pair that feeds input ``slot`` of node
+    ``node_name``; asserts that it is there."""
+    node = next(n for n in model.graph.node if n.name == node_name)
+    dq = producer_of(model, node.input[slot])
+    assert dq is not None and dq.op_type == "DequantizeLinear", (node_name, slot)
+    q = producer_of(model, dq.input[0])
+    assert q is not None and q.op_type == "QuantizeLinear"
+    return q, dq
+
+
 def initializer(model: onnx.ModelProto, name: str) -> np.ndarray:
     for t in model.graph.initializer:
         if t.name == name:

@@ -7,8 +7,8 @@ from onnx import helper
 
 from qdq_graphs import (act_matmul_model, conv_model, conv_transpose_model, gemm_model,
                         initializer, make_model, matmul_model, max_abs_ranges, mlp_model,
-                        nodes_by_op, producer_of, random_feed, residual_model, run,
-                        shared_input_model, sqnr_db, weight)
+                        nodes_by_op, producer_of, qdq_pair_into, random_feed, residual_model,
+                        run, shared_input_model, sqnr_db, weight)
 from quantkit.backends.ort import OrtRunner
 from quantkit.errors import GraphEditError
 from quantkit.precision.plan import build_plan
@@ -31,15 +31,6 @@ def _quantize(model):
     return feeds, plan, qmodel, qmap
 
 
-def _dq_feeding(model, node_name, slot):
-    node = next(n for n in model.graph.node if n.name == node_name)
-    dq = producer_of(model, node.input[slot])
-    assert dq is not None and dq.op_type == "DequantizeLinear", (node_name, slot)
-    q = producer_of(model, dq.input[0])
-    assert q is not None and q.op_type == "QuantizeLinear"
-    return q, dq
-
-
 def _axis(node):
     return next((a.i for a in node.attribute if a.name == "axis"), None)
 
@@ -56,7 +47,7 @@ def test_weight_per_channel_on_output_axis_and_activation_per_tensor(builder, no
     onnx.checker.check_model(q, full_check=True)
     assert plan.int8_nodes() == [node]
 
-    wq, wdq = _dq_feeding(q, node, 1)
+    wq, wdq = qdq_pair_into(q, node, 1)
     w = initializer(q, weight_name)
     assert w.dtype == np.float32 and wq.input[0] == weight_name  # float weight behind Q (rule 8)
     assert _axis(wq) == axis and _axis(wdq) == axis
@@ -66,7 +57,7 @@ def test_weight_per_channel_on_output_axis_and_activation_per_tensor(builder, no
     zp = initializer(q, wq.input[2])
     assert zp.dtype == np.int8 and not zp.any()
 
-    aq, adq = _dq_feeding(q, node, 0)
+    aq, adq = qdq_pair_into(q, node, 0)
     assert aq.input[0] == "x" and _axis(aq) is None
     a_scale = initializer(q, aq.input[1])
     assert a_scale.shape == () and a_scale.dtype == np.float32
@@ -106,7 +97,7 @@ def test_tensor_feeding_two_matmuls_gets_one_pair_per_consumer():
     feeds, plan, q, qmap = _quantize(model)
     x_qs = [n for n in nodes_by_op(q, "QuantizeLinear") if n.input[0] == "x"]
     assert len(x_qs) == 2
-    (qa, dqa), (qb, dqb) = _dq_feeding(q, "mm_a", 0), _dq_feeding(q, "mm_b", 0)
+    (qa, dqa), (qb, dqb) = qdq_pair_into(q, "mm_a", 0), qdq_pair_into(q, "mm_b", 0)
     assert dqa.output[0] != dqb.output[0] and qa.name != qb.name
     assert sorted(qmap.inserted_for("x")) == sorted([dqa.output[0], dqb.output[0]])
     assert {qmap.consumer(dqa.output[0]), qmap.consumer(dqb.output[0])} == {"mm_a", "mm_b"}
@@ -119,7 +110,7 @@ def test_matmul_of_two_activations_quantizes_both_per_tensor():
     model = act_matmul_model()
     feeds, plan, q, _ = _quantize(model)
     for slot, name in ((0, "q"), (1, "k")):
-        qn, dq = _dq_feeding(q, "bmm", slot)
+        qn, dq = qdq_pair_into(q, "bmm", slot)
         assert qn.input[0] == name and _axis(qn) is None
         assert initializer(q, qn.input[1]).shape == ()
     ref, out = run(model, feeds[0]), run(q, feeds[0], qdq=True)
@@ -147,10 +138,10 @@ def test_residual_add_skip_input_is_quantized_when_its_amax_is_known():
     q, qmap = insert_qdq(model, plan)
     add = next(n for n in q.graph.node if n.name == "res_add")
     assert producer_of(q, add.input[0]).name == "conv2"  # the Conv side stays direct
-    sq, sdq = _dq_feeding(q, "res_add", 1)
+    sq, sdq = qdq_pair_into(q, "res_add", 1)
     assert sq.input[0] == "r" and qmap.consumer(sdq.output[0]) == "res_add"
     # r also feeds conv2: separate pair (rule 7), and lint stays clean
-    _, cdq = _dq_feeding(q, "conv2", 0)
+    _, cdq = qdq_pair_into(q, "conv2", 0)
     assert cdq.output[0] != sdq.output[0]
     assert lint_qdq(q) == []
     ref, out = run(model, feeds[0]), run(q, feeds[0], qdq=True)
@@ -179,7 +170,7 @@ def test_residual_add_skip_is_left_float_without_its_amax_and_quantized_with_it(
 
     with_r = build_plan(model, amax={"x": amax["x"], "r": amax["r"]})
     q, _ = insert_qdq(model, with_r)
-    sq, _ = _dq_feeding(q, "add", 1)
+    sq, _ = qdq_pair_into(q, "add", 1)
     assert sq.input[0] == "r"
     assert lint_qdq(q) == []
     ref, out = run(model, feeds[0]), run(q, feeds[0], qdq=True)
@@ -234,7 +225,7 @@ def test_weight_from_constant_node_and_batched_weight_use_last_axis():
     model = make_model(nodes, [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 16, 32])],
                        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 16, 24])])
     feeds, plan, q, _ = _quantize(model)
-    wq, wdq = _dq_feeding(q, "bmm_w", 1)
+    wq, wdq = qdq_pair_into(q, "bmm_w", 1)
     assert _axis(wq) == 2 and initializer(q, wq.input[1]).shape == (24,)
     assert lint_qdq(q) == []
     # ORT 1.32 CPU fuses DQ(per-channel 3-D weight) -> MatMul into MatMulIntegerToFloat and

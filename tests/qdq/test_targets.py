@@ -12,8 +12,8 @@ import onnx
 import pytest
 from onnx import helper
 
-from qdq_graphs import (initializer, init, make_model, nodes_by_op, producer_of, random_feed,
-                        residual_model, run, sqnr_db, weight)
+from qdq_graphs import (initializer, init, make_model, nodes_by_op, producer_of, qdq_pair_into,
+                        random_feed, residual_model, run, sqnr_db, weight)
 from quantkit.backends.ort import UNSAFE_QDQ_OPTIMIZERS, OrtRunner
 from quantkit.errors import ConfigError
 from quantkit.precision.plan import Plan, build_plan
@@ -70,15 +70,6 @@ def _plan(model, feeds) -> Plan:
     return dataclasses.replace(plan, activation_range={t: mm[t] for t in plan.activation_amax})
 
 
-def _pair(model, node_name, slot):
-    node = next(n for n in model.graph.node if n.name == node_name)
-    dq = producer_of(model, node.input[slot])
-    assert dq is not None and dq.op_type == "DequantizeLinear", (node_name, slot)
-    q = producer_of(model, dq.input[0])
-    assert q is not None and q.op_type == "QuantizeLinear"
-    return q, dq
-
-
 @pytest.fixture(scope="module")
 def realized():
     model = attention_model()
@@ -111,7 +102,7 @@ def test_ort_cpu_activations_are_uint8_with_zero_points_from_the_calibrated_rang
     assert plan.int8_nodes() == ["mm_q", "mm_k", "mm_v", "bmm_qk", "bmm_pv", "mm_o"]
     for node, slot, tensor in (("mm_q", 0, "x"), ("bmm_qk", 0, "q"), ("bmm_qk", 1, "kt"),
                                ("bmm_pv", 0, "p"), ("bmm_pv", 1, "v"), ("mm_o", 0, "ctx")):
-        qn, dq = _pair(q, node, slot)
+        qn, dq = qdq_pair_into(q, node, slot)
         assert qn.input[0] == tensor and dq.input[1:] == qn.input[1:]
         zp, scale = initializer(q, qn.input[2]), initializer(q, qn.input[1])
         assert zp.dtype == np.uint8 and zp.shape == () and scale.shape == ()
@@ -119,16 +110,16 @@ def test_ort_cpu_activations_are_uint8_with_zero_points_from_the_calibrated_rang
         lo, hi = min(max(lo, -plan.activation_amax[tensor]), 0.0), max(hi, 0.0)
         assert scale == pytest.approx((hi - lo) / 255, rel=1e-6)
         assert int(zp) == int(np.clip(np.rint(-lo / float(scale)), 0, 255))
-    p_zp = initializer(q, _pair(q, "bmm_pv", 0)[0].input[2])
+    p_zp = initializer(q, qdq_pair_into(q, "bmm_pv", 0)[0].input[2])
     assert int(p_zp) == 0  # Softmax output is >= 0: zero point 0, all 256 levels used
-    x_zp = initializer(q, _pair(q, "mm_q", 0)[0].input[2])
+    x_zp = initializer(q, qdq_pair_into(q, "mm_q", 0)[0].input[2])
     assert 0 < int(x_zp) < 128  # shifted input: asymmetric, more levels above 0 than below
 
 
 def test_ort_cpu_weights_are_int8_per_channel_and_every_consumer_has_its_own_pair(realized):
     model, feeds, plan, q, qmap = realized
     for node, w in (("mm_q", "Wq"), ("mm_k", "Wk"), ("mm_v", "Wv"), ("mm_o", "Wo")):
-        qn, dq = _pair(q, node, 1)
+        qn, dq = qdq_pair_into(q, node, 1)
         assert qn.input[0] == w
         zp = initializer(q, qn.input[2])
         assert zp.dtype == np.int8 and not zp.any()
@@ -218,7 +209,7 @@ def test_missing_activation_range_falls_back_to_the_symmetric_clip():
     model = attention_model()
     plan = dataclasses.replace(_plan(model, _feeds(model, 2)), activation_range={})
     q, _ = insert_qdq(model, plan, target="ort_cpu")
-    qn, _ = _pair(q, "mm_q", 0)
+    qn, _ = qdq_pair_into(q, "mm_q", 0)
     assert int(initializer(q, qn.input[2])) in (127, 128)  # [-amax, amax]: the middle code
     assert lint_ort_cpu(q) == []
 
@@ -231,7 +222,7 @@ def test_lint_ort_cpu_flags_int8_activations_and_shared_dq():
     assert {v.rule for v in lint_ort_cpu(trt)} == {"activation-not-uint8", "q-not-shared"}
     cpu, _ = insert_qdq(model, plan, target="ort_cpu")
     # make mm_k read mm_q's DQ output: one DQ, two consumers
-    dq_q = _pair(cpu, "mm_q", 0)[1].output[0]
+    dq_q = qdq_pair_into(cpu, "mm_q", 0)[1].output[0]
     mm_k = next(n for n in cpu.graph.node if n.name == "mm_k")
     mm_k.input[0] = dq_q
     assert "dq-shared" in {v.rule for v in lint_ort_cpu(cpu)}
@@ -303,8 +294,8 @@ def test_ort_cpu_conv_bias_is_int32_and_onnx_runtime_fuses_qlinearconv(tmp_path:
     bias_dq = producer_of(q, conv1.input[2])
     assert bias_dq.op_type == "DequantizeLinear"
     b_q, b_scale = initializer(q, bias_dq.input[0]), initializer(q, bias_dq.input[1])
-    x_scale = initializer(q, _pair(q, "conv1", 0)[0].input[1])
-    w_scale = initializer(q, _pair(q, "conv1", 1)[0].input[1])
+    x_scale = initializer(q, qdq_pair_into(q, "conv1", 0)[0].input[1])
+    w_scale = initializer(q, qdq_pair_into(q, "conv1", 1)[0].input[1])
     assert b_q.dtype == np.int32 and b_scale.shape == (16,)
     np.testing.assert_allclose(b_scale, x_scale * w_scale, rtol=1e-6)
     np.testing.assert_allclose(b_q * b_scale, initializer(model, "b1"), atol=float(b_scale.max()))

@@ -18,8 +18,9 @@ import dataclasses
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
+from onnx_graphs import save_cnn
 from quantkit.backends.batched import run_split
 
 
@@ -32,11 +33,8 @@ def biasless_cnn(path) -> None:
     w2 = (rng.standard_normal((16, 1, 3, 3)) * 0.5).astype(np.float32)
     w3 = (rng.standard_normal((16, 16, 1, 1)) * 0.3).astype(np.float32)
     fc = np.stack([np.ones(16), -np.ones(16)]).astype(np.float32) / 4
-    inits = [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2"),
-             numpy_helper.from_array(w3, "w3"), numpy_helper.from_array(fc, "fc"),
-             numpy_helper.from_array(np.array([-1.0, 1.0], np.float32), "fb"),
-             numpy_helper.from_array(np.array(0.0, np.float32), "lo"),
-             numpy_helper.from_array(np.array(6.0, np.float32), "hi")]
+    inits = {"w1": w1, "w2": w2, "w3": w3, "fc": fc, "fb": np.array([-1.0, 1.0], np.float32),
+             "lo": np.array(0.0, np.float32), "hi": np.array(6.0, np.float32)}
     nodes = [helper.make_node("Conv", ["input", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
              helper.make_node("Conv", ["r1", "w2"], ["c2"], name="conv2", pads=[1, 1, 1, 1],
@@ -46,13 +44,7 @@ def biasless_cnn(path) -> None:
              helper.make_node("GlobalAveragePool", ["c3"], ["p"], name="gap"),
              helper.make_node("Flatten", ["p"], ["f"], name="flatten"),
              helper.make_node("Gemm", ["f", "fc", "fb"], ["logits"], name="head", transB=1)]
-    g = helper.make_graph(nodes, "biasless_cnn", [helper.make_tensor_value_info(
-        "input", TensorProto.FLOAT, ["batch", 3, 16, 16])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 2])], inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    onnx.checker.check_model(m)
-    onnx.save(m, str(path))
+    save_cnn(nodes, inits, path, "biasless_cnn")
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,27 @@
+"""Small image CNNs built in code, shared by the image-run tests (test_app_images.py,
+run/test_ptq_restore.py, run/test_run_scope.py): one input ``input`` [batch, 3, 16, 16], one
+output ``logits`` [batch, 2]. Importable from every test folder: tests/ is on sys.path
+(tests/conftest.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def save_cnn(nodes: list[onnx.NodeProto], inits: dict[str, np.ndarray], path: Path,
+             name: str) -> None:
+    """Save the checked opset-17 model of ``nodes`` with these initializers (in this order) at
+    ``path``: graph ``name``, input ``input`` FLOAT [batch, 3, 16, 16], output ``logits``
+    FLOAT [batch, 2]."""
+    g = helper.make_graph(nodes, name, [helper.make_tensor_value_info(
+        "input", TensorProto.FLOAT, ["batch", 3, 16, 16])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 2])],
+        [numpy_helper.from_array(a, n) for n, a in inits.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, str(path))
