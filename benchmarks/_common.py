@@ -31,12 +31,12 @@ def setup(experiment: str = "bert_int8", *overrides: str):
     from quantkit.data.feeds import make_feeds
     from quantkit.assets import cache_root
     from quantkit.data import load_splits
-    from quantkit.models import prepare_model
+    from quantkit.models import load_model
 
     s = settings_for(experiment, *overrides)
     cache = cache_root(s.cache_dir)
     splits = load_splits(s, cache_dir=cache)
-    model = prepare_model(s, splits, cache_dir=cache)
+    model = load_model(s, splits, cache_dir=cache)
     return s, model, splits, make_feeds(s, model)
 
 

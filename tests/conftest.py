@@ -147,8 +147,8 @@ def minilm_model(minilm_asset) -> Path:
     made by quantkit's own prepare path (the e2e run then finds it cached)."""
     from quantkit.assets import cache_root
     from quantkit.data import load_splits
-    from quantkit.models import prepare_model
+    from quantkit.models import load_model
 
     s = _bert_settings()
     splits = load_splits(s, cache_dir=cache_root())
-    return Path(prepare_model(s, splits, cache_dir=cache_root()).path)
+    return Path(load_model(s, splits, cache_dir=cache_root()).path)

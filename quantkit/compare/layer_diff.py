@@ -52,7 +52,7 @@ def output_chunks(names: Sequence[str], max_outputs: int | None) -> list[list[st
     return out
 
 
-def compare_layers(reference_runner, candidate_runners: Mapping[str, object],
+def diff_layers(reference_runner, candidate_runners: Mapping[str, object],
                    batches: Iterable[Mapping[str, np.ndarray]],
                    tensors: Mapping[str, Sequence[str]], *,
                    amax: Mapping[str, Mapping[str, float]] | None = None,

@@ -6,13 +6,13 @@ from pathlib import Path
 
 from quantkit.models.model import Model
 
-__all__ = ["Model", "prepare_model", "ZOO"]
+__all__ = ["Model", "load_model", "ZOO"]
 
 #: zoo model name -> the data kind it takes
 ZOO = {"minilm_sentiment": "text", "mobilenet_fashion": "image", "minilm_encoder": "text"}
 
 
-def prepare_model(settings, splits, *, cache_dir: Path) -> Model:
+def load_model(settings, splits, *, cache_dir: Path) -> Model:
     """The model for ``settings.model``; zoo / hub models are prepared once and cached."""
     cfg = settings.model
     if cfg.kind == "onnx":

@@ -4,7 +4,7 @@ Both scores feed :func:`quantkit.precision.fp16_search.search_fp16_set`, which n
 ranking (most sensitive first); the better the ranking, the fewer full evaluations.
 
 Proxy (:func:`proxy_scores`), from one debug comparison of the full-INT8 model against FP32
-(``LayerStats.result()`` per tensor, e.g. ``quantkit.compare.layer_diff.compare_layers``).
+(``LayerStats.result()`` per tensor, e.g. ``quantkit.compare.layer_diff.diff_layers``).
 For an INT8 node ``n`` with quantized activation inputs ``I(n)`` and output ``o(n)``, with
 ``N(t) = 10^(-sqnr_db(t) / 10)`` the relative noise power of tensor ``t``
 (``sum (r - c)^2 / sum r^2``)::

@@ -11,14 +11,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from quantkit.verdict.outcome import FAIL, INCONCLUSIVE, PASS
+
 if TYPE_CHECKING:
     from quantkit.record.interval_view import IntervalView
 
 DASH = "—"
 NOT_MEASURED = "not measured"
 
-#: Verdict statuses best first; anything else ranks after them.
-STATUS_ORDER = ("PASS", "INCONCLUSIVE", "FAIL")
+#: Verdict statuses best first for a reader (INCONCLUSIVE before FAIL); anything else ranks
+#: after them. The statuses themselves are quantkit.verdict.outcome's.
+STATUS_ORDER = (PASS, INCONCLUSIVE, FAIL)
 
 
 def status_rank(status: Any) -> int:

@@ -80,7 +80,7 @@ def _on_engine(ctx: RunContext, artifacts: dict[str, Artifact], flagged: dict[st
     engine of each artifact (TensorRT debug tensors, ``--markDebug`` style: a separate
     engine, so the signed-off engine is never perturbed)."""
     from quantkit.backends.trt.infer import build_for_run, runner_for
-    from quantkit.compare.layer_diff import compare_layers as _compare
+    from quantkit.compare.layer_diff import diff_layers
 
     out = {}
     data = ctx.splits.dev.subset(subset)
@@ -95,7 +95,7 @@ def _on_engine(ctx: RunContext, artifacts: dict[str, Artifact], flagged: dict[st
                                                  extra_outputs=names))
             run = stack.enter_context(runner_for(ctx.settings, dbg, name=f"engine-{name}",
                                                  debug=True))
-            out[name] = _compare(ref, {name: run}, ctx.batches(data, ctx.settings.compare.batch_size),
+            out[name] = diff_layers(ref, {name: run}, ctx.batches(data, ctx.settings.compare.batch_size),
                                  {name: names},
                                  amax={name: artifacts[name].activation_amax})[name]
     return out
@@ -143,9 +143,9 @@ def compare_candidate(ctx: RunContext, ref, candidate, tensors, data, amax, *, n
     ``compare.max_outputs_per_run`` tensors fetched per inference. The candidate runner
     has no ORT memory arena (``ref`` should not either: ``memory_arena=False``); numbers
     are the same with or without one."""
-    from quantkit.compare.layer_diff import compare_layers as _compare
+    from quantkit.compare.layer_diff import diff_layers
 
     s = ctx.settings.compare
     with ctx.runner(candidate, name=name, extra_outputs=tensors, memory_arena=False) as run:
-        return _compare(ref, {name: run}, ctx.batches(data, s.batch_size), {name: tensors},
+        return diff_layers(ref, {name: run}, ctx.batches(data, s.batch_size), {name: tensors},
                         amax={name: amax}, max_outputs=s.max_outputs_per_run)[name]

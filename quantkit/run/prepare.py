@@ -109,13 +109,13 @@ def prepare_model(ctx: RunContext, splits) -> Prepared:
     """The FP32 model (exported / head-fitted / cached), its feeds, and its ModelGraph."""
     from quantkit.data.feeds import make_feeds
     from quantkit.graph.model_graph import ModelGraph
-    from quantkit.models import prepare_model as _prepare
+    from quantkit.models import load_model
 
     from dataclasses import replace
 
     from quantkit.models.fit import resolve_output
 
-    model = _prepare(ctx.settings, splits, cache_dir=ctx.cache_dir)
+    model = load_model(ctx.settings, splits, cache_dir=ctx.cache_dir)
     graph_proto = onnx.load(model.path)
     out = resolve_output(graph_proto, ctx.settings.model.output,
                          has_labels=not splits.label_free)  # model.output.name / kind / pooling

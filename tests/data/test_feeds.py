@@ -229,7 +229,7 @@ def test_text_experiment_refuses_an_image_head_setting():
 def test_zoo_model_refuses_the_other_data_kind():
     from hydra import compose, initialize_config_dir
 
-    from quantkit.models import prepare_model
+    from quantkit.models import load_model
     from quantkit.settings import build, register
 
     register()
@@ -237,7 +237,7 @@ def test_zoo_model_refuses_the_other_data_kind():
     with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
         cfg = compose(config_name="config", overrides=["experiment=bert_int8", "data=fashion_mnist"])
     with pytest.raises(ConfigError, match="takes text data"):
-        prepare_model(build(cfg), splits=None, cache_dir=Path("/nonexistent"))
+        load_model(build(cfg), splits=None, cache_dir=Path("/nonexistent"))
 
 
 def test_hub_image_dataset_rows_become_images():
