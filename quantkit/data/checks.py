@@ -23,13 +23,19 @@ __all__ = ["check_calibration_size", "check_classes", "chance_level_note"]
 
 
 def check_calibration_size(n: int, cfg: DataConfig, info: DataInfo) -> None:
+    """``n``: the calibration examples the split holds (``data.calib.num_samples``, or fewer
+    when the data left after test and dev is smaller)."""
     c = cfg.calib
     if n < c.min_samples:
+        short = n < c.num_samples
         raise ConfigError(f"too few calibration samples for usable ranges (minimum "
-                          f"{c.min_samples}, {c.warn_below}+ recommended)",
+                          f"{c.min_samples}, {c.warn_below}+ recommended)"
+                          + (f": the data left after test and dev holds {n}" if short else ""),
                           where="data.calib.num_samples", value=n,
-                          fix=f"set data.calib.num_samples={max(c.warn_below, 256)} (or at "
-                              f"least {c.min_samples})")
+                          fix=("add data, or lower data.test_fraction / data.dev_fraction"
+                               if short else
+                               f"set data.calib.num_samples={max(c.warn_below, 256)} (or at "
+                               f"least {c.min_samples})"))
     if n < c.warn_below:
         info.warn("calib_small", f"data.calib.num_samples={n} is below "
                   f"data.calib.warn_below={c.warn_below}: calibration ranges may be unstable; "

@@ -18,6 +18,8 @@ __all__ = ["DataWarning", "DataInfo", "WARNING_CODES"]
 #: every warning code the data stage can emit, with what it means
 WARNING_CODES = {
     "calib_small": "fewer calibration examples than data.calib.warn_below: ranges may be unstable",
+    "calib_smaller_than_requested": "the data left after test and dev held fewer examples than "
+                                    "data.calib.num_samples: calibrated on all of them",
     "classes_missing": "a class of data.label_names has no example in a split",
     "duplicates_dropped": "repeated texts were dropped (one text, one example)",
     "duplicate_label_conflicts": "a repeated text had different labels; the first was kept",

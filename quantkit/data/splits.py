@@ -5,7 +5,10 @@
   dataset's ``data.eval_split``);
 - **dev**: what every choice is made on (``data.dev.size`` examples, or
   ``data.dev_fraction``, or null: whatever is left after the others);
-- **calib**: ``data.calib.num_samples`` examples for the calibration ranges, exactly;
+- **calib**: ``data.calib.num_samples`` examples for the calibration ranges, exactly when the
+  data left after test and dev holds them; a smaller dataset calibrates on every example left
+  (at least ``data.calib.min_samples``), with the named warning ``calib_smaller_than_requested``:
+  calibration size follows the data, so an experiment's size never refuses a small folder;
 - **train**: what a zoo / hub head is fitted on (``data.train.size``, or image zoo models'
   ``model.head.n_train``; null: all that is left).
 
@@ -269,10 +272,11 @@ def make_splits(full: Split, label_names: list[str], cfg: DataConfig, *, seed: i
                         where=test_key, value=test_fraction,
                         fix=f"lower {test_key} (or {dev_key}) or add data ({n} examples)")
     if len(idx["calib"]) < n_cal:
-        raise DataError("more calibration samples requested than the data left after the "
-                        "test and dev splits has", where="data.calib.num_samples", value=n_cal,
-                        fix=f"use at most {pool}, or lower {test_key} / {dev_key}")
-    check_calibration_size(n_cal, cfg, info)
+        info.warn("calib_smaller_than_requested",
+                  f"data.calib.num_samples={n_cal} but only {len(idx['calib'])} examples were "
+                  f"left after the test and dev splits: calibrating on {len(idx['calib'])} "
+                  f"(lower {test_key} / {dev_key} or add data for more)")
+    check_calibration_size(len(idx["calib"]), cfg, info)
     if len(idx["dev"]) == 0:
         raise DataError("the dev split is empty: nothing to make choices on", where=dev_key,
                         value=cfg.dev.size or cfg.dev_fraction,

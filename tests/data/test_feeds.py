@@ -96,8 +96,13 @@ def test_image_split_hash_and_errors():
     assert ImageSplit("s", x, None).sha256 != s.sha256  # label-free hashes pixels only
     with pytest.raises(DataError, match="labels than images"):
         ImageSplit("s", x, y[:3])
-    with pytest.raises(DataError, match="calibration samples"):
-        image_splits(x, y, image_cfg(calib=500))
+    short = image_splits(x, y, image_cfg(calib=500))  # calibrates on what is left
+    assert "calib_smaller_than_requested" in short.info.warning_codes()
+    assert 0 < len(short.calib) < 20
+    few = image_cfg(calib=500)
+    few.calib.min_samples = few.calib.warn_below = 100
+    with pytest.raises(ConfigError, match="data left after test and dev holds"):
+        image_splits(x, y, few)
 
 
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])

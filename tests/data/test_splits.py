@@ -110,7 +110,6 @@ def test_deprecated_eval_keys_still_work(tmp_path):
 @pytest.mark.parametrize("kw,needle", [
     (dict(text_column="body"), "data.text_column"),
     (dict(label_column="stars"), "data.label_column=null"),
-    (dict(calib_n=100000), "data.calib.num_samples"),
     (dict(label_names=["neg"]), "label"),
     (dict(test_fraction=0.001), "data.test_fraction"),
     (dict(dev_fraction=None), "data.dev_fraction"),
@@ -201,3 +200,15 @@ def test_rotten_tomatoes_splits_of_bert_int8():
     b = make_splits(full, splits.label_names, s.data, seed=0)
     c = make_splits(full, splits.label_names, s.data, seed=1)
     assert a.hashes() == b.hashes() and a.hashes()["test"] != c.hashes()["test"]
+
+
+def test_calibration_follows_the_data(tmp_path):
+    """A request beyond what test and dev leave calibrates on all of it, with a named
+    warning; test and dev are the same as with a request that fits."""
+    p = write_csv(tmp_path / "d.csv")
+    fits, big = splits_of(p, cfg()), splits_of(p, cfg(calib_n=100000))
+    assert "calib_smaller_than_requested" in big.info.warning_codes()
+    assert "calib_smaller_than_requested" not in fits.info.warning_codes()
+    assert 32 < len(big.calib) < 400 and len(big.train) == 0
+    assert big.hashes()["test"] == fits.hashes()["test"]
+    assert big.hashes()["dev"] == fits.hashes()["dev"]

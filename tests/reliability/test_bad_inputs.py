@@ -431,9 +431,12 @@ CASES = [
          "raise data.eval_fraction", cli=_few_rows),
     Case("calibration_split_empty", "DataError", "train split is empty", "data.eval_fraction",
          "0.9", "lower data.eval_fraction", cli=_no_train),
-    Case("calibration_count_too_large", "DataError", "more calibration samples",
-         "data.calib.num_samples", "5000", "at most 72",
-         cli=lambda w: ["data.calib.num_samples=5000"]),
+    # a request beyond the data calibrates on what is left (a named warning); refused only
+    # when that is below data.calib.min_samples
+    Case("calibration_left_below_minimum", "ConfigError", "the data left after test and dev "
+         "holds 72", "data.calib.num_samples", "72", "add data",
+         cli=lambda w: ["data.calib.num_samples=5000", "data.calib.min_samples=100",
+                        "data.calib.warn_below=100"]),
     Case("labels_missing_in_rows", "DataError", "2 labels missing or not finite",
          "rows 5, 12", "nan", "fill in or remove those rows", cli=_label_gaps),
     Case("calibration_set_too_small", "ConfigError", "too few calibration samples",
