@@ -41,7 +41,6 @@ __all__ = [
     "kl_per_example",
     "max_abs_error",
     "mean_abs_error",
-    "nll_increase",
     "noise_power_from_sqnr_db",
     "relative_error",
     "sqnr_db",
@@ -211,22 +210,6 @@ def kl_divergence(p_logits_ref: Any, q_logits_cand: Any) -> float:
     with np.errstate(invalid="ignore"):
         terms = np.where(prob_p > 0.0, prob_p * (log_p - log_q), 0.0)
     return float(max(0.0, np.mean(np.sum(terms, axis=1))))
-
-
-def nll_increase(p_logits_ref: Any, q_logits_cand: Any, labels: Any) -> float:
-    """Mean over rows of the cross-entropy increase at the true label, in nats:
-    ``-log softmax(q)[y] + log softmax(p)[y]`` (negative where the candidate is surer of the
-    label than the reference). Unlike KL, it sees the direction of a drift: a shift of the
-    logits toward wrong classes costs accuracy at the same agreement with the reference."""
-    p, q = _same_shape(p_logits_ref, q_logits_cand, what="logits ", where="nll_increase",
-                       fix="compare logits of the same examples")
-    y = np.asarray(labels).reshape(-1).astype(np.int64)
-    if p.ndim != 2 or len(y) != p.shape[0] or p.shape[0] == 0:
-        raise DataError("nll_increase needs [examples, classes] logits and one label per row",
-                        where="nll_increase", value=(p.shape, y.shape),
-                        fix="pass 2-D logits and labels of the same examples")
-    rows = np.arange(len(y))
-    return float(np.mean(log_softmax(p, axis=1)[rows, y] - log_softmax(q, axis=1)[rows, y]))
 
 
 def json_safe_sqnr_db(value: float | None, *, cap: float = SQNR_DB_CAP) -> float | None:

@@ -17,17 +17,8 @@ dimension in turn, every value is tried with the best recipe so far; the value w
 lowest score is kept (ties within a relative 1e-6, the float noise between CPUs: the value
 tried first, the simpler one). Each trial is one
 dev-subset evaluation of full INT8 (``ptq.auto.calibrator``'s plan, exact Q/DQ, FP16
-remainder emulated), never on the test split, scored by :func:`score_kind`:
-
-- a labelled metric (accuracy, macro_f1) on logits: the mean cross-entropy increase at the
-  dev label vs FP32 (``compare.metrics.nll_increase``) on the first ``ptq.auto.label_subset``
-  dev examples. KL ranks a drift toward the wrong classes like any other noise: on
-  mobilenet_int8 it preferred one-pass GPTQ (KL 0.0375) to sequential rounding (0.0396)
-  while sequential's bias term is what kept top-1 accuracy (-1.70 vs -0.50 pp on 5,000 dev
-  images, config comment of conf/experiment/mobilenet_int8.yaml);
-- label-free logits (agreement, kl, abs_logit verdicts): the mean KL(FP32 || INT8) on the
-  first ``ptq.auto.subset`` dev examples;
-- embeddings: 1 - mean cosine to FP32 on the first ``ptq.auto.subset``. At most
+remainder emulated): the mean KL(FP32 || INT8) for logits, 1 - mean cosine for embeddings,
+on the first ``ptq.auto.subset`` dev examples; never the test split. At most
 ``ptq.auto.budget`` trials run (a budget in evaluations, never seconds); dimensions not
 reached are recorded as such. Statistics passes are shared between trials through the stage
 cache (calibration histograms per graph, channel statistics, rounding), and each trial's
@@ -57,7 +48,7 @@ from quantkit.run.scope import QuantScope
 if TYPE_CHECKING:
     from quantkit.run.evaluation import Evaluation
 
-__all__ = ["choose_recipe", "dimensions", "score_kind", "LABEL_SCORE", "OUTLIER_RATIO"]
+__all__ = ["choose_recipe", "dimensions", "OUTLIER_RATIO"]
 
 log = logging.getLogger(__name__)
 
@@ -137,9 +128,9 @@ def choose_recipe(ctx: RunContext, scope: QuantScope, fp16: Fp16Range,
     """The greedy choice of the module doc, on the dev reference's first examples."""
 
     cfg = ctx.settings.ptq.auto
-    kind = score_kind(ctx)
-    n = min(cfg.label_subset if kind == LABEL_SCORE else cfg.subset, len(ctx.splits.dev))
-    score = _scorer(ctx, scope, fp16, reference, n, kind)
+    n = min(cfg.subset, len(ctx.splits.dev))
+    kind = "1 - mean cosine" if ctx.model.output_kind == "embedding" else "mean KL"
+    score = _scorer(ctx, scope, fp16, reference, n)
     best_label, best = "generic", named_recipes()["generic"]
     trials: list[RecipeTrial] = []
     cache: dict[str, RecipeTrial] = {}
@@ -161,10 +152,6 @@ def choose_recipe(ctx: RunContext, scope: QuantScope, fp16: Fp16Range,
             if recipe.key() == best.key():
                 options.append((current, best_label, recipe))
                 continue
-            if name == "bias_correction" and best.weight_rounding != "nearest":
-                skipped.append(f"{name}={_value(change)}: {best.weight_rounding} leaves the "
-                               "weights on the INT8 grid, no rounding shift to correct")
-                break
             if name in ESCALATING and len(options) > 1 and options[-1][0].score is not None \
                     and _lowest(options)[1] != options[-1][1]:
                 skipped.append(f"{name}={_value(change)}: the cheaper "
@@ -197,19 +184,6 @@ ESCALATING = ("weight_rounding",)
 TIE_RTOL = 1e-6
 
 
-#: the score of a labelled verdict on logits (module doc)
-LABEL_SCORE = "mean cross-entropy increase at the dev label"
-
-
-def score_kind(ctx: RunContext) -> str:
-    """What the trials are scored by (module doc): the verdict's metric decides."""
-    from quantkit.run.verdicts import LABELLED_METRICS, decision_metric
-
-    if ctx.model.output_kind == "embedding":
-        return "1 - mean cosine"
-    return LABEL_SCORE if decision_metric(ctx) in LABELLED_METRICS else "mean KL"
-
-
 def _lowest(options: list) -> tuple:
     """The option with the lowest score; near-ties (:data:`TIE_RTOL`) go to the earlier."""
     best = options[0]
@@ -229,14 +203,13 @@ def _plan_settings(precision) -> str:
 
 
 def _scorer(ctx: RunContext, scope: QuantScope, fp16: Fp16Range, reference: Evaluation,
-            n: int, kind: str) -> Callable[[str, Recipe, str], RecipeTrial]:
+            n: int) -> Callable[[str, Recipe, str], RecipeTrial]:
     """``score(label, recipe, dimension)``: the recipe's full-INT8 candidate on the first
-    ``n`` dev examples against FP32, by ``kind`` (module doc), stage-cached under everything
-    that made it."""
+    ``n`` dev examples against FP32 (module doc), stage-cached under everything that made it."""
     s = ctx.settings
     sub = ctx.head(ctx.splits.dev, n)
     ref = reference.logits[:n]
-    base = {"model": ctx.graph.sha256, "dev": ctx.splits.dev.sha256, "n": n, "score": kind,
+    base = {"model": ctx.graph.sha256, "dev": ctx.splits.dev.sha256, "n": n,
             "calib": ctx.splits.calib.sha256, "calibrator": s.ptq.auto.calibrator,
             "calibrators": list(s.calibrator.methods), "target": s.target,
             "precision": _plan_settings(s.precision), "samples": s.ptq.range_search_samples,
@@ -246,7 +219,7 @@ def _scorer(ctx: RunContext, scope: QuantScope, fp16: Fp16Range, reference: Eval
         t0 = time.perf_counter()
 
         def compute():
-            value, note = _evaluate(ctx, scope, fp16, recipe, sub, ref, kind)
+            value, note = _evaluate(ctx, scope, fp16, recipe, sub, ref)
             return {"score": value, "note": note}, None
 
         obj, _, hit = ctx.cached("ptq_recipe_trial", {**base, "recipe": recipe.key()}, compute)
@@ -260,13 +233,11 @@ def _scorer(ctx: RunContext, scope: QuantScope, fp16: Fp16Range, reference: Eval
 
 
 def _evaluate(ctx: RunContext, scope: QuantScope, fp16: Fp16Range, recipe: Recipe, sub,
-              ref: np.ndarray, kind: str) -> tuple[float | None, str]:
-    """Full INT8 of ``recipe`` (one calibrator's plan) on the dev subset ``sub``: its
-    ``kind`` score against the FP32 outputs ``ref`` and a note (rewrites dropped by their
-    proofs)."""
+              ref: np.ndarray) -> tuple[float | None, str]:
+    """Full INT8 of ``recipe`` (one calibrator's plan) on the dev subset ``sub``: its score
+    against the FP32 outputs ``ref`` and a note (rewrites dropped by their proofs)."""
     from quantkit.backends.batched import run_split
     from quantkit.compare.embedding import cosine_per_example
-    from quantkit.compare.metrics import nll_increase
     from quantkit.compare.task import mean_kl
 
     rewritten = rewrite_for(ctx, recipe)
@@ -280,8 +251,6 @@ def _evaluate(ctx: RunContext, scope: QuantScope, fp16: Fp16Range, recipe: Recip
                         batch_size=ctx.settings.backend.batch_size, progress=False)
     if ctx.model.output_kind == "embedding":
         value = float(1.0 - np.mean(cosine_per_example(ref, out)))
-    elif kind == LABEL_SCORE:
-        value = nll_increase(ref, out, sub.labels)
     else:
         value = float(mean_kl(ref, out))
     return value, "; ".join(notes)

@@ -15,14 +15,12 @@ class PtqAutoConfig:
     """``ptq.recipe=auto``: the recipes tried on dev (quantkit/run/recipe_choice.py).
 
     ``budget``: at most this many recipe evaluations (each one dev-subset evaluation of full
-    INT8); ``subset``: dev examples a recipe is scored on by mean KL vs FP32 (label-free
-    logits) or 1 - mean cosine (embeddings); ``label_subset``: dev examples when a labelled
-    verdict scores by the cross-entropy increase at the label (noisier per example than KL,
-    so more of them); ``calibrator``: the calibrator whose plan scores a recipe."""
+    INT8); ``subset``: dev examples a recipe is scored on (mean KL vs FP32 for logits,
+    1 - mean cosine for embeddings); ``calibrator``: the calibrator whose plan scores a
+    recipe."""
 
     budget: int = 12
     subset: int = 512
-    label_subset: int = 2048
     calibrator: str = "percentile"
 
 
@@ -69,6 +67,5 @@ def validate_ptq(q: PtqConfig) -> None:
     for key, value in (("ptq.equalization_iterations", q.equalization_iterations),
                        ("ptq.range_search_grid", q.range_search_grid),
                        ("ptq.range_search_samples", q.range_search_samples),
-                       ("ptq.auto.budget", q.auto.budget), ("ptq.auto.subset", q.auto.subset),
-                       ("ptq.auto.label_subset", q.auto.label_subset)):
+                       ("ptq.auto.budget", q.auto.budget), ("ptq.auto.subset", q.auto.subset)):
         _positive(key, value)

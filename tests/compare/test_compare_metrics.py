@@ -17,7 +17,6 @@ from quantkit.compare.metrics import (
     flag_layers,
     json_safe_sqnr_db,
     json_safe_stats,
-    nll_increase,
     kl_divergence,
     max_abs_error,
     mean_abs_error,
@@ -110,22 +109,6 @@ def test_kl_divergence():
     q = np.stack([[[0.0, math.log(3.0)]], [[1000.0, 0.0]]])
     assert kl_divergence(p, q) == pytest.approx(expected / 2)
     assert math.isfinite(kl_divergence([1e4, -1e4], [-1e4, 1e4]))
-
-
-def test_nll_increase_sees_the_direction_of_a_drift():
-    """Two candidates at the same KL from the reference: the one drifting toward the label
-    scores lower (negative), the one drifting away higher, by hand on two classes."""
-    ref = np.array([[0.0, 0.0], [0.0, 0.0]])
-    toward = np.array([[math.log(3.0), 0.0], [0.0, math.log(3.0)]])  # labels 0 and 1
-    away = toward[:, ::-1]
-    y = [0, 1]
-    assert kl_divergence(ref, toward) == pytest.approx(kl_divergence(ref, away))
-    # -log .75 + log .5 = log(2/3); -log .25 + log .5 = log 2
-    assert nll_increase(ref, toward, y) == pytest.approx(math.log(2.0 / 3.0))
-    assert nll_increase(ref, away, y) == pytest.approx(math.log(2.0))
-    assert nll_increase(ref, ref + 50.0, y) == pytest.approx(0.0, abs=1e-12)
-    with pytest.raises(DataError, match="one label per row"):
-        nll_increase(ref, toward, [0])
 
 
 def test_layer_stats_streaming_equals_one_shot():

@@ -46,14 +46,6 @@ search now needs the gate's power on test too; ``n_required`` unchanged here).
 Issue 27 removed one key by hand, nothing else: ``config.verdict.min_slice_n`` (read by
 no code since the per-slice tests were folded into the sign-off; the report showed it as a
 rule). The test's TestPolicy refactor of the same branch changed no value.
-Session 13 (issue 28) remade them for the auto recipe's score: ``config.ptq.auto.label_subset``
-added (2048) in all three; in ``auto`` only, the trials score the cross-entropy increase at
-the dev label (the tiny world's verdict is accuracy) instead of mean KL, so auto chose
-``search(tensor)+gptq`` (was ``search(tensor)``), bias correction after GPTQ is skipped with
-its reason, and every INT8 candidate's numbers follow from the GPTQ-rounded weights; no
-status, family or recommendation changed. The ort_cpu / tensorrt files differ from the
-old ones only in host-dependent last digits (avx512_vnni host), which the comparator
-reads by kind.
 tests/run/test_record_fixture.py reruns the same configs and
 compares, so any later change to a record is a visible, deliberate fixture update.
 """
