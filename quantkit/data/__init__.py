@@ -73,7 +73,13 @@ def load_text_splits(settings, *, cache_dir: Path) -> Splits:
     full = TextSplit("all", ex.texts, ex.labels, ex.groups)
     _label_free_note(ex.info)
     return make_splits(full, ex.label_names, cfg, seed=settings.seed, info=ex.info,
-                       test_part=test_part)
+                       test_part=test_part, calib_fits_data=_no_head(settings))
+
+
+def _no_head(settings) -> bool:
+    """A ready ONNX model (``model=onnx``) fits no head on the train split, so calibration
+    may take every example test and dev leave (:func:`quantkit.data.splits.make_splits`)."""
+    return settings.model.kind == "onnx"
 
 
 def _merge_counts(into: DataInfo, other: DataInfo) -> None:
@@ -142,7 +148,8 @@ def load_image_splits(settings, *, cache_dir: Path) -> Splits:
     info = DataInfo(kind="image", label_free=y is None, rows_read=rows)
     _label_free_note(info)
     return make_splits(ImageSplit("all", x, y), names, cfg, seed=settings.seed, info=info,
-                       test_part=test_part, train_size=n_train, train_key=train_key)
+                       test_part=test_part, train_size=n_train, train_key=train_key,
+                       calib_fits_data=_no_head(settings))
 
 
 def note_truncation(splits: Splits, feeds) -> dict[str, int]:

@@ -5,10 +5,11 @@
   dataset's ``data.eval_split``);
 - **dev**: what every choice is made on (``data.dev.size`` examples, or
   ``data.dev_fraction``, or null: whatever is left after the others);
-- **calib**: ``data.calib.num_samples`` examples for the calibration ranges, exactly when the
-  data left after test and dev holds them; a smaller dataset calibrates on every example left
-  (at least ``data.calib.min_samples``), with the named warning ``calib_smaller_than_requested``:
-  calibration size follows the data, so an experiment's size never refuses a small folder;
+- **calib**: ``data.calib.num_samples`` examples for the calibration ranges, exactly. For a
+  ready ONNX model (``calib_fits_data``: no head is fitted on train) a smaller dataset
+  calibrates on every example test and dev leave (at least ``data.calib.min_samples``), with
+  the named warning ``calib_smaller_than_requested``: calibration follows the data. A zoo or
+  hub model's head needs the train split, so there a request beyond the data is refused;
 - **train**: what a zoo / hub head is fitted on (``data.train.size``, or image zoo models'
   ``model.head.n_train``; null: all that is left).
 
@@ -234,12 +235,15 @@ def _apply_limit(split: Split, limit: int | None, key: str, rng: np.random.Gener
 
 def make_splits(full: Split, label_names: list[str], cfg: DataConfig, *, seed: int,
                 info: DataInfo | None = None, test_part: Split | None = None,
-                train_size: int | None = None, train_key: str = "data.train.size") -> Splits:
+                train_size: int | None = None, train_key: str = "data.train.size",
+                calib_fits_data: bool = False) -> Splits:
     """Seeded, group-disjoint splits of ``full`` (see the module docstring).
 
     ``test_part`` is a pre-made test split (its examples are not in ``full``); pool
     examples whose text also appears in it are dropped and counted. ``train_size``
     overrides ``data.train.size`` (image zoo models pass ``model.head.n_train``).
+    ``calib_fits_data``: calibrate on what is left when the data holds fewer than
+    ``data.calib.num_samples`` (a model with no head to fit on train), else refuse.
     """
     from quantkit.data.checks import check_calibration_size, check_classes
 
@@ -271,6 +275,10 @@ def make_splits(full: Split, label_names: list[str], cfg: DataConfig, *, seed: i
         raise DataError("the train split is empty: nothing left to calibrate on",
                         where=test_key, value=test_fraction,
                         fix=f"lower {test_key} (or {dev_key}) or add data ({n} examples)")
+    if len(idx["calib"]) < n_cal and not calib_fits_data:
+        raise DataError("more calibration samples requested than the data left after the "
+                        "test and dev splits has", where="data.calib.num_samples", value=n_cal,
+                        fix=f"use at most {pool}, or lower {test_key} / {dev_key}")
     if len(idx["calib"]) < n_cal:
         info.warn("calib_smaller_than_requested",
                   f"data.calib.num_samples={n_cal} but only {len(idx['calib'])} examples were "

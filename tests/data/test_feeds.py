@@ -36,9 +36,10 @@ def image_cfg(calib=10, limit=None, test_fraction=0.25, dev_fraction=0.2) -> Dat
     return c
 
 
-def image_splits(x, y, c, *, seed=0, n_train=None, test=None):
+def image_splits(x, y, c, *, seed=0, n_train=None, test=None, calib_fits_data=False):
     return make_splits(ImageSplit("all", x, y), ["a", "b", "c"], c, seed=seed, train_size=n_train,
-                       test_part=None if test is None else ImageSplit("test", *test))
+                       test_part=None if test is None else ImageSplit("test", *test),
+                       calib_fits_data=calib_fits_data)
 
 
 def tiny_cnn(size=8) -> onnx.ModelProto:
@@ -96,13 +97,16 @@ def test_image_split_hash_and_errors():
     assert ImageSplit("s", x, None).sha256 != s.sha256  # label-free hashes pixels only
     with pytest.raises(DataError, match="labels than images"):
         ImageSplit("s", x, y[:3])
-    short = image_splits(x, y, image_cfg(calib=500))  # calibrates on what is left
+    with pytest.raises(DataError, match="calibration samples"):  # a head needs train
+        image_splits(x, y, image_cfg(calib=500), n_train=40)
+    # no head (a ready ONNX model): calibrates on what is left
+    short = image_splits(x, y, image_cfg(calib=500), calib_fits_data=True)
     assert "calib_smaller_than_requested" in short.info.warning_codes()
     assert 0 < len(short.calib) < 20
     few = image_cfg(calib=500)
     few.calib.min_samples = few.calib.warn_below = 100
     with pytest.raises(ConfigError, match="data left after test and dev holds"):
-        image_splits(x, y, few)
+        image_splits(x, y, few, calib_fits_data=True)
 
 
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])

@@ -40,10 +40,10 @@ def cfg(**kw) -> DataConfig:
     return c
 
 
-def splits_of(path, c, seed=0):
+def splits_of(path, c, seed=0, **kw):
     ex = to_examples(load_local(path), c)
     return make_splits(TextSplit("all", ex.texts, ex.labels, ex.groups), ex.label_names, c,
-                       seed=seed, info=ex.info)
+                       seed=seed, info=ex.info, **kw)
 
 
 def test_group_split_is_disjoint_seeded_and_hashed(tmp_path):
@@ -110,6 +110,7 @@ def test_deprecated_eval_keys_still_work(tmp_path):
 @pytest.mark.parametrize("kw,needle", [
     (dict(text_column="body"), "data.text_column"),
     (dict(label_column="stars"), "data.label_column=null"),
+    (dict(calib_n=100000), "data.calib.num_samples"),
     (dict(label_names=["neg"]), "label"),
     (dict(test_fraction=0.001), "data.test_fraction"),
     (dict(dev_fraction=None), "data.dev_fraction"),
@@ -202,11 +203,13 @@ def test_rotten_tomatoes_splits_of_bert_int8():
     assert a.hashes() == b.hashes() and a.hashes()["test"] != c.hashes()["test"]
 
 
-def test_calibration_follows_the_data(tmp_path):
-    """A request beyond what test and dev leave calibrates on all of it, with a named
-    warning; test and dev are the same as with a request that fits."""
+def test_calibration_follows_the_data_without_a_head(tmp_path):
+    """With no head to fit on train (a ready ONNX model), a request beyond what test and dev
+    leave calibrates on all of it, with a named warning; test and dev are the same as with a
+    request that fits. With a head (the default) the same request is refused (above)."""
     p = write_csv(tmp_path / "d.csv")
-    fits, big = splits_of(p, cfg()), splits_of(p, cfg(calib_n=100000))
+    fits = splits_of(p, cfg(), calib_fits_data=True)
+    big = splits_of(p, cfg(calib_n=100000), calib_fits_data=True)
     assert "calib_smaller_than_requested" in big.info.warning_codes()
     assert "calib_smaller_than_requested" not in fits.info.warning_codes()
     assert 32 < len(big.calib) < 400 and len(big.train) == 0
