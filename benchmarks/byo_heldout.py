@@ -776,9 +776,13 @@ def run_recipe(model: HeldoutModel, recipe: str, work: Path) -> RecipeRun:
     import time
     tag = f"{model.name}-{recipe}"
     run_dir = work / "runs" / tag
-    # a stage cache of its own per run: every run is cold, so wall times compare
+    # a stage cache of its own per run: every run is cold, so wall times compare; and a test
+    # ledger of its own: each recipe is a user's first look at that test data (a shared
+    # ledger would charge the second recipe for the first one's look)
+    (work / "ledgers").mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "quantkit", *model.args, *RECIPE_OVERRIDES[recipe],
            *HELDOUT_RUN, f"stage_cache_dir={work / 'stages' / tag}",
+           f"verdict.ledger_path={work / 'ledgers' / tag}.sqlite",
            f"hydra.run.dir={run_dir}"]
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     t0 = time.monotonic()
