@@ -275,16 +275,17 @@ def make_splits(full: Split, label_names: list[str], cfg: DataConfig, *, seed: i
         raise DataError("the train split is empty: nothing left to calibrate on",
                         where=test_key, value=test_fraction,
                         fix=f"lower {test_key} (or {dev_key}) or add data ({n} examples)")
-    if len(idx["calib"]) < n_cal and not calib_fits_data:
-        raise DataError("more calibration samples requested than the data left after the "
-                        "test and dev splits has", where="data.calib.num_samples", value=n_cal,
-                        fix=f"use at most {pool}, or lower {test_key} / {dev_key}")
-    if len(idx["calib"]) < n_cal:
+    n_calib = len(idx["calib"])
+    if n_calib < n_cal:
+        if not calib_fits_data:
+            raise DataError("more calibration samples requested than the data left after the "
+                            "test and dev splits has", where="data.calib.num_samples",
+                            value=n_cal, fix=f"use at most {pool}, or lower {test_key} / {dev_key}")
         info.warn("calib_smaller_than_requested",
-                  f"data.calib.num_samples={n_cal} but only {len(idx['calib'])} examples were "
-                  f"left after the test and dev splits: calibrating on {len(idx['calib'])} "
-                  f"(lower {test_key} / {dev_key} or add data for more)")
-    check_calibration_size(len(idx["calib"]), cfg, info)
+                  f"data.calib.num_samples={n_cal} but only {n_calib} examples were left after "
+                  f"the test and dev splits: calibrating on {n_calib} (lower {test_key} / "
+                  f"{dev_key} or add data for more)")
+    check_calibration_size(n_calib, cfg, info)
     if len(idx["dev"]) == 0:
         raise DataError("the dev split is empty: nothing to make choices on", where=dev_key,
                         value=cfg.dev.size or cfg.dev_fraction,
