@@ -77,7 +77,8 @@ def export_encoder(encoder: str, out_path: Path, *, opset: int, pooling: str,
         if err_file.is_file():
             e = json.loads(err_file.read_text())
             raise ModelError(e["what"], where=e["where"], value=e["value"], fix=e["fix"])
-    last = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+    last = (f"killed by signal {-proc.returncode} (out of memory?)" if proc.returncode < 0
+            else (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1])
     log.debug("encoder export failed in its child process:\n%s", proc.stderr[-5000:])
     raise ModelError(f"the encoder export failed: {last}", where="model", value=encoder,
                      fix="check that torch and transformers export this encoder "
