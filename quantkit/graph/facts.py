@@ -144,10 +144,61 @@ class TensorInfo:
         return self.elem_type == FLOAT
 
 
+#: initializer element types whose values shape inference may read (shape vectors, axes,
+#: indices): :func:`shape_skeleton` keeps them, and every initializer of at most
+#: :data:`_SKELETON_KEEP_ELEMENTS` elements
+_SKELETON_KEEP_TYPES = frozenset({onnx.TensorProto.INT64, onnx.TensorProto.INT32})
+_SKELETON_KEEP_ELEMENTS = 16
+
+
+def _copy_fields(src, dst, skip: str) -> None:
+    """Every set field of protobuf message ``src`` but ``skip`` into the empty ``dst``."""
+    for field, value in src.ListFields():
+        if field.name == skip:
+            continue
+        target = getattr(dst, field.name)
+        if isinstance(value, (bytes, str, int, float)):
+            setattr(dst, field.name, value)
+        elif hasattr(target, "extend"):
+            target.extend(value)
+        else:
+            target.CopyFrom(value)
+
+
+def shape_skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` without the values of its large non-integer initializers (names, types and
+    dims kept): what ONNX shape inference reads, at a fraction of the bytes.
+
+    Shape inference (with data propagation) reads the values of shape-like constants only:
+    int64 / int32 tensors and tiny ones, all kept. Weights are typed by their dims alone, so
+    inference on the skeleton names the same types and shapes as on the model, without
+    serializing every weight into ONNX's C++ and back (0.3 s per call on a 90 MB encoder)."""
+    sk = onnx.ModelProto()
+    _copy_fields(model, sk, skip="graph")
+    _copy_fields(model.graph, sk.graph, skip="initializer")
+    for t in model.graph.initializer:
+        if (t.data_type in _SKELETON_KEEP_TYPES
+                or int(np.prod(t.dims, dtype=np.int64)) <= _SKELETON_KEEP_ELEMENTS
+                or t.data_location == onnx.TensorProto.EXTERNAL):
+            sk.graph.initializer.append(t)
+        else:
+            stub = sk.graph.initializer.add()
+            stub.name, stub.data_type = t.name, t.data_type
+            stub.dims.extend(t.dims)
+    return sk
+
+
+def _has_subgraphs(graph: onnx.GraphProto) -> bool:
+    return any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+               for n in graph.node for a in n.attribute)
+
+
 def tensor_infos(model: onnx.ModelProto) -> dict[str, TensorInfo]:
-    """Type and shape of every tensor ONNX shape inference can name (on a copy of ``model``)."""
+    """Type and shape of every tensor ONNX shape inference can name (on a weightless copy of
+    ``model``: :func:`shape_skeleton`)."""
     try:
-        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+        inferred = onnx.shape_inference.infer_shapes(shape_skeleton(model), strict_mode=False,
+                                                     data_prop=True)
     except Exception as exc:  # onnx raises its own error types; fall back to declared info
         log.warning("ONNX shape inference failed (%s); using declared types only",
                     str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
@@ -174,11 +225,20 @@ def with_value_info(model: onnx.ModelProto) -> onnx.ModelProto:
     if shape inference fails.
     """
     try:
-        return onnx.shape_inference.infer_shapes(model, strict_mode=False)
+        if _has_subgraphs(model.graph):  # subgraph bodies are annotated too: the whole model
+            return onnx.shape_inference.infer_shapes(model, strict_mode=False)
+        inferred = onnx.shape_inference.infer_shapes(shape_skeleton(model), strict_mode=False)
     except Exception as exc:  # onnx raises its own error types; keep the model as is
         log.warning("shape inference on the edited graph failed (%s); writing it without "
                     "value_info", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         return model
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    for name in ("value_info", "output"):  # what inference writes on the main graph
+        field = getattr(out.graph, name)
+        del field[:]
+        field.extend(getattr(inferred.graph, name))
+    return out
 
 
 def consumers(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
