@@ -14,7 +14,14 @@ the same calibration samples and the same test split, in one process:
   count to its entropy calibrator).
 - **ModelOpt**: NVIDIA ModelOpt ONNX PTQ (``modelopt.onnx.quantization.quantize``, the API
   behind ``python -m modelopt.onnx.quantization``), max and entropy calibration, fp16 and
-  fp32 high precision, same op scope, calibration on the CPU execution provider. It runs in
+  fp32 high precision, same op scope, calibration on the CPU execution provider.
+- **FP8 E4M3** (``--fp8``, the default; ``--no-fp8`` leaves it out): the same experiment with
+  ``gpu.sm=90 precision.formats=[int8,fp8]`` (an H200): quantkit's ``fp8.<calibrator>``
+  candidates, the one a run picks on dev reported on test, against ModelOpt's
+  ``quantize_mode="fp8"`` (max calibration, ModelOpt's FP8 method; fp16 and fp32 high
+  precision; per-channel FP8 weights, per-tensor activations), both evaluated with the same
+  exact Q/DQ numerics (ONNX Runtime CPU's float8 QuantizeLinear / DequantizeLinear, bit for
+  bit the numpy reference ``quantkit/qdq/fp8.py``). It runs in
   its own virtual environment (``--modelopt-venv``, default /work/venv-modelopt, created on
   first use with torch 2.13.0 CPU first: it pulls onnxruntime-gpu and pins onnx 1.21) on a
   copy of the model (it rewrites its input). A configuration that fails prints ``na`` with
@@ -30,7 +37,10 @@ Agreement = top-1 agreement with FP32 on the same test examples.
 Each model prints a table, then the run ends with one line per model, the last model's last:
 
     model=<m> acc_fp32=.. acc_quantkit=.. agree_quantkit=.. acc_ort=.. agree_ort=..
-    acc_modelopt=<..|na> agree_modelopt=<..|na>
+    acc_modelopt=<..|na> agree_modelopt=<..|na> acc_quantkit_fp8=.. agree_quantkit_fp8=..
+    acc_modelopt_fp8=<..|na> agree_modelopt_fp8=<..|na>
+
+(the ``_fp8`` fields only with ``--fp8``; ``acc_quantkit`` / ``acc_modelopt`` stay INT8's)
 
 ``acc_<peer>`` / ``agree_<peer>`` are each the best over that peer's configurations on test
 (possibly from different configurations: in the peers' favour); quantkit's are its one
@@ -78,6 +88,7 @@ class Row:
     agreement: float | None
     note: str = ""
     chosen: bool = False  #: quantkit's default: the candidate a run picks on dev
+    fmt: str = "int8"  #: the quantized format (int8 | fp8; fp32 for the reference)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,26 +98,38 @@ class ModelComparison:
     model: str
     header: str
     rows: list[Row]
+    fp8: bool = False  #: the FP8 rows were measured (their fields go into the line)
 
-    def best(self, tool: str) -> tuple[float | None, float | None]:
-        """(best accuracy, best agreement) over ``tool``'s measured configurations."""
-        rows = [r for r in self.rows if r.tool == tool and r.accuracy is not None]
+    def best(self, tool: str, fmt: str = "int8") -> tuple[float | None, float | None]:
+        """(best accuracy, best agreement) over ``tool``'s measured ``fmt`` configurations."""
+        rows = [r for r in self.rows if r.tool == tool and r.fmt == fmt
+                and r.accuracy is not None]
         if not rows:
             return None, None
         return max(r.accuracy for r in rows), max(r.agreement for r in rows)
+
+    def chosen(self, fmt: str) -> tuple[float | None, float | None]:
+        """quantkit's candidate of ``fmt`` chosen on dev: (accuracy, agreement) on test."""
+        return next(((r.accuracy, r.agreement) for r in self.rows
+                     if r.tool == "quantkit" and r.chosen and r.fmt == fmt), (None, None))
 
     def line(self) -> str:
         def f(v):
             return "na" if v is None else f"{v:.4f}"
 
-        fp32 = self.best("fp32")[0]
-        aq, gq = next(((r.accuracy, r.agreement) for r in self.rows
-                       if r.tool == "quantkit" and r.chosen), (None, None))
+        fp32 = next((r.accuracy for r in self.rows if r.tool == "fp32"), None)
+        aq, gq = self.chosen("int8")
         ao, go = self.best("ort")
         am, gm = self.best("modelopt")
-        return (f"model={self.model} acc_fp32={f(fp32)} acc_quantkit={f(aq)} "
-                f"agree_quantkit={f(gq)} acc_ort={f(ao)} agree_ort={f(go)} "
-                f"acc_modelopt={f(am)} agree_modelopt={f(gm)}")
+        out = (f"model={self.model} acc_fp32={f(fp32)} acc_quantkit={f(aq)} "
+               f"agree_quantkit={f(gq)} acc_ort={f(ao)} agree_ort={f(go)} "
+               f"acc_modelopt={f(am)} agree_modelopt={f(gm)}")
+        if self.fp8:
+            aq8, gq8 = self.chosen("fp8")
+            am8, gm8 = self.best("modelopt", "fp8")
+            out += (f" acc_quantkit_fp8={f(aq8)} agree_quantkit_fp8={f(gq8)} "
+                    f"acc_modelopt_fp8={f(am8)} agree_modelopt_fp8={f(gm8)}")
+        return out
 
 
 def parse_models(value: str) -> list[str]:
@@ -128,6 +151,9 @@ def main() -> None:
                     help="virtual environment with nvidia-modelopt[onnx] (torch CPU first)")
     ap.add_argument("--all-calibrators", action="store_true",
                     help="also evaluate quantkit's non-chosen calibrators on test (context)")
+    ap.add_argument("--fp8", action=argparse.BooleanOptionalAction, default=True,
+                    help="also compare FP8 E4M3 (gpu.sm=90): quantkit's fp8.<calibrator> vs "
+                         "ModelOpt quantize_mode=fp8 (default on; --no-fp8: INT8 only)")
     a = ap.parse_args([f"--model={x.split('=', 1)[1]}" if x.startswith("model=") else x
                        for x in sys.argv[1:]])
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -138,7 +164,7 @@ def main() -> None:
     for m in models:
         t = time.perf_counter()
         comparison = compare_model(m, a.limit, venv_python, venv_note,
-                                   all_calibrators=a.all_calibrators)
+                                   all_calibrators=a.all_calibrators, fp8=a.fp8)
         print_table(comparison)
         print(f"({m}: {time.perf_counter() - t:.0f} s)", flush=True)
         lines.append(comparison.line())
@@ -148,8 +174,10 @@ def main() -> None:
 
 
 def compare_model(experiment: str, limit: int | None, venv_python: Path | None,
-                  venv_note: str | None, *, all_calibrators: bool = False) -> ModelComparison:
-    """Measure quantkit's default, ORT and ModelOpt on ``experiment``'s model and data."""
+                  venv_note: str | None, *, all_calibrators: bool = False,
+                  fp8: bool = False) -> ModelComparison:
+    """Measure quantkit's default, ORT and ModelOpt on ``experiment``'s model and data
+    (``fp8``: on an H200 target, FP8 candidates of quantkit and ModelOpt too)."""
     import numpy as np
 
     import peers
@@ -158,6 +186,8 @@ def compare_model(experiment: str, limit: int | None, venv_python: Path | None,
                               prepared_context, quant_scope)
 
     overrides = [f"data.test.limit={limit}", f"data.dev.limit={limit}"] if limit else []
+    if fp8:  # an FP8 GPU: the run builds fp8.<calibrator> beside int8.<calibrator>
+        overrides += ["gpu.sm=90", "precision.formats=[int8,fp8]"]
     s = _common.settings_for(experiment, *overrides)
     text = s.data.kind == "text"
     scope_ops = SCOPES[s.data.kind]
@@ -169,7 +199,7 @@ def compare_model(experiment: str, limit: int | None, venv_python: Path | None,
         splits = ctx.splits
         ref_dev, ref = evaluate_reference(ctx, "dev"), evaluate_reference(ctx, "test")
         ref_pred = ref.logits.argmax(1)
-        rows.append(Row("fp32", "-", ref.metric("accuracy"), 1.0))
+        rows.append(Row("fp32", "-", ref.metric("accuracy"), 1.0, fmt="fp32"))
 
         def measured(ev) -> tuple[float, float]:
             return ev.metric("accuracy"), float((ev.logits.argmax(1) == ref_pred).mean())
@@ -178,20 +208,25 @@ def compare_model(experiment: str, limit: int | None, venv_python: Path | None,
         source = apply_ptq(ctx, quant_scope(ctx), overflow, ref_dev)
         cal = calibrate(ctx, source)
         arts = {n: art for n, art in build_artifacts(ctx, cal, overflow, source).items()
-                if n.startswith("int8.")}
+                if n.startswith(("int8.", "fp8."))}
         dev = {n: evaluate_artifact(ctx, art, ref_dev) for n, art in arts.items()}
-        chosen = next(n for n in family_members(ctx, dev, None) if n.startswith("int8."))
-        # a run tests only its chosen INT8 on test (--all-calibrators: the others too)
+        members = family_members(ctx, dev, None)
+        chosen = {next(n for n in members if n.startswith("int8.")),
+                  *(n for n in members if n.startswith("fp8."))}
+        # a run tests only its chosen INT8 (and FP8) on test (--all-calibrators: the others)
         for n, art in arts.items():
-            conf = (f"{n} {'(chosen on dev)' if n == chosen else ''} dev acc "
+            conf = (f"{n} {'(chosen on dev)' if n in chosen else ''} dev acc "
                     f"{dev[n].metric('accuracy'):.4f}, FP16 rest emulated")
-            if n == chosen or all_calibrators:  # accuracy only: no paired test, no look
+            fmt = n.split(".")[0]
+            if n in chosen or all_calibrators:  # accuracy only: no paired test, no look
                 ev = evaluate(ctx, art.name, art.path, split="test",
-                              plan_int8=art.plan.int8_nodes(), emulated=art.emulated,
+                              plan_int8=art.plan.int8_nodes(),
+                              plan_fp8=art.plan.nodes_with("fp8") or None, emulated=art.emulated,
                               artifact_sha=art.sha256)
-                rows.append(Row("quantkit", conf, *measured(ev), chosen=n == chosen))
+                rows.append(Row("quantkit", conf, *measured(ev), chosen=n in chosen, fmt=fmt))
             else:
-                rows.append(Row("quantkit", conf, None, None, "not chosen: not run on test"))
+                rows.append(Row("quantkit", conf, None, None, "not chosen: not run on test",
+                                fmt=fmt))
 
         def evaluate_peer(path: Path, name: str) -> tuple[float, float]:
             # accuracy and agreement from the logits: no paired test on test, so no look in
@@ -212,26 +247,29 @@ def compare_model(experiment: str, limit: int | None, venv_python: Path | None,
         calib = tmp / "calib.npz"
         np.savez(calib, **{k: np.concatenate([f[k] for f in feeds]) for k in feeds[0]})
         del feeds
-        for method in ("max", "entropy"):
-            for hp in ("fp16", "fp32"):
-                conf = f"{method}, high precision {hp} ({'/'.join(scope_ops)})"
-                if venv_python is None:
-                    rows.append(Row("modelopt", conf, None, None, venv_note or ""))
-                    continue
-                out = tmp / f"modelopt.{method}.{hp}.onnx"
-                err = modelopt_quantize(venv_python, ctx.model.path, out, calib, tmp,
-                                        method=method, high_precision=hp, op_types=scope_ops)
-                if err:
-                    rows.append(Row("modelopt", conf, None, None, err))
-                    continue
-                rows.append(Row("modelopt", conf, *evaluate_peer(out, f"modelopt.{method}.{hp}")))
-                out.unlink()
+        configs = [("int8", m, hp) for m in ("max", "entropy") for hp in ("fp16", "fp32")]
+        configs += [("fp8", "max", hp) for hp in ("fp16", "fp32")] if fp8 else []
+        for mode, method, hp in configs:
+            conf = (f"{mode + ' ' if mode != 'int8' else ''}{method}, high precision {hp} "
+                    f"({'/'.join(scope_ops)})")
+            if venv_python is None:
+                rows.append(Row("modelopt", conf, None, None, venv_note or "", fmt=mode))
+                continue
+            name = f"modelopt.{mode}.{method}.{hp}"
+            out = tmp / f"{name}.onnx"
+            err = modelopt_quantize(venv_python, ctx.model.path, out, calib, tmp, mode=mode,
+                                    method=method, high_precision=hp, op_types=scope_ops)
+            if err:
+                rows.append(Row("modelopt", conf, None, None, err, fmt=mode))
+                continue
+            rows.append(Row("modelopt", conf, *evaluate_peer(out, name), fmt=mode))
+            out.unlink()
     header = (f"{experiment}: test examples {len(splits.test)}"
               f"{f' (--limit {limit})' if limit else ''}; dev examples {len(splits.dev)}; "
               f"calibration samples {len(splits.calib)}; exact Q/DQ numerics "
               f"({ctx.qdq_mode()}); disabled ORT optimizers: "
               f"{','.join(s.backend.disabled_optimizers) or 'none'}")
-    return ModelComparison(experiment, header, rows)
+    return ModelComparison(experiment, header, rows, fp8=fp8)
 
 
 def print_table(c: ModelComparison) -> None:
@@ -249,9 +287,9 @@ def print_table(c: ModelComparison) -> None:
 _MODELOPT_SCRIPT = """
 import sys, numpy as np
 from modelopt.onnx.quantization import quantize
-src, out, calib, method, hp, ops = sys.argv[1:7]
+src, out, calib, mode, method, hp, ops = sys.argv[1:8]
 data = dict(np.load(calib))
-quantize(src, quantize_mode="int8", calibration_data=data, calibration_method=method,
+quantize(src, quantize_mode=mode, calibration_data=data, calibration_method=method,
          calibration_eps=["cpu"], high_precision_dtype=hp, op_types_to_quantize=ops.split(","),
          output_path=out, log_level="WARNING")
 """
@@ -281,14 +319,15 @@ def ensure_modelopt_venv(venv: Path) -> tuple[Path | None, str | None]:
     return python, None
 
 
-def modelopt_quantize(python, model_path, out, calib, tmp, *, method, high_precision,
-                      op_types) -> str | None:
-    """Quantize a copy of the model with ModelOpt in its venv; None, or why it failed."""
-    src = Path(tmp) / f"modelopt_input.{method}.{high_precision}.onnx"
+def modelopt_quantize(python, model_path, out, calib, tmp, *, mode="int8", method,
+                      high_precision, op_types) -> str | None:
+    """Quantize a copy of the model with ModelOpt in its venv (``mode``: its
+    ``quantize_mode``, int8 | fp8); None, or why it failed."""
+    src = Path(tmp) / f"modelopt_input.{mode}.{method}.{high_precision}.onnx"
     shutil.copyfile(model_path, src)  # ModelOpt rewrites its input in place
     try:
         r = subprocess.run([str(python), "-c", _MODELOPT_SCRIPT, str(src), str(out), str(calib),
-                            method, high_precision, ",".join(op_types)],
+                            mode, method, high_precision, ",".join(op_types)],
                            capture_output=True, text=True)
     finally:
         src.unlink(missing_ok=True)
@@ -301,7 +340,7 @@ def modelopt_quantize(python, model_path, out, calib, tmp, *, method, high_preci
             src_line = next((ln.strip() for ln in reversed(lines[:i])
                              if ln.strip().strip("^~ ")), "")
             err = f"{err} at `{src_line}`" if src_line else err
-        return f"modelopt {method}/{high_precision} failed (rc {r.returncode}): {err}"
+        return f"modelopt {mode} {method}/{high_precision} failed (rc {r.returncode}): {err}"
     return None
 
 

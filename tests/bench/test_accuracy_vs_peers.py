@@ -61,6 +61,24 @@ def test_line_takes_quantkits_choice_each_peers_best_and_na_for_an_unmeasured_pe
                     "acc_ort=0.7500 agree_ort=0.9100 acc_modelopt=na agree_modelopt=na")
 
 
+def test_fp8_fields_take_quantkits_fp8_choice_and_modelopts_best_fp8_only():
+    rows = [avp.Row("fp32", "-", 0.80, 1.0, fmt="fp32"),
+            avp.Row("quantkit", "int8.minmax (chosen on dev)", 0.79, 0.97, chosen=True),
+            avp.Row("quantkit", "fp8.minmax (chosen on dev)", 0.78, 0.96, chosen=True,
+                    fmt="fp8"),
+            avp.Row("quantkit", "fp8.mse", None, None, "not chosen", fmt="fp8"),
+            avp.Row("ort", "minmax", 0.70, 0.91),
+            avp.Row("modelopt", "max, high precision fp16", 0.77, 0.95),
+            avp.Row("modelopt", "fp8 max, high precision fp16", 0.76, 0.94, fmt="fp8"),
+            avp.Row("modelopt", "fp8 max, high precision fp32", 0.75, 0.98, fmt="fp8")]
+    line = avp.ModelComparison("m", "", rows, fp8=True).line()
+    assert line == ("model=m acc_fp32=0.8000 acc_quantkit=0.7900 agree_quantkit=0.9700 "
+                    "acc_ort=0.7000 agree_ort=0.9100 acc_modelopt=0.7700 agree_modelopt=0.9500 "
+                    "acc_quantkit_fp8=0.7800 agree_quantkit_fp8=0.9600 "
+                    "acc_modelopt_fp8=0.7600 agree_modelopt_fp8=0.9800")
+    assert "fp8" not in avp.ModelComparison("m", "", rows).line()  # --no-fp8: INT8's line
+
+
 def test_models_are_all_or_a_comma_list_of_known_experiments():
     assert avp.parse_models("all") == list(avp.MODELS)
     assert avp.parse_models("mobilenet_int8,bert_int8") == ["mobilenet_int8", "bert_int8"]
@@ -108,5 +126,28 @@ def test_modelopt_quantizes_a_copy_and_reports_a_failing_configuration(tmp_path)
     bad = avp.modelopt_quantize(python, src, tmp_path / "bad.onnx", tmp_path / "wrong.npz",
                                 tmp_path, method="entropy", high_precision="fp32",
                                 op_types=("MatMul",))
-    assert bad and bad.startswith("modelopt entropy/fp32 failed (rc 1)"), bad
+    assert bad and bad.startswith("modelopt int8 entropy/fp32 failed (rc 1)"), bad
     assert not (tmp_path / "bad.onnx").exists()
+
+
+@pytest.mark.skipif(not (MODELOPT_VENV / "bin" / "python").exists(),
+                    reason=f"no ModelOpt venv at {MODELOPT_VENV} (accuracy_vs_peers.py creates it)")
+def test_modelopt_fp8_writes_float8_qdq_that_runs_exactly_close_to_fp32(tmp_path):
+    rng = np.random.default_rng(2)
+    src, out = tmp_path / "fp32.onnx", tmp_path / "mo8.onnx"
+    _tiny_mlp(src, rng)
+    x = rng.normal(size=(32, 8, 16)).astype(np.float32)
+    np.savez(tmp_path / "calib.npz", x=x)
+    python, note = avp.ensure_modelopt_venv(MODELOPT_VENV)
+    assert python is not None, note
+    err = avp.modelopt_quantize(python, src, out, tmp_path / "calib.npz", tmp_path, mode="fp8",
+                                method="max", high_precision="fp32", op_types=("MatMul",))
+    assert err is None, err
+    m = onnx.load(str(out))
+    inits = {i.name: i for i in m.graph.initializer}
+    q = [n for n in m.graph.node if n.op_type == "QuantizeLinear"]
+    assert q and all(inits[n.input[2]].data_type == TensorProto.FLOAT8E4M3FN for n in q
+                     if len(n.input) > 2 and n.input[2] in inits)
+    ref, got = _logits(src, x), _logits(out, x)
+    assert not np.array_equal(ref, got)  # quantized
+    assert np.abs(ref - got).max() < 0.1 * np.abs(ref).max()
