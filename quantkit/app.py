@@ -159,7 +159,8 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
         res.backend_checks = {n: check_backend(ctx, a, ref) for n, a in every.items()}
 
     members = family_members(ctx, res.evaluations, dev.get("mixed"),
-                             res.search.kept_layers if res.search else 0)
+                             res.search.kept_layers if res.search else 0,
+                             res.search.quantized_layers if res.search else None)
     if res.signoff_skipped:
         log.info("sign-off skipped: %s", res.signoff_skipped)
     else:

@@ -59,6 +59,11 @@ class SearchOutcome:
         """How many layers the search kept out of INT8 (in FP16, or FP8 by the fill)."""
         return len(self.fp16_layers) + len(self.fp8_layers)
 
+    @property
+    def quantized_layers(self) -> int:
+        """How many nodes of the mixed candidate are INT8 or FP8 (0: it is the fp16 one)."""
+        return len(self.artifact.plan.quantized_nodes())
+
     def to_record(self) -> dict:
         return dict(self.search)
 

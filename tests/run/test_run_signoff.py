@@ -39,6 +39,15 @@ def test_family_is_fp16_and_the_best_int8_by_dev(ctx, evaluations, signed):
     assert all(evaluations[n].split == "dev" for n in members)  # the basis was dev
 
 
+def test_a_mixed_candidate_without_a_quantized_node_is_not_declared(ctx, evaluations, signed):
+    members = signed[0]
+    stand_in = evaluations["fp16"]  # the mixed candidate's dev evaluation (its presence counts)
+    assert family_members(ctx, evaluations, stand_in, 3, mixed_quantized_layers=5) == \
+        [*members, "mixed"]
+    # the search kept every layer out of INT8: the "mixed" artifact is the fp16 one again
+    assert family_members(ctx, evaluations, stand_in, 81, mixed_quantized_layers=0) == members
+
+
 def test_each_member_is_evaluated_once_on_test_and_a_second_look_is_refused(artifacts, signed):
     members, _, so, _ = signed
     ledger = so.ledger.to_dict()
