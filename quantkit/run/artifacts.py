@@ -217,24 +217,24 @@ def fp8_model_graph(graph: ModelGraph) -> ModelGraph:
 
 
 def fp8_plan(plan: Plan, name: str, model: onnx.ModelProto, remainder: str) -> Plan:
-    """``plan``'s INT8 nodes in FP8 E4M3 where TensorRT runs FP8 (GEMMs and convolutions,
-    ``qdq.lint.FP8_CONSUMERS``), any other INT8 node in ``remainder`` (fp16 / fp32).
+    """``plan``'s INT8 nodes in FP8 E4M3 where TensorRT runs FP8 (GEMMs, and convolutions
+    with FP8 kernels: ``precision.fp8_rules``), any other INT8 node in ``remainder``
+    (fp16 / fp32) with the reason.
 
     FP8 candidates are planned on the original graph with no ptq step: SmoothQuant,
     equalization, the range search, weight rounding and bias correction are INT8's answers
     to INT8's coarse grid (issue 25: FP8 needs little of that machinery), so an FP8
     candidate is the model's own FP32 function behind FP8 Q/DQ; its weights are FP8
     initializers behind one DequantizeLinear."""
+    from quantkit.precision.fp8_rules import fp8_exclusions
     from quantkit.precision.plan import Precision
-    from quantkit.qdq.lint import FP8_CONSUMERS
 
-    ops = {n.name: n.op_type for n in model.graph.node}
-    gemm = [n for n in plan.int8_nodes() if ops.get(n) in FP8_CONSUMERS]
-    other = [n for n in plan.int8_nodes() if ops.get(n) not in FP8_CONSUMERS]
+    out_of_fp8 = fp8_exclusions(model, plan.int8_nodes())
+    gemm = [n for n in plan.int8_nodes() if n not in out_of_fp8]
     out = plan.with_precision(gemm, Precision.FP8, f"FP8 E4M3 ({name}: amax / 448 per tensor)")
-    if other:
-        out = out.with_precision(other, remainder,
-                                 "TensorRT runs FP8 in GEMMs and convolutions only")
+    for why in dict.fromkeys(out_of_fp8.values()):  # one edit per reason, in graph order
+        out = out.with_precision([n for n, w in out_of_fp8.items() if w == why], remainder,
+                                 why)
     return out
 
 

@@ -49,13 +49,15 @@ def _cheaper_in_fp8(ctx: RunContext, layers: list[str]) -> tuple[list[str], dict
     """The layers the cost model finds faster in FP8 than in FP16 on ``gpu.sm``, and the
     per-layer estimates (ms) it compared."""
     from quantkit.precision.cost import estimate_layer
+    from quantkit.precision.fp8_rules import fp8_exclusions
     from quantkit.run.signoff import run_gemm_shapes
 
     s = ctx.settings
     shapes, _ = run_gemm_shapes(ctx)
+    out_of_fp8 = fp8_exclusions(ctx.graph.model, layers)  # no FP8 kernel: never offered
     est, cheaper = {}, []
     for n in layers:
-        if n not in shapes:
+        if n not in shapes or n in out_of_fp8:
             continue
         op, mkn = shapes[n]
         flops = 2.0 * mkn[0] * mkn[1] * mkn[2]
