@@ -104,17 +104,28 @@ def test_ort_quantize_writes_tensorrt_style_qdq_close_to_fp32(tmp_path):
     assert np.abs(ref - got).max() < 0.1 * np.abs(ref).max()
 
 
-@pytest.mark.skipif(not (MODELOPT_VENV / "bin" / "python").exists(),
-                    reason=f"no ModelOpt venv at {MODELOPT_VENV} (accuracy_vs_peers.py creates it)")
-def test_modelopt_quantizes_a_copy_and_reports_a_failing_configuration(tmp_path):
-    rng = np.random.default_rng(1)
-    src, out = tmp_path / "fp32.onnx", tmp_path / "mo.onnx"
+needs_modelopt = pytest.mark.skipif(
+    not (MODELOPT_VENV / "bin" / "python").exists(),
+    reason=f"no ModelOpt venv at {MODELOPT_VENV} (accuracy_vs_peers.py creates it)")
+
+
+def _modelopt_setup(tmp_path: Path, seed: int) -> tuple[Path, Path, np.ndarray]:
+    """(ModelOpt's python, the tiny FP32 model, its calibration input saved as calib.npz)."""
+    rng = np.random.default_rng(seed)
+    src = tmp_path / "fp32.onnx"
     _tiny_mlp(src, rng)
-    before = src.read_bytes()
     x = rng.normal(size=(32, 8, 16)).astype(np.float32)
     np.savez(tmp_path / "calib.npz", x=x)
     python, note = avp.ensure_modelopt_venv(MODELOPT_VENV)
     assert python is not None, note
+    return python, src, x
+
+
+@needs_modelopt
+def test_modelopt_quantizes_a_copy_and_reports_a_failing_configuration(tmp_path):
+    python, src, x = _modelopt_setup(tmp_path, 1)
+    out = tmp_path / "mo.onnx"
+    before = src.read_bytes()
     err = avp.modelopt_quantize(python, src, out, tmp_path / "calib.npz", tmp_path,
                                 method="max", high_precision="fp32", op_types=("MatMul",))
     assert err is None
@@ -130,16 +141,10 @@ def test_modelopt_quantizes_a_copy_and_reports_a_failing_configuration(tmp_path)
     assert not (tmp_path / "bad.onnx").exists()
 
 
-@pytest.mark.skipif(not (MODELOPT_VENV / "bin" / "python").exists(),
-                    reason=f"no ModelOpt venv at {MODELOPT_VENV} (accuracy_vs_peers.py creates it)")
+@needs_modelopt
 def test_modelopt_fp8_writes_float8_qdq_that_runs_exactly_close_to_fp32(tmp_path):
-    rng = np.random.default_rng(2)
-    src, out = tmp_path / "fp32.onnx", tmp_path / "mo8.onnx"
-    _tiny_mlp(src, rng)
-    x = rng.normal(size=(32, 8, 16)).astype(np.float32)
-    np.savez(tmp_path / "calib.npz", x=x)
-    python, note = avp.ensure_modelopt_venv(MODELOPT_VENV)
-    assert python is not None, note
+    python, src, x = _modelopt_setup(tmp_path, 2)
+    out = tmp_path / "mo8.onnx"
     err = avp.modelopt_quantize(python, src, out, tmp_path / "calib.npz", tmp_path, mode="fp8",
                                 method="max", high_precision="fp32", op_types=("MatMul",))
     assert err is None, err
