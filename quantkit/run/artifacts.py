@@ -229,9 +229,10 @@ def fp8_plan(plan: Plan, name: str, model: onnx.ModelProto, remainder: str) -> P
     from quantkit.precision.fp8_rules import fp8_exclusions
     from quantkit.precision.plan import Precision
 
-    out_of_fp8 = fp8_exclusions(model, plan.int8_nodes())
-    gemm = [n for n in plan.int8_nodes() if n not in out_of_fp8]
-    out = plan.with_precision(gemm, Precision.FP8, f"FP8 E4M3 ({name}: amax / 448 per tensor)")
+    int8 = plan.int8_nodes()
+    out_of_fp8 = fp8_exclusions(model, int8)
+    out = plan.with_precision([n for n in int8 if n not in out_of_fp8], Precision.FP8,
+                              f"FP8 E4M3 ({name}: amax / 448 per tensor)")
     for why in dict.fromkeys(out_of_fp8.values()):  # one edit per reason, in graph order
         out = out.with_precision([n for n, w in out_of_fp8.items() if w == why], remainder,
                                  why)
