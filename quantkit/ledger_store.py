@@ -35,6 +35,7 @@ import os
 import secrets
 import socket
 import sqlite3
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -199,6 +200,14 @@ class _NoLook(Exception):
         self.reservation = reservation
 
 
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    """SQLITE_BUSY / SQLITE_LOCKED: another connection holds the lock (not corruption)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
 class LedgerStore:
     """The SQLite test ledger at ``path`` (created on first use unless ``create=False``)."""
 
@@ -239,7 +248,7 @@ class LedgerStore:
                               fix="check that the path is a writable local file") from exc
         try:
             con.execute(f"PRAGMA busy_timeout = {int(self.timeout_s * 1000)}")
-            mode = con.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            mode = self._journal_wal(con)
             if str(mode).lower() != "wal":
                 raise self._error(f"the test ledger cannot use WAL journaling (mode {mode})",
                                   fix="put verdict.ledger_path on a local file system")
@@ -247,11 +256,33 @@ class LedgerStore:
             con.execute("PRAGMA foreign_keys = ON")
             self._check_schema(con)
             yield con
+        except sqlite3.OperationalError as exc:
+            if _busy(exc):
+                raise self._error(f"the test ledger stayed locked by another run for "
+                                  f"{self.timeout_s:g} s", exc,
+                                  fix="wait for the other run to finish, or give this run its "
+                                      "own verdict.ledger_path") from exc
+            raise self._error("the test ledger is not a readable quantkit ledger (corrupt?)",
+                              exc) from exc
         except sqlite3.DatabaseError as exc:
             raise self._error("the test ledger is not a readable quantkit ledger (corrupt?)",
                               exc) from exc
         finally:
             con.close()
+
+    def _journal_wal(self, con: sqlite3.Connection) -> str:
+        """Switch to WAL and return the journal mode. Turning a new (rollback-journal) file
+        into WAL reads and then upgrades to a write lock; SQLite answers "database is locked"
+        at once, without the busy handler, when another run holds the write lock meanwhile
+        (two jobs opening a new ledger together), so this retries until ``timeout_s``."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                return str(con.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+            except sqlite3.OperationalError as exc:
+                if not _busy(exc) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.02)
 
     def _check_schema(self, con: sqlite3.Connection) -> None:
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}

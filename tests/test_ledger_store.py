@@ -185,3 +185,39 @@ def test_example_hashes_are_of_the_input_content():
     i1 = example_hashes(ImageSplit("test", img, [0, 1]))
     i2 = example_hashes(ImageSplit("test", img[::-1].copy(), None))
     assert set(i1) == set(i2) and i1[0] != i1[1]
+
+
+def test_a_new_ledger_opened_while_another_run_holds_its_write_lock_waits(tmp_path):
+    """Turning a new file into WAL upgrades a read lock to a write lock, which SQLite
+    refuses at once ("database is locked", no busy handler) while another connection
+    writes: two sweep jobs creating one ledger together. The store waits instead."""
+    import threading
+    import time
+
+    path = tmp_path / "l.sqlite"
+    held = threading.Event()
+
+    def hold() -> None:
+        con = sqlite3.connect(path, isolation_level=None)
+        con.execute("BEGIN IMMEDIATE")  # the write lock on the new, still rollback-mode file
+        held.set()
+        time.sleep(0.5)
+        con.execute("COMMIT")
+        con.close()
+
+    other = threading.Thread(target=hold)
+    other.start()
+    held.wait(10)
+    t0 = time.monotonic()
+    res = _reserve(LedgerStore(path, timeout_s=30), range(100), "k")
+    other.join()
+    assert res.kind == "new" and res.look.number == 1
+    assert time.monotonic() - t0 >= 0.3  # it waited for the lock, it did not go around it
+    with pytest.raises(LedgerError, match="stayed locked by another run for 0.2 s"):
+        con = sqlite3.connect(path, isolation_level=None)
+        con.execute("BEGIN IMMEDIATE")
+        try:
+            _reserve(LedgerStore(path, timeout_s=0.2), range(100), "k2")
+        finally:
+            con.execute("ROLLBACK")
+            con.close()
