@@ -23,24 +23,30 @@ __all__ = ["ChannelStats", "channel_stats", "capture_tensors", "require_batches"
 
 @dataclass
 class ChannelStats:
-    """Per-channel running max-abs and mean of tensors, channel on ``axis`` of each."""
+    """Per-channel running min, max, max-abs and mean of tensors, channel on ``axis``."""
 
     axis: dict[str, int]
     absmax: dict[str, np.ndarray] = field(default_factory=dict)
+    low: dict[str, np.ndarray] = field(default_factory=dict)
+    high: dict[str, np.ndarray] = field(default_factory=dict)
     total: dict[str, np.ndarray] = field(default_factory=dict)
     count: dict[str, int] = field(default_factory=dict)
 
     def observe(self, name: str, x: np.ndarray) -> None:
         ax = self.axis[name] % x.ndim
         moved = np.moveaxis(np.asarray(x, dtype=np.float64), ax, -1).reshape(-1, x.shape[ax])
-        m = np.max(np.abs(moved), axis=0)
+        lo, hi = np.min(moved, axis=0), np.max(moved, axis=0)
+        m = np.maximum(-lo, hi)
         s = moved.sum(axis=0)
         if name in self.absmax:
             self.absmax[name] = np.maximum(self.absmax[name], m)
+            self.low[name] = np.minimum(self.low[name], lo)
+            self.high[name] = np.maximum(self.high[name], hi)
             self.total[name] = self.total[name] + s
             self.count[name] += moved.shape[0]
         else:
             self.absmax[name], self.total[name], self.count[name] = m, s, moved.shape[0]
+            self.low[name], self.high[name] = lo, hi
 
     def mean(self, name: str) -> np.ndarray:
         return self.total[name] / max(self.count[name], 1)

@@ -7,7 +7,7 @@ tests and benchmarks call.
     refined = refine(rewritten.model, plan, ranges, recipe, data, target="tensorrt")
     insert_qdq(refined.model, refined.plan, int8_weights=recipe.int8_weights)
 
-``rewrite`` applies equalization then SmoothQuant, each proven to keep the FP32 function on
+``rewrite`` applies equalization, channel shift then SmoothQuant, each proven to keep the FP32 function on
 the calibration data (:mod:`quantkit.ptq.proof`; a step that fails is dropped, with its
 reason). ``refine`` runs range search, weight rounding and bias correction for one INT8
 plan. Every statistics pass goes through ``memo(kind, key, compute) -> (obj, arrays)``: the
@@ -126,12 +126,14 @@ def rewrite(model: onnx.ModelProto, recipe: Recipe, data: CalibData, *, output: 
             logits: bool = True, runners: Runners = Runners(), memo: Memo = no_memo,
             proof_batches: Batches | None = None,
             tolerance: float = DEFAULT_TOLERANCE) -> Rewritten:
-    """Equalization then SmoothQuant on a copy of ``model`` (as ``recipe`` says), each kept
+    """Equalization, channel shift, then SmoothQuant on a copy of ``model`` (as ``recipe``
+    says), each kept
     only when :func:`~quantkit.ptq.proof.prove_rewrite` shows the compared ``output`` (class
     ``logits`` or not) unchanged within ``tolerance`` on ``proof_batches`` (default:
     ``data.subset``)."""
     from quantkit.ptq.capture import channel_stats
     from quantkit.ptq.equalization import equalize_pairs, pair_inputs
+    from quantkit.ptq.shift import shift_activations
     from quantkit.ptq.smoothquant import smooth_activations, smoothable_inputs
 
     steps: list[StepRecord] = []
@@ -149,6 +151,22 @@ def rewrite(model: onnx.ModelProto, recipe: Recipe, data: CalibData, *, output: 
 
         obj, arrays = memo("ptq_channel_absmax", key, compute)
         return {t: arrays[f"a{i}"] for i, t in enumerate(obj["tensors"])}
+
+    def channel_range(m: onnx.ModelProto, axes: dict[str, int]
+                      ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        key = {"model": model_sha(m), "axes": sorted(axes.items()), **data.key, "code": code}
+
+        def compute():
+            st = channel_stats(m, data.batches(), axes, runner_factory=runners.capture)
+            names = sorted(st.absmax)
+            return {"tensors": names}, {
+                **{f"lo{i}": st.low[t] for i, t in enumerate(names)},
+                **{f"hi{i}": st.high[t] for i, t in enumerate(names)}}
+
+        obj, arrays = memo("ptq_channel_range", key, compute)
+        names = obj["tensors"]
+        return ({t: arrays[f"lo{i}"] for i, t in enumerate(names)},
+                {t: arrays[f"hi{i}"] for i, t in enumerate(names)})
 
     def keep(step: StepRecord, before: onnx.ModelProto, after: onnx.ModelProto):
         if not step.changes:
@@ -176,6 +194,12 @@ def rewrite(model: onnx.ModelProto, recipe: Recipe, data: CalibData, *, output: 
                                     activation_absmax=absmax,
                                     alpha=recipe.equalization_alpha or 0.5)
         cur = keep(rec, cur, after)
+    if recipe.shift:
+        groups = smoothable_inputs(cur)
+        if groups:
+            low, high = channel_range(cur, {t: -1 for t in groups})
+            after, rec = shift_activations(cur, low, high)
+            cur = keep(rec, cur, after)
     if recipe.smoothquant_alpha is not None:
         groups = smoothable_inputs(cur)
         if groups:

@@ -5,12 +5,14 @@ needs (quantkit/settings/ptq_recipe.py):
 
 1. SmoothQuant alpha (off / 0.5 / 0.8): where MatMul / Gemm inputs have outlier channels
    (max / median of the per-channel max-abs >= :data:`OUTLIER_RATIO` on the calibration data);
-2. range-search error (tensor / row): where MatMul / Gemm read activations with a token axis;
-3. activation-aware equalization (off / alpha 0.5): where Conv pairs with a Relu / ReLU6
+2. channel shift (off / on: off-centre MatMul / Gemm inputs centred, quantkit/ptq/shift.py):
+   where MatMul / Gemm read activations;
+3. range-search error (tensor / row): where MatMul / Gemm read activations with a token axis;
+4. activation-aware equalization (off / alpha 0.5): where Conv pairs with a Relu / ReLU6
    between exist (a positively homogeneous activation, checked per pair);
-4. weight rounding (nearest / gptq / gptq_sequential; sequential, which costs a pass per
+5. weight rounding (nearest / gptq / gptq_sequential; sequential, which costs a pass per
    layer, only where one-pass GPTQ improved the score);
-5. bias correction (off / on).
+6. bias correction (off / on).
 
 It starts from the ``generic`` recipe (per-tensor range search, int8 weights). For each
 dimension in turn, every value is tried with the best recipe so far; the value with the
@@ -70,6 +72,7 @@ def dimensions(ctx: RunContext, scope: QuantScope) -> list[tuple[str, list[dict]
             out.append(("smoothquant", [{"smoothquant_alpha": None},
                                         {"smoothquant_alpha": 0.5},
                                         {"smoothquant_alpha": 0.8}]))
+        out.append(("shift", [{"shift": False}, {"shift": True}]))
         if _reads_token_axis(ctx, scope):
             out.append(("range_search_error", [{"range_search_error": "tensor"},
                                                {"range_search_error": "row"}]))

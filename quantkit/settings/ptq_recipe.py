@@ -40,6 +40,7 @@ class Recipe:
     A plain dataclass (Hydra's schema base for ``settings.ptq``); treat it as a value and
     derive variants with :meth:`with_`."""
 
+    shift: bool = False
     smoothquant_alpha: Optional[float] = None
     smoothquant_min_outlier_ratio: float = 0.0
     equalization: str = "off"
@@ -68,7 +69,8 @@ class Recipe:
     @property
     def rewrites_graph(self) -> bool:
         """True when a step runs before calibration (the calibrated graph differs)."""
-        return self.equalization != "off" or self.smoothquant_alpha is not None
+        return (self.equalization != "off" or self.shift
+                or self.smoothquant_alpha is not None)
 
     def describe(self) -> str:
         """A short name of what is on, e.g. ``sq0.8+search(row)+bias``."""
@@ -76,6 +78,8 @@ class Recipe:
         if self.equalization != "off":
             parts.append("eq" + ("" if self.equalization_alpha is None
                                  else f"{self.equalization_alpha:g}"))
+        if self.shift:
+            parts.append("shift")
         if self.smoothquant_alpha is not None:
             parts.append(f"sq{self.smoothquant_alpha:g}")
         if self.range_search:

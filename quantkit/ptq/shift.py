@@ -1,0 +1,127 @@
+"""Channel shift (Outlier Suppression+, Wei et al. 2023) of MatMul / Gemm inputs.
+
+INT8 activations in TensorRT are symmetric (zero point 0), so a channel whose calibration
+values sit in ``[lo_j, hi_j]`` away from 0 wastes part of the grid: a GELU output
+(``[-0.17, 9]``) uses half of it, a LayerNorm output whose bias ``beta_j`` is large is
+off-centre on its outlier channels. For an activation ``x`` [..., K] read by MatMul / Gemm
+nodes with a constant weight ``W``, the shift ``z_j = (lo_j + hi_j) / 2`` centres every
+channel: ``x - z`` is quantized, and each reader gets ``z @ W`` added to its output, so
+``(x - z) @ W + z @ W = x @ W``: the FP32 function is unchanged (to float rounding; proven
+per model by :mod:`quantkit.ptq.proof`). Where ``z @ W`` goes: into the reader's bias (the
+constant of the one ``Add`` that reads the output, or Gemm's ``C``), else a new constant
+``Add`` after the reader.
+
+A tensor is shifted only when centring narrows its per-tensor range (the largest
+``max(|lo_j|, |hi_j|)`` against the largest ``(hi_j - lo_j) / 2``) by at least
+``min_gain``; the per-tensor scale is what INT8 pays for. Call on the FP32 graph before
+SmoothQuant (which then scales the centred tensor): ``smoothable_inputs`` ->
+``ptq.capture.channel_stats(..., axis=-1)`` -> ``shift_activations``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from quantkit.graph.facts import attr, consumers, ensure_node_names
+from quantkit.ptq.graphutil import InitializerEditor, copy_model, weight_k_axis
+from quantkit.ptq.smoothquant import smoothable_inputs
+from quantkit.ptq.step_record import StepRecord
+
+log = logging.getLogger(__name__)
+
+__all__ = ["shift_activations"]
+
+
+def shift_activations(model: onnx.ModelProto, low: Mapping[str, np.ndarray],
+                      high: Mapping[str, np.ndarray], *, min_gain: float = 1.25
+                      ) -> tuple[onnx.ModelProto, StepRecord]:
+    """A copy of ``model`` with every smoothable input that has per-channel ``low`` /
+    ``high`` (last axis, calibration data) centred (module doc). Returns the model and what
+    was changed."""
+    m = copy_model(model)
+    ensure_node_names(m)
+    groups = smoothable_inputs(m)
+    ed = InitializerEditor(m)
+    by_name = {n.name: n for n in m.graph.node}
+    readers_of = consumers(m.graph)
+    outputs = {o.name for o in m.graph.output}
+    changes, skipped = {}, {}
+    rewrites: list[tuple[str, ...]] = []
+    new_nodes: list[tuple[int, onnx.NodeProto]] = []
+    for x, names in groups.items():
+        if x not in low or x not in high:
+            skipped[x] = "no per-channel statistics"
+            continue
+        lo = np.asarray(low[x], dtype=np.float64).reshape(-1)
+        hi = np.asarray(high[x], dtype=np.float64).reshape(-1)
+        before = float(np.max(np.maximum(-lo, hi)))
+        after = float(np.max((hi - lo) / 2.0))
+        if not np.isfinite(before) or after <= 0 or before / after < min_gain:
+            skipped[x] = f"centring narrows the range {before:.3g} -> {after:.3g} only"
+            continue
+        readers = [by_name[n] for n in names]
+        ws = [ed.array(r.input[1]) for r in readers]
+        axes = [weight_k_axis(r, w) for r, w in zip(readers, ws)]
+        if any(w.shape[ax] != lo.size for w, ax in zip(ws, axes)):
+            skipped[x] = f"channel count {lo.size} does not match the weights' K"
+            continue
+        z = ((lo + hi) / 2.0).astype(np.float32)
+        zc = ed.add(f"{x}__shift", z)
+        y = ed.fresh_tensor(f"{x}__shifted")
+        sub = helper.make_node("Sub", [x, zc], [y], name=ed.fresh_node(f"{x}__shift_Sub"))
+        group = [sub.name, *names]
+        first = min(i for i, n in enumerate(m.graph.node) if n.name in set(names))
+        new_nodes.append((first, sub))
+        for r, w, ax in zip(readers, ws, axes):
+            r.input[0] = y
+            comp = (z.astype(np.float64) @ (w if ax == 0 else w.T)).astype(np.float32)
+            group += _compensate(m, ed, r, comp, readers_of, outputs, new_nodes)
+        rewrites.append(tuple(group))
+        changes[x] = (f"centred for {len(names)} reader(s) ({', '.join(names[:3])}"
+                      f"{' ...' if len(names) > 3 else ''}); range {before:.3g} -> "
+                      f"{after:.3g}")
+    for pos, node in sorted(new_nodes, key=lambda t: -t[0]):
+        m.graph.node.insert(pos, node)
+    log.info("shift: %d tensors centred, %d skipped", len(changes), len(skipped))
+    return m, StepRecord("shift", {"min_gain": float(min_gain)}, changes, skipped,
+                         tuple(rewrites))
+
+
+def _compensate(m: onnx.ModelProto, ed: InitializerEditor, reader: onnx.NodeProto,
+                comp: np.ndarray, readers_of, outputs: set[str],
+                new_nodes: list[tuple[int, onnx.NodeProto]]) -> list[str]:
+    """Add ``comp`` ([N], ``z @ W``) to ``reader``'s output: into its bias where it has a
+    constant one, else through a new Add. Returns the names of the nodes changed or inserted
+    besides ``reader``."""
+    if reader.op_type == "Gemm":
+        if len(reader.input) >= 3 and ed.is_initializer(reader.input[2]):
+            c = ed.array(reader.input[2])
+            alpha, beta = (float(attr(reader, k, 1.0)) for k in ("alpha", "beta"))
+            if c.shape in ((comp.size,), (1, comp.size)) and beta != 0.0:
+                ed.replace(reader, 2, c + (alpha / beta) * comp.reshape(c.shape))
+                return []
+        comp = comp * float(attr(reader, "alpha", 1.0))
+    else:
+        out = reader.output[0]
+        adds = readers_of.get(out, [])
+        if out not in outputs and len(adds) == 1 and adds[0].op_type == "Add" \
+                and len(adds[0].input) == 2 and list(adds[0].input).count(out) == 1:
+            add = adds[0]
+            slot = 1 - list(add.input).index(out)
+            b = ed.array(add.input[slot]) if ed.is_initializer(add.input[slot]) else None
+            if b is not None and b.shape == (comp.size,):
+                ed.replace(add, slot, b + comp)
+                return [add.name]
+    raw = ed.fresh_tensor(f"{reader.output[0]}__unshifted")
+    cc = ed.add(f"{reader.name}__shift_bias", comp)
+    add = helper.make_node("Add", [raw, cc], [reader.output[0]],
+                           name=ed.fresh_node(f"{reader.name}__shift_Add"))
+    reader.output[0] = raw
+    pos = next(i for i, n in enumerate(m.graph.node) if n is reader)
+    new_nodes.append((pos + 1, add))
+    return [add.name]
