@@ -152,21 +152,21 @@ def rewrite(model: onnx.ModelProto, recipe: Recipe, data: CalibData, *, output: 
         obj, arrays = memo("ptq_channel_absmax", key, compute)
         return {t: arrays[f"a{i}"] for i, t in enumerate(obj["tensors"])}
 
-    def channel_range(m: onnx.ModelProto, axes: dict[str, int]
-                      ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    def channel_range(m: onnx.ModelProto, axes: dict[str, int]) -> tuple[dict, dict, dict]:
+        """Per-channel min, max and mean (the shift's statistics)."""
         key = {"model": model_sha(m), "axes": sorted(axes.items()), **data.key, "code": code}
 
         def compute():
             st = channel_stats(m, data.batches(), axes, runner_factory=runners.capture)
             names = sorted(st.absmax)
             return {"tensors": names}, {
-                **{f"lo{i}": st.low[t] for i, t in enumerate(names)},
-                **{f"hi{i}": st.high[t] for i, t in enumerate(names)}}
+                f"{kind}{i}": v for kind, got in (("lo", st.low), ("hi", st.high),
+                                                  ("mean", {t: st.mean(t) for t in names}))
+                for i, v in enumerate(got[t] for t in names)}
 
         obj, arrays = memo("ptq_channel_range", key, compute)
-        names = obj["tensors"]
-        return ({t: arrays[f"lo{i}"] for i, t in enumerate(names)},
-                {t: arrays[f"hi{i}"] for i, t in enumerate(names)})
+        return tuple({t: arrays[f"{kind}{i}"] for i, t in enumerate(obj["tensors"])}
+                     for kind in ("lo", "hi", "mean"))
 
     def keep(step: StepRecord, before: onnx.ModelProto, after: onnx.ModelProto):
         if not step.changes:
@@ -197,8 +197,7 @@ def rewrite(model: onnx.ModelProto, recipe: Recipe, data: CalibData, *, output: 
     if recipe.shift:
         groups = smoothable_inputs(cur)
         if groups:
-            low, high = channel_range(cur, {t: -1 for t in groups})
-            after, rec = shift_activations(cur, low, high)
+            after, rec = shift_activations(cur, *channel_range(cur, {t: -1 for t in groups}))
             cur = keep(rec, cur, after)
     if recipe.smoothquant_alpha is not None:
         groups = smoothable_inputs(cur)

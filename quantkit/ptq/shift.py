@@ -4,16 +4,23 @@ INT8 activations in TensorRT are symmetric (zero point 0), so a channel whose ca
 values sit in ``[lo_j, hi_j]`` away from 0 wastes part of the grid: a GELU output
 (``[-0.17, 9]``) uses half of it, a LayerNorm output whose bias ``beta_j`` is large is
 off-centre on its outlier channels. For an activation ``x`` [..., K] read by MatMul / Gemm
-nodes with a constant weight ``W``, the shift ``z_j = (lo_j + hi_j) / 2`` centres every
-channel: ``x - z`` is quantized, and each reader gets ``z @ W`` added to its output, so
+nodes with a constant weight ``W``, the shift ``z_j`` (about ``(lo_j + hi_j) / 2``, below) centres
+each channel: ``x - z`` is quantized, and each reader gets ``z @ W`` added to its output, so
 ``(x - z) @ W + z @ W = x @ W``: the FP32 function is unchanged (to float rounding; proven
 per model by :mod:`quantkit.ptq.proof`). Where ``z @ W`` goes: into the reader's bias (the
 constant of the one ``Add`` that reads the output, or Gemm's ``C``), else a new constant
 ``Add`` after the reader.
 
-A tensor is shifted only when centring narrows its per-tensor range (the largest
-``max(|lo_j|, |hi_j|)`` against the largest ``(hi_j - lo_j) / 2``) by at least
-``min_gain``; the per-tensor scale is what INT8 pays for. Call on the FP32 graph before
+Centring must not make a sparse activation dense: a GELU / ReLU channel that is near 0 on
+most tokens and large on few would, shifted by half its range, carry a large value on every
+token, and the weight's quantization error (``x @ dW``) grows with it (measured on
+MiniLM with SmoothQuant 0.8, which moves the difficulty into the weights: mean KL 0.0006 ->
+0.096 with plain midpoints). So ``z_j`` is the midpoint clipped to ``[0, 2 * mean_j]``,
+where ``E[(x_j - z_j)^2] <= E[x_j^2]``: the channel's second moment never grows. A LayerNorm
+channel centred on its ``beta_j`` keeps its full shift. A tensor is shifted only when this
+narrows its per-tensor range (the largest ``max(|lo_j|, |hi_j|)`` against the largest
+``max(hi_j - z_j, z_j - lo_j)``) by at least ``min_gain``; the per-tensor scale is what
+INT8 pays for. Call on the FP32 graph before
 SmoothQuant (which then scales the centred tensor): ``smoothable_inputs`` ->
 ``ptq.capture.channel_stats(..., axis=-1)`` -> ``shift_activations``.
 """
@@ -34,15 +41,24 @@ from quantkit.ptq.step_record import StepRecord
 
 log = logging.getLogger(__name__)
 
-__all__ = ["shift_activations"]
+__all__ = ["channel_shift", "shift_activations"]
+
+
+def channel_shift(low: np.ndarray, high: np.ndarray, mean: np.ndarray) -> np.ndarray:
+    """Per-channel shift: the midpoint ``(low + high) / 2`` clipped to ``[0, 2 * mean]``
+    (module doc: centring never raises a channel's second moment)."""
+    mid = (np.asarray(low, np.float64) + np.asarray(high, np.float64)) / 2.0
+    cap = 2.0 * np.asarray(mean, np.float64)
+    return np.where(cap >= 0, np.clip(mid, 0.0, np.maximum(cap, 0.0)),
+                    np.clip(mid, np.minimum(cap, 0.0), 0.0))
 
 
 def shift_activations(model: onnx.ModelProto, low: Mapping[str, np.ndarray],
-                      high: Mapping[str, np.ndarray], *, min_gain: float = 1.25
-                      ) -> tuple[onnx.ModelProto, StepRecord]:
+                      high: Mapping[str, np.ndarray], mean: Mapping[str, np.ndarray], *,
+                      min_gain: float = 1.25) -> tuple[onnx.ModelProto, StepRecord]:
     """A copy of ``model`` with every smoothable input that has per-channel ``low`` /
-    ``high`` (last axis, calibration data) centred (module doc). Returns the model and what
-    was changed."""
+    ``high`` / ``mean`` (last axis, calibration data) centred (module doc). Returns the
+    model and what was changed."""
     m = copy_model(model)
     ensure_node_names(m)
     groups = smoothable_inputs(m)
@@ -54,13 +70,14 @@ def shift_activations(model: onnx.ModelProto, low: Mapping[str, np.ndarray],
     rewrites: list[tuple[str, ...]] = []
     new_nodes: list[tuple[int, onnx.NodeProto]] = []
     for x, names in groups.items():
-        if x not in low or x not in high:
+        if x not in low or x not in high or x not in mean:
             skipped[x] = "no per-channel statistics"
             continue
         lo = np.asarray(low[x], dtype=np.float64).reshape(-1)
         hi = np.asarray(high[x], dtype=np.float64).reshape(-1)
+        z64 = channel_shift(lo, hi, np.asarray(mean[x]).reshape(-1))
         before = float(np.max(np.maximum(-lo, hi)))
-        after = float(np.max((hi - lo) / 2.0))
+        after = float(np.max(np.maximum(z64 - lo, hi - z64)))
         if not np.isfinite(before) or after <= 0 or before / after < min_gain:
             skipped[x] = f"centring narrows the range {before:.3g} -> {after:.3g} only"
             continue
@@ -70,7 +87,7 @@ def shift_activations(model: onnx.ModelProto, low: Mapping[str, np.ndarray],
         if any(w.shape[ax] != lo.size for w, ax in zip(ws, axes)):
             skipped[x] = f"channel count {lo.size} does not match the weights' K"
             continue
-        z = ((lo + hi) / 2.0).astype(np.float32)
+        z = z64.astype(np.float32)
         zc = ed.add(f"{x}__shift", z)
         y = ed.fresh_tensor(f"{x}__shifted")
         sub = helper.make_node("Sub", [x, zc], [y], name=ed.fresh_node(f"{x}__shift_Sub"))

@@ -9,16 +9,17 @@ import pytest
 from onnx import helper
 
 from ptq_graphs import F, init, int8_outputs, nmse, run
-from quantkit.ptq.capture import channel_stats
+from quantkit.ptq.capture import capture_tensors, channel_stats
 from quantkit.ptq.restore import revert_groups
-from quantkit.ptq.shift import shift_activations
+from quantkit.ptq.shift import channel_shift, shift_activations
 from quantkit.ptq.smoothquant import smoothable_inputs
 
 
 def _shift(model, feeds, **kw):
     groups = smoothable_inputs(model)
     st = channel_stats(model, feeds, {t: -1 for t in groups})
-    return shift_activations(model, st.low, st.high, **kw)
+    return shift_activations(model, st.low, st.high,
+                             {t: st.mean(t) for t in st.absmax}, **kw)
 
 
 def _gelu_mlp(rng, *, k=32, n=16, bias_add=True, gemm=False):
@@ -77,8 +78,17 @@ def test_shift_keeps_the_fp32_function_and_centres_the_tensor(form):
     assert ops.count("Sub") == 1
     # the compensation went into the existing bias, else one new Add
     assert ops.count("Add") == {"bias_add": 3, "no_bias": 3, "gemm": 2}[form]
-    st = channel_stats(shifted, feeds, {"g__shifted": -1})
-    assert np.allclose(st.low["g__shifted"], -st.high["g__shifted"], atol=1e-5)
+    before = np.concatenate([v.reshape(-1, 32) for v in
+                             capture_tensors(model, feeds, ["g"])["g"]])
+    after = np.concatenate([v.reshape(-1, 32) for v in
+                            capture_tensors(shifted, feeds, ["g__shifted"])["g__shifted"]])
+    mid = (before.min(0) + before.max(0)) / 2
+    full = (mid >= 0) & (mid <= 2 * before.mean(0))  # centred: the midpoint is near the mean
+    assert 0 < full.sum() < 32
+    assert np.allclose(after.min(0)[full], -after.max(0)[full], atol=1e-5)
+    # no channel's second moment grows (the weight error x @ dW grows with it)
+    assert np.all((after ** 2).mean(0) <= (before ** 2).mean(0) * (1 + 1e-5) + 1e-6)
+    assert np.max(np.abs(after)) < 0.8 * np.max(np.abs(before))
     # a plan that keeps fc2 out of INT8 runs the original group back
     restored, names = revert_groups(shifted, model, rec.groups, keep=["fc1"])
     assert "fc2" in names and [n.op_type for n in restored.graph.node] == \
@@ -95,3 +105,13 @@ def test_shift_lowers_the_int8_error_of_an_off_centre_input():
     ref2, after, _ = int8_outputs(shifted, feeds)
     np.testing.assert_allclose(ref2, ref, rtol=1e-4, atol=1e-4)
     assert nmse(ref, after) < 0.7 * nmse(ref, before)  # 1.6e-4 -> 0.9e-4 measured
+
+
+def test_a_sparse_channel_is_not_made_dense():
+    """A ReLU-like channel, 0 on most tokens and large on a few, keeps its zeros: its
+    midpoint is far above its mean, so its shift is clipped to 2 * mean; a channel
+    centred on an offset (a LayerNorm's beta) is centred."""
+    lo, hi = np.array([0.0, 4.0, -3.0]), np.array([10.0, 6.0, -1.0])
+    mean = np.array([0.2, 5.0, -2.0])
+    np.testing.assert_allclose(channel_shift(lo, hi, mean), [0.4, 5.0, -2.0])
+    np.testing.assert_allclose(channel_shift(lo, hi, np.array([-0.1, 0.0, 0.5])), 0.0)
