@@ -165,6 +165,34 @@ def _copy_fields(src, dst, skip: str) -> None:
             target.CopyFrom(value)
 
 
+def _weightless(t: onnx.TensorProto) -> bool:
+    """An initializer whose values a skeleton drops (:func:`shape_skeleton`)."""
+    return not (t.data_type in _SKELETON_KEEP_TYPES
+                or int(np.prod(t.dims, dtype=np.int64)) <= _SKELETON_KEEP_ELEMENTS
+                or t.data_location == onnx.TensorProto.EXTERNAL)
+
+
+def check_structure(model: onnx.ModelProto) -> None:
+    """``onnx.checker.check_model`` on a weightless copy of ``model``: every node against
+    its op schema, names, types, opsets and IR rules, as on the model itself, with the
+    large float initializers passed as typed graph inputs instead (their values are what
+    the checker would otherwise copy into C++: 0.14 s per call on a 90 MB encoder, 0.01 s
+    here). The one check given up is that each weight's bytes match its dims, which
+    ``numpy_helper.from_array`` guarantees for every initializer quantkit writes.
+    Raises ``onnx.checker.ValidationError`` like the checker."""
+    sk = onnx.ModelProto()
+    _copy_fields(model, sk, skip="graph")
+    _copy_fields(model.graph, sk.graph, skip="initializer")
+    inputs = {i.name for i in sk.graph.input}
+    for t in model.graph.initializer:
+        if not _weightless(t):
+            sk.graph.initializer.append(t)
+        elif t.name not in inputs:
+            sk.graph.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type,
+                                                                     list(t.dims)))
+    onnx.checker.check_model(sk)
+
+
 def shape_skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
     """``model`` without the values of its large non-integer initializers (names, types and
     dims kept): what ONNX shape inference reads, at a fraction of the bytes.
@@ -177,9 +205,7 @@ def shape_skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
     _copy_fields(model, sk, skip="graph")
     _copy_fields(model.graph, sk.graph, skip="initializer")
     for t in model.graph.initializer:
-        if (t.data_type in _SKELETON_KEEP_TYPES
-                or int(np.prod(t.dims, dtype=np.int64)) <= _SKELETON_KEEP_ELEMENTS
-                or t.data_location == onnx.TensorProto.EXTERNAL):
+        if not _weightless(t):
             sk.graph.initializer.append(t)
         else:
             stub = sk.graph.initializer.add()

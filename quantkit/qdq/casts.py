@@ -56,8 +56,8 @@ from onnx import helper, numpy_helper
 from quantkit.errors import ConfigError, GraphEditError
 from quantkit.precision.fp16_rules import fp16_underflow_reasons
 from quantkit.precision.plan import NodeDecision, Plan, Precision
-from quantkit.graph.facts import (FLOAT, FLOAT16, constant_arrays, constant_tensors,
-                                ensure_node_names, node_names, opset_version,
+from quantkit.graph.facts import (FLOAT, FLOAT16, check_structure, constant_arrays,
+                                constant_tensors, ensure_node_names, node_names, opset_version,
                                 subgraph_captures, tensor_infos, unique_name, with_value_info)
 
 log = logging.getLogger(__name__)
@@ -370,7 +370,7 @@ class _Rewrite:
         self._fix_value_info()
         self.model = with_value_info(self.model)
         try:
-            onnx.checker.check_model(self.model)
+            check_structure(self.model)
         except onnx.checker.ValidationError as exc:
             raise GraphEditError(f"FP16 graph fails onnx.checker: {str(exc).splitlines()[0]}",
                                  where="qdq.casts",

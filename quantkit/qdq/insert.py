@@ -49,9 +49,9 @@ from onnx import numpy_helper
 
 from quantkit.errors import GraphEditError
 from quantkit.precision.plan import Plan, Precision
-from quantkit.graph.facts import (TensorInfo, attr, constant_tensors, ensure_node_names,
-                                  quant_slots, require_qdq_opset, tensor_infos, unique_name,
-                                  with_value_info)
+from quantkit.graph.facts import (TensorInfo, attr, check_structure, constant_tensors,
+                                  ensure_node_names, quant_slots, require_qdq_opset,
+                                  tensor_infos, unique_name, with_value_info)
 from quantkit.graph.weights import BIAS_SLOT, weight_axis
 from quantkit.qdq.fp8 import FP8_DTYPE, FP8_OPSET, fp8_scale, quantize_fp8
 from quantkit.qdq.placement import decision_of, ort_cpu_fusions, residual_skips
@@ -163,7 +163,7 @@ def insert_qdq(model: onnx.ModelProto, plan: Plan, *,
     _copy_model_fields(model, out)
     out = with_value_info(out)
     try:
-        onnx.checker.check_model(out)
+        check_structure(out)
     except onnx.checker.ValidationError as exc:
         raise GraphEditError(f"Q/DQ graph fails onnx.checker: {str(exc).splitlines()[0]}",
                              where=where, fix="report this with the model; the input model "

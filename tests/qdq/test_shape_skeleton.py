@@ -70,3 +70,36 @@ def test_real_encoder_infos_and_value_info_match_whole_model_inference(minilm_mo
     annotated = with_value_info(model)
     assert annotated.SerializeToString() == full.SerializeToString()
     assert len(annotated.graph.value_info) > 100  # inference did annotate the graph
+
+
+def _rejects(check, model) -> str | None:
+    try:
+        check(model)
+    except onnx.checker.ValidationError as exc:
+        return str(exc).splitlines()[0]
+    return None
+
+
+def test_check_structure_rejects_what_the_checker_rejects(minilm_model):
+    """graph.facts.check_structure (the checker on a weightless copy, weights as typed
+    inputs) passes the real encoder and its Q/DQ graph and rejects, with the checker's own
+    message, an unknown op, a tensor written twice and a node reading nothing defined."""
+    from quantkit.graph.facts import check_structure
+
+    model = onnx.load(minilm_model)
+    before = model.SerializeToString()
+    check_structure(model)
+    assert model.SerializeToString() == before  # the model itself is not edited
+    breaks = {
+        "unknown op": lambda g: setattr(g.node[5], "op_type", "NoSuchOp"),
+        "written twice": lambda g: g.node[5].output.__setitem__(0, g.node[3].output[0]),
+        "undefined input": lambda g: next(n for n in g.node[5:] if n.op_type == "MatMul"
+                                          ).input.__setitem__(0, "nowhere"),
+    }
+    for what, edit in breaks.items():
+        bad = onnx.ModelProto()
+        bad.CopyFrom(model)
+        edit(bad.graph)
+        full = _rejects(onnx.checker.check_model, bad)
+        assert full is not None, what
+        assert _rejects(check_structure, bad) == full, what
