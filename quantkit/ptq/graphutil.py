@@ -84,6 +84,24 @@ def weight_k_axis(node: onnx.NodeProto, w: np.ndarray) -> int | None:
     return None
 
 
+def reader_weights(ed: InitializerEditor, readers: list[onnx.NodeProto], channels: int
+                   ) -> tuple[list[np.ndarray], list[int]] | str:
+    """The constant weights of the MatMul / Gemm ``readers`` of one activation and their K
+    axes, or why not (a K that is not the activation's ``channels``): the per-channel
+    rewrites of an activation (SmoothQuant, shift) edit exactly these."""
+    ws = [ed.array(r.input[1]) for r in readers]
+    axes = [weight_k_axis(r, w) for r, w in zip(readers, ws)]
+    if any(w.shape[ax] != channels for w, ax in zip(ws, axes)):
+        return f"channel count {channels} does not match the weights' K"
+    return ws, axes
+
+
+def insert_nodes(model: onnx.ModelProto, placed: list[tuple[int, onnx.NodeProto]]) -> None:
+    """Insert each ``(position, node)`` at its position in the graph's original order."""
+    for pos, node in sorted(placed, key=lambda t: -t[0]):
+        model.graph.node.insert(pos, node)
+
+
 def copy_model(model: onnx.ModelProto) -> onnx.ModelProto:
     m = onnx.ModelProto()
     m.CopyFrom(model)

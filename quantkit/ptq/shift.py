@@ -35,7 +35,7 @@ import onnx
 from onnx import helper
 
 from quantkit.graph.facts import attr, consumers, ensure_node_names
-from quantkit.ptq.graphutil import InitializerEditor, copy_model, weight_k_axis
+from quantkit.ptq.graphutil import InitializerEditor, copy_model, insert_nodes, reader_weights
 from quantkit.ptq.smoothquant import smoothable_inputs
 from quantkit.ptq.step_record import StepRecord
 
@@ -82,11 +82,11 @@ def shift_activations(model: onnx.ModelProto, low: Mapping[str, np.ndarray],
             skipped[x] = f"centring narrows the range {before:.3g} -> {after:.3g} only"
             continue
         readers = [by_name[n] for n in names]
-        ws = [ed.array(r.input[1]) for r in readers]
-        axes = [weight_k_axis(r, w) for r, w in zip(readers, ws)]
-        if any(w.shape[ax] != lo.size for w, ax in zip(ws, axes)):
-            skipped[x] = f"channel count {lo.size} does not match the weights' K"
+        found = reader_weights(ed, readers, lo.size)
+        if isinstance(found, str):
+            skipped[x] = found
             continue
+        ws, axes = found
         z = z64.astype(np.float32)
         zc = ed.add(f"{x}__shift", z)
         y = ed.fresh_tensor(f"{x}__shifted")
@@ -102,8 +102,7 @@ def shift_activations(model: onnx.ModelProto, low: Mapping[str, np.ndarray],
         changes[x] = (f"centred for {len(names)} reader(s) ({', '.join(names[:3])}"
                       f"{' ...' if len(names) > 3 else ''}); range {before:.3g} -> "
                       f"{after:.3g}")
-    for pos, node in sorted(new_nodes, key=lambda t: -t[0]):
-        m.graph.node.insert(pos, node)
+    insert_nodes(m, new_nodes)
     log.info("shift: %d tensors centred, %d skipped", len(changes), len(skipped))
     return m, StepRecord("shift", {"min_gain": float(min_gain)}, changes, skipped,
                          tuple(rewrites))

@@ -26,7 +26,8 @@ import onnx
 from onnx import helper
 
 from quantkit.errors import ConfigError
-from quantkit.ptq.graphutil import InitializerEditor, copy_model, weight_k_axis
+from quantkit.ptq.graphutil import (InitializerEditor, copy_model, insert_nodes,
+                                    reader_weights, weight_k_axis)
 from quantkit.ptq.step_record import StepRecord
 from quantkit.graph.facts import ensure_node_names, producers
 
@@ -89,11 +90,11 @@ def smooth_activations(model: onnx.ModelProto, channel_absmax: Mapping[str, np.n
             continue
         a = np.asarray(channel_absmax[x], dtype=np.float64).reshape(-1)
         readers = [by_name[n] for n in names]
-        ws = [ed.array(r.input[1]) for r in readers]
-        axes = [weight_k_axis(r, w) for r, w in zip(readers, ws)]
-        if any(w.shape[ax] != a.size for w, ax in zip(ws, axes)):
-            skipped[x] = f"channel count {a.size} does not match the weights' K"
+        found = reader_weights(ed, readers, a.size)
+        if isinstance(found, str):
+            skipped[x] = found
             continue
+        ws, axes = found
         ratio = float(a.max() / max(np.median(a), 1e-12))
         if ratio < min_outlier_ratio:
             skipped[x] = f"outlier ratio {ratio:.1f} < {min_outlier_ratio}"
@@ -129,8 +130,7 @@ def smooth_activations(model: onnx.ModelProto, channel_absmax: Mapping[str, np.n
         changes[x] = (f"scaled {len(names)} reader(s) ({', '.join(names[:3])}"
                       f"{' ...' if len(names) > 3 else ''}); {how}; outlier ratio "
                       f"{ratio:.1f}; s in [{s.min():.3g}, {s.max():.3g}]")
-    for pos, node in sorted(new_nodes, key=lambda t: -t[0]):
-        m.graph.node.insert(pos, node)
+    insert_nodes(m, new_nodes)
     log.info("smoothquant: %d tensors smoothed, %d skipped", len(changes), len(skipped))
     return m, StepRecord("smoothquant", {"alpha": float(alpha),
                                          "min_outlier_ratio": float(min_outlier_ratio)},
