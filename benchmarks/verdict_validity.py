@@ -440,7 +440,7 @@ def experiment(ctx, dev: Draw, test: Draw, *, shas: dict[str, str],
     dev_evals = {c: _evaluation(ctx, "dev", c, dev.ref, dev.cands[c], gallery=gallery)
                  for c in NAMES}
     members = family_members(ctx, {c: dev_evals[c] for c in ("fp16", *CALIBRATORS)},
-                             dev_evals["mixed"], mixed_fp16_layers=4)
+                             dev_evals["mixed"])  # a search that kept 4 layers: declared
     artifacts = {m: SimArtifact(m, shas[m], SimPlan(INT8_NODES[m])) for m in members}
     ref_test = _evaluation(ctx, "test", "fp32", test.ref, None, gallery=gallery)
 

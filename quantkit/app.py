@@ -85,7 +85,8 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
     from quantkit.environment import host_facts
     from quantkit.run.job import job_facts
     from quantkit.run import (RunResults, assemble_record, build_artifacts, calibrate,
-                              apply_ptq, check_backend, check_fp16_range, check_preflight, compare_layers,
+                              apply_ptq, check_backend, check_fp16_range, check_preflight,
+                              compare_layers, declared_mixed,
                               evaluate_artifact, evaluate_reference, family_members, load_data,
                               make_context, measure, prepare_model, quant_scope,
                               recommend_signed, record_files, recorded_config, search_mixed,
@@ -158,9 +159,7 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
     with stage("backend_check"):  # every candidate that can be recommended, on a dev subset
         res.backend_checks = {n: check_backend(ctx, a, ref) for n, a in every.items()}
 
-    members = family_members(ctx, res.evaluations, dev.get("mixed"),
-                             res.search.kept_layers if res.search else 0,
-                             res.search.quantized_layers if res.search else None)
+    members = family_members(ctx, res.evaluations, declared_mixed(res.search))
     if res.signoff_skipped:
         log.info("sign-off skipped: %s", res.signoff_skipped)
     else:

@@ -30,7 +30,8 @@ from quantkit.run.assemble import (RunResults, assemble_record, candidate_record
 from quantkit.run.scope import QuantScope, quant_scope
 from quantkit.run.signoff import (SignOff, family_members, recommend_signed, sign_off,
                                   signoff_skip_reason)
-from quantkit.run.search import SearchOutcome, measure_sensitivity, search_mixed, search_skip_reason
+from quantkit.run.search import (SearchOutcome, declared_mixed, measure_sensitivity, search_mixed,
+                                 search_skip_reason)
 from quantkit.run.summary import summary_lines
 
 __all__ = ["SignOff", "family_members", "recommend_signed", "sign_off", "Artifact", "build_artifact", "build_artifacts", "build_variant", "plan_for_ranges", "BackendCheck",
@@ -42,5 +43,5 @@ __all__ = ["SignOff", "family_members", "recommend_signed", "sign_off", "Artifac
            "prepare_model", "prepared_context", "text_encoder", "QuantSource", "apply_ptq",
            "RunResults", "assemble_record", "candidate_records", "record_files",
            "recorded_config", "slower_than_fp32", "target_note", "write_sha256sums",
-           "QuantScope", "quant_scope", "SearchOutcome", "measure_sensitivity", "search_mixed",
-           "search_skip_reason", "signoff_skip_reason", "summary_lines"]
+           "QuantScope", "quant_scope", "SearchOutcome", "declared_mixed", "measure_sensitivity",
+           "search_mixed", "search_skip_reason", "signoff_skip_reason", "summary_lines"]

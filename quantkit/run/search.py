@@ -74,6 +74,21 @@ class SearchOutcome:
                 "plan_reasons": dict(self.plan_reasons)}
 
 
+def declared_mixed(outcome: SearchOutcome | None) -> Evaluation | None:
+    """The mixed candidate's dev evaluation when it belongs in the sign-off family, else
+    None: it does when the search kept at least one layer out of INT8 (with none it is the
+    best INT8 candidate again) and left at least one quantized (with none it computes what
+    the fp16 candidate does, and declaring it would spend a look of the test split on the
+    same function twice)."""
+    if outcome is None or outcome.kept_layers == 0:
+        return None
+    if outcome.quantized_layers == 0:
+        log.info("mixed candidate not declared: the search kept all %d layers out of INT8, "
+                 "so it is the fp16 candidate", outcome.kept_layers)
+        return None
+    return outcome.evaluation
+
+
 def search_skip_reason(settings) -> str | None:
     """Why this run skips the sensitivity search, or None.
 

@@ -81,14 +81,11 @@ class SignOff:
 
 
 def family_members(ctx: RunContext, evaluations: dict[str, Evaluation],
-                   mixed: Evaluation | None, mixed_fp16_layers: int = 0,
-                   mixed_quantized_layers: int | None = None) -> list[str]:
+                   mixed: Evaluation | None) -> list[str]:
     """The sign-off family, chosen on dev: fp16, the INT8 candidate with the best dev metric
-    (and the FP8 one, where the target has FP8: ``precision.formats``), and the mixed
-    candidate when the search kept at least one layer out of INT8 (with none it is the best
-    INT8 candidate again) and left at least one quantized (``mixed_quantized_layers``: with
-    none it computes what the fp16 candidate does, and declaring it would spend a look of the
-    test split on the same function twice).
+    (and the FP8 one, where the target has FP8: ``precision.formats``), and ``mixed`` when
+    given (the search's candidate when it is declared:
+    :func:`quantkit.run.search.declared_mixed`).
 
     The best INT8 candidate: dev values within :data:`~quantkit.compare.ties.DEV_TIE_SHARE`
     of the leader's dev interval width are tied, and the tie goes to the earliest
@@ -106,12 +103,8 @@ def family_members(ctx: RunContext, evaluations: dict[str, Evaluation],
         t = evaluations[leader].test
         width = (t.high - t.low) if t is not None else 0.0
         names.append(best_with_ties(values, order=cands, tolerance=DEV_TIE_SHARE * width))
-    if mixed is not None and mixed_fp16_layers > 0:
-        if mixed_quantized_layers == 0:
-            log.info("mixed candidate not declared: the search kept all %d layers out of INT8, "
-                     "so it is the fp16 candidate", mixed_fp16_layers)
-        else:
-            names.append("mixed")
+    if mixed is not None:
+        names.append("mixed")
     return names
 
 

@@ -39,13 +39,26 @@ def test_family_is_fp16_and_the_best_int8_by_dev(ctx, evaluations, signed):
     assert all(evaluations[n].split == "dev" for n in members)  # the basis was dev
 
 
-def test_a_mixed_candidate_without_a_quantized_node_is_not_declared(ctx, evaluations, signed):
+def test_a_mixed_candidate_without_a_quantized_node_is_not_declared(ctx, artifacts,
+                                                                    evaluations, signed):
+    from quantkit.run import SearchOutcome, declared_mixed
+
     members = signed[0]
-    stand_in = evaluations["fp16"]  # the mixed candidate's dev evaluation (its presence counts)
-    assert family_members(ctx, evaluations, stand_in, 3, mixed_quantized_layers=5) == \
-        [*members, "mixed"]
+    int8 = next(n for n in artifacts if n.startswith("int8."))
+
+    def outcome(art: str, kept: int) -> SearchOutcome:  # a search that kept `kept` layers
+        return SearchOutcome(artifact=artifacts[art], evaluation=evaluations[art],
+                             calibrator=int8, fp16_layers=[f"layer{i}" for i in range(kept)],
+                             plan_reasons={}, search={})
+
+    mixed = declared_mixed(outcome(int8, 3))
+    assert mixed is evaluations[int8]
+    assert family_members(ctx, evaluations, mixed) == [*members, "mixed"]
     # the search kept every layer out of INT8: the "mixed" artifact is the fp16 one again
-    assert family_members(ctx, evaluations, stand_in, 81, mixed_quantized_layers=0) == members
+    assert declared_mixed(outcome("fp16", 81)) is None
+    # it kept none: the "mixed" artifact is the INT8 candidate again
+    assert declared_mixed(outcome(int8, 0)) is None
+    assert declared_mixed(None) is None
 
 
 def test_each_member_is_evaluated_once_on_test_and_a_second_look_is_refused(artifacts, signed):
