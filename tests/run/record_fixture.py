@@ -36,6 +36,8 @@ interval is a 95.5% one (low / high / level / alpha, the gate's too), ``plan_n``
 reasons (one more: the look), the family and decision sha256, the recommendation basis, and
 the power plan's ``n_required`` (simulated for the rule actually used, 398 instead of Nam's
 381); no status changed.
+Session 16 added ``ptq.shift`` (false: a custom-recipe step) to ``config.ptq`` and
+``ptq.settings`` by hand, two lines per fixture: the comparator named only that key.
 Issue 24 (label-free shares, macro-F1, groups) remade them for three verdict config keys:
 verdict.gallery_size added (1000), verdict.score_quantile null -> 0.05, verdict.min_groups
 10 -> 75; no other comparable value changed (made on an avx512_vnni host: host-dependent
