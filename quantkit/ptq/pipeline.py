@@ -35,7 +35,7 @@ from quantkit.ptq.step_record import StepRecord
 Batches = Callable[[], Iterable[Mapping[str, np.ndarray]]]
 Memo = Callable[[str, dict, Callable[[], tuple[dict, dict]]], tuple[dict, dict]]
 
-__all__ = ["CalibData", "Rewritten", "Refined", "Runners", "no_memo", "rewrite", "refine",
+__all__ = ["CalibData", "ChannelSummary", "channel_summary", "Rewritten", "Refined", "Runners", "no_memo", "rewrite", "refine",
            "restored_for", "source_sha"]
 
 
@@ -122,6 +122,42 @@ class Refined:
 # ---------------------------------------------------------------------------------------
 # before calibration
 
+
+@dataclass(frozen=True)
+class ChannelSummary:
+    """Per-channel statistics of tensors on the calibration data: max-abs (SmoothQuant,
+    equalization, the outlier test), min, max and mean (the channel shift)."""
+
+    absmax: dict[str, np.ndarray]
+    low: dict[str, np.ndarray]
+    high: dict[str, np.ndarray]
+    mean: dict[str, np.ndarray]
+
+
+def channel_summary(model: onnx.ModelProto, axes: Mapping[str, int], data: CalibData, *,
+                    runners: Runners = Runners(), memo: Memo = no_memo) -> ChannelSummary:
+    """One FP32 pass over ``data.batches()`` (channel of each tensor on its ``axes`` entry),
+    memoized under ``ptq_channel_stats``: the one statistics pass the rewrites and the
+    recipe choice read."""
+    from quantkit.ptq.capture import channel_stats
+
+    key = {"model": model_sha(model), "axes": sorted(axes.items()), **data.key,
+           "code": source_sha()}
+    kinds = ("absmax", "low", "high", "mean")
+
+    def compute():
+        st = channel_stats(model, data.batches(), axes, runner_factory=runners.capture)
+        names = sorted(st.absmax)
+        got = {"absmax": st.absmax, "low": st.low, "high": st.high,
+               "mean": {t: st.mean(t) for t in names}}
+        return {"tensors": names}, {f"{k}{i}": got[k][t] for k in kinds
+                                    for i, t in enumerate(names)}
+
+    obj, arrays = memo("ptq_channel_stats", key, compute)
+    return ChannelSummary(*({t: arrays[f"{k}{i}"] for i, t in enumerate(obj["tensors"])}
+                            for k in kinds))
+
+
 def rewrite(model: onnx.ModelProto, recipe: Recipe, data: CalibData, *, output: str,
             logits: bool = True, runners: Runners = Runners(), memo: Memo = no_memo,
             proof_batches: Batches | None = None,
@@ -131,7 +167,6 @@ def rewrite(model: onnx.ModelProto, recipe: Recipe, data: CalibData, *, output: 
     only when :func:`~quantkit.ptq.proof.prove_rewrite` shows the compared ``output`` (class
     ``logits`` or not) unchanged within ``tolerance`` on ``proof_batches`` (default:
     ``data.subset``)."""
-    from quantkit.ptq.capture import channel_stats
     from quantkit.ptq.equalization import equalize_pairs, pair_inputs
     from quantkit.ptq.shift import shift_activations
     from quantkit.ptq.smoothquant import smooth_activations, smoothable_inputs
@@ -139,34 +174,6 @@ def rewrite(model: onnx.ModelProto, recipe: Recipe, data: CalibData, *, output: 
     steps: list[StepRecord] = []
     proofs: list[StepProof] = []
     check = proof_batches or data.subset
-    code = source_sha()
-
-    def stats(m: onnx.ModelProto, axes: dict[str, int]) -> dict[str, np.ndarray]:
-        key = {"model": model_sha(m), "axes": sorted(axes.items()), **data.key, "code": code}
-
-        def compute():
-            st = channel_stats(m, data.batches(), axes, runner_factory=runners.capture)
-            names = sorted(st.absmax)
-            return {"tensors": names}, {f"a{i}": st.absmax[t] for i, t in enumerate(names)}
-
-        obj, arrays = memo("ptq_channel_absmax", key, compute)
-        return {t: arrays[f"a{i}"] for i, t in enumerate(obj["tensors"])}
-
-    def channel_range(m: onnx.ModelProto, axes: dict[str, int]) -> tuple[dict, dict, dict]:
-        """Per-channel min, max and mean (the shift's statistics)."""
-        key = {"model": model_sha(m), "axes": sorted(axes.items()), **data.key, "code": code}
-
-        def compute():
-            st = channel_stats(m, data.batches(), axes, runner_factory=runners.capture)
-            names = sorted(st.absmax)
-            return {"tensors": names}, {
-                f"{kind}{i}": v for kind, got in (("lo", st.low), ("hi", st.high),
-                                                  ("mean", {t: st.mean(t) for t in names}))
-                for i, v in enumerate(got[t] for t in names)}
-
-        obj, arrays = memo("ptq_channel_range", key, compute)
-        return tuple({t: arrays[f"{kind}{i}"] for i, t in enumerate(obj["tensors"])}
-                     for kind in ("lo", "hi", "mean"))
 
     def keep(step: StepRecord, before: onnx.ModelProto, after: onnx.ModelProto):
         if not step.changes:
@@ -188,7 +195,8 @@ def rewrite(model: onnx.ModelProto, recipe: Recipe, data: CalibData, *, output: 
         absmax = None
         if recipe.equalization_alpha is not None:
             tensors = pair_inputs(cur)
-            absmax = stats(cur, {t: 1 for t in tensors}) if tensors else {}
+            absmax = (channel_summary(cur, {t: 1 for t in tensors}, data, runners=runners,
+                                      memo=memo).absmax if tensors else {})
         after, rec = equalize_pairs(cur, relu6=recipe.equalization,
                                     iterations=recipe.equalization_iterations,
                                     activation_absmax=absmax,
@@ -197,12 +205,14 @@ def rewrite(model: onnx.ModelProto, recipe: Recipe, data: CalibData, *, output: 
     if recipe.shift:
         groups = smoothable_inputs(cur)
         if groups:
-            after, rec = shift_activations(cur, *channel_range(cur, {t: -1 for t in groups}))
+            st = channel_summary(cur, {t: -1 for t in groups}, data, runners=runners, memo=memo)
+            after, rec = shift_activations(cur, st.low, st.high, st.mean)
             cur = keep(rec, cur, after)
     if recipe.smoothquant_alpha is not None:
         groups = smoothable_inputs(cur)
         if groups:
-            absmax = stats(cur, {t: -1 for t in groups})
+            absmax = channel_summary(cur, {t: -1 for t in groups}, data, runners=runners,
+                                     memo=memo).absmax
             after, rec = smooth_activations(cur, absmax, alpha=recipe.smoothquant_alpha,
                                             min_outlier_ratio=recipe.smoothquant_min_outlier_ratio)
             cur = keep(rec, cur, after)

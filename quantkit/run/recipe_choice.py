@@ -92,25 +92,15 @@ def dimensions(ctx: RunContext, scope: QuantScope) -> list[tuple[str, list[dict]
 def _has_outliers(ctx: RunContext, model) -> bool:
     """Some MatMul / Gemm input has outlier channels on the calibration data (stage-cached
     channel statistics, the pass SmoothQuant reads anyway)."""
-    from quantkit.ptq.capture import channel_stats
-    from quantkit.ptq.pipeline import model_sha
+    from quantkit.ptq.pipeline import channel_summary
     from quantkit.ptq.smoothquant import smoothable_inputs
 
     groups = smoothable_inputs(model)
     if not groups:
         return False
-    axes = {t: -1 for t in groups}
-    data = calib_data(ctx)
-    key = {"model": model_sha(model), "axes": sorted(axes.items()), **data.key,
-           "code": source_sha()}
-
-    def compute():
-        st = channel_stats(model, data.batches(), axes, runner_factory=ptq_runners(ctx).capture)
-        names = sorted(st.absmax)
-        return {"tensors": names}, {f"a{i}": st.absmax[t] for i, t in enumerate(names)}
-
-    obj, arrays = ptq_memo(ctx)("ptq_channel_absmax", key, compute)
-    ratios = [float(a.max() / max(np.median(a), 1e-12)) for a in arrays.values() if a.size]
+    absmax = channel_summary(model, {t: -1 for t in groups}, calib_data(ctx),
+                             runners=ptq_runners(ctx), memo=ptq_memo(ctx)).absmax
+    ratios = [float(a.max() / max(np.median(a), 1e-12)) for a in absmax.values() if a.size]
     log.info("recipe auto: MatMul inputs' outlier ratio (max / median channel) up to %.1f",
              max(ratios, default=0.0))
     return max(ratios, default=0.0) >= OUTLIER_RATIO
