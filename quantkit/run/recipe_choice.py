@@ -19,8 +19,10 @@ which helps without SmoothQuant (mean KL 0.0042 -> 0.0028), ruins it with Smooth
 
 It starts from the ``generic`` recipe (per-tensor range search, int8 weights). For each
 dimension in turn, every value is tried with the best recipe so far; the value with the
-lowest score is kept (ties within a relative 1e-6, the float noise between CPUs: the value
-tried first, the simpler one). Each trial is one
+lowest score is kept (ties within a relative 1e-6: the value tried first, the simpler one),
+and the runner-up goes on beside it through the next dimension when it scores within 5%
+(:func:`greedy_choice`): a near-tie that another CPU's float noise can flip does not decide
+which later steps are tried. Each trial is one
 dev-subset evaluation of full INT8 (``ptq.auto.calibrator``'s plan, exact Q/DQ, FP16
 remainder emulated): the mean KL(FP32 || INT8) for logits, 1 - mean cosine for embeddings,
 on the first ``ptq.auto.subset`` dev examples; never the test split. At most
@@ -53,7 +55,7 @@ from quantkit.run.scope import QuantScope
 if TYPE_CHECKING:
     from quantkit.run.evaluation import Evaluation
 
-__all__ = ["choose_recipe", "dimensions", "OUTLIER_RATIO"]
+__all__ = ["choose_recipe", "dimensions", "greedy_choice", "OUTLIER_RATIO", "RUNNER_UP_RTOL"]
 
 log = logging.getLogger(__name__)
 
@@ -137,38 +139,77 @@ def choose_recipe(ctx: RunContext, scope: QuantScope, fp16: Fp16Range,
             trials.append(cache[key])
         return cache[key]
 
-    dims = dimensions(ctx, scope)
-    skipped: list[str] = []
-    current = trial(best_label, best, "start")
-    for name, values in dims:
-        options = []
-        for change in values:
-            recipe = best.with_(**change)
-            if recipe.key() == best.key():
-                options.append((current, best_label, recipe))
-                continue
-            if name in ESCALATING and len(options) > 1 and options[-1][0].score is not None \
-                    and _lowest(options)[1] != options[-1][1]:
-                skipped.append(f"{name}={_value(change)}: the cheaper "
-                               f"{_value(values[len(options) - 1])} did not help")
-                break
-            if len(cache) >= cfg.budget:
-                skipped.append(f"{name}={_value(change)}: budget of {cfg.budget} evaluations "
-                               "spent")
-                continue
-            label = f"{best_label}+{name}={_value(change)}"
-            options.append((trial(label, recipe, name), label, recipe))
-        scored = [o for o in options if o[0].score is not None]
-        if scored:
-            current, best_label, best = _lowest(scored)
-        log.info("recipe auto: %s -> %s (score %s)", name, best.describe(),
-                 f"{current.score:.4g}" if current.score is not None else "n/a")
+    start = (trial(best_label, best, "start"), best_label, best)
+    (_, _, best), skipped = greedy_choice(dimensions(ctx, scope), trial, start,
+                                          budget_left=lambda: len(cache) < cfg.budget,
+                                          budget=cfg.budget)
     rewritten = rewrite_for(ctx, best)
     log.info("recipe auto: chose %s after %d evaluations", best.describe(), len(trials))
     return RecipeChoice(name=f"auto: {best.describe()}", recipe=best, rewritten=rewritten,
                         trials=tuple(trials), score_kind=kind, budget=cfg.budget,
                         skipped=tuple(skipped))
 
+
+Option = tuple[RecipeTrial, str, Recipe]  # (trial, label, recipe)
+
+
+def greedy_choice(dims: list[tuple[str, list[dict]]],
+                  trial: Callable[[str, Recipe, str], RecipeTrial], start: Option, *,
+                  budget_left: Callable[[], bool], budget: int) -> tuple[Option, list[str]]:
+    """The module doc's greedy sequence from ``start``, with a runner-up: after each
+    dimension the best option goes on, and so does the second best when its score is within
+    :data:`RUNNER_UP_RTOL` of the best (two paths, not one, through the next dimension;
+    never more). A near-tie decided by float noise (the score differs by a few percent
+    between CPUs' summation orders) then does not decide which later steps are tried: on
+    bert_int8 the per-tensor and row-wise range searches score within 1.5% of each other,
+    in an order that differs between AVX2 and AVX-512 hosts, while GPTQ after the row-wise
+    search scores 35% below either. Values are tried value by value across the paths; an
+    :data:`ESCALATING` value only on a path whose previous value is the best option of the
+    dimension so far. ``trial(label, recipe, dimension)`` scores (and counts) a recipe;
+    ``budget_left()``: whether another evaluation may run. Returns the best option and the
+    values not tried, with why."""
+    paths, skipped = [start], []
+    for name, values in dims:
+        options: list[Option] = []
+        previous: dict[int, Option] = {}
+        for v, change in enumerate(values):
+            for p, (base_trial, base_label, base) in enumerate(paths):
+                recipe = base.with_(**change)
+                if recipe.key() == base.key():
+                    previous[p] = (base_trial, base_label, recipe)
+                    options.append(previous[p])
+                    continue
+                if name in ESCALATING and v > 1 and (
+                        p not in previous or previous[p][0].score is None
+                        or _lowest(options)[1] != previous[p][1]):
+                    skipped.append(f"{name}={_value(change)} after {base_label}: the "
+                                   f"cheaper {_value(values[v - 1])} was not the best")
+                    continue
+                if not budget_left():
+                    skipped.append(f"{name}={_value(change)}: budget of {budget} evaluations "
+                                   "spent")
+                    continue
+                label = f"{base_label}+{name}={_value(change)}"
+                previous[p] = (trial(label, recipe, name), label, recipe)
+                options.append(previous[p])
+        scored = [o for o in options if o[0].score is not None]
+        if scored:
+            first = _lowest(scored)
+            rest = [o for o in scored if o[2].key() != first[2].key()]
+            second = _lowest(rest) if rest else None
+            paths = [first] + ([second] if second is not None and second[0].score
+                               <= first[0].score * (1.0 + RUNNER_UP_RTOL) else [])
+        best = paths[0]
+        log.info("recipe auto: %s -> %s (score %s)%s", name, best[2].describe(),
+                 f"{best[0].score:.4g}" if best[0].score is not None else "n/a",
+                 f"; {paths[1][2].describe()} ({paths[1][0].score:.4g}) goes on beside it"
+                 if len(paths) > 1 else "")
+    return paths[0], skipped
+
+
+#: a second path goes on when its score is within this relative distance of the best
+#: (a few percent is what the float noise of another CPU moves a score by)
+RUNNER_UP_RTOL = 0.05
 
 #: dimensions whose values escalate in cost: a value is tried only when the one before it
 #: improved the score (sequential rounding, minutes on a CNN, only where one-pass GPTQ helps)
