@@ -159,11 +159,10 @@ def greedy_choice(dims: list[tuple[str, list[dict]]],
     """The module doc's greedy sequence from ``start``, with a runner-up: after each
     dimension the best option goes on, and so does the second best when its score is within
     :data:`RUNNER_UP_RTOL` of the best (two paths, not one, through the next dimension;
-    never more). A near-tie decided by float noise (the score differs by a few percent
-    between CPUs' summation orders) then does not decide which later steps are tried: on
-    bert_int8 the per-tensor and row-wise range searches score within 1.5% of each other,
-    in an order that differs between AVX2 and AVX-512 hosts, while GPTQ after the row-wise
-    search scores 35% below either. Values are tried value by value across the paths; an
+    never more). A near-tie then does not decide which later steps are tried: on bert_int8
+    the per-tensor and row-wise range searches score within 1.5% of each other, in an order
+    that differed between an AVX-512 and an AVX2 host, while GPTQ after the row-wise search
+    scores 35% below either. Values are tried value by value across the paths; an
     :data:`ESCALATING` value only on a path whose previous value is the best option of the
     dimension so far. ``trial(label, recipe, dimension)`` scores (and counts) a recipe;
     ``budget_left()``: whether another evaluation may run. Returns the best option and the
@@ -208,7 +207,6 @@ def greedy_choice(dims: list[tuple[str, list[dict]]],
 
 
 #: a second path goes on when its score is within this relative distance of the best
-#: (a few percent is what the float noise of another CPU moves a score by)
 RUNNER_UP_RTOL = 0.05
 
 #: dimensions whose values escalate in cost: a value is tried only when the one before it
