@@ -36,6 +36,11 @@ interval is a 95.5% one (low / high / level / alpha, the gate's too), ``plan_n``
 reasons (one more: the look), the family and decision sha256, the recommendation basis, and
 the power plan's ``n_required`` (simulated for the rule actually used, 398 instead of Nam's
 381); no status changed.
+Session 17 patched ``record_before_auto.json``'s ``ptq.choice`` by hand, the three differences
+the comparator named after recipe auto's runner-up (recipe_choice.greedy_choice): GPTQ
+scored within 5% of nearest, so bias correction was tried after both (one more trial, 4
+evaluations) and the skipped sequential rounding's reason reads "... was not the best"; the
+new trial's score is from an avx2 host, the others as they were.
 Session 16 added ``ptq.shift`` (false: a custom-recipe step) to ``config.ptq`` and
 ``ptq.settings`` by hand, two lines per fixture: the comparator named only that key.
 Issue 24 (label-free shares, macro-F1, groups) remade them for three verdict config keys:
