@@ -35,8 +35,8 @@ from quantkit.ptq.step_record import StepRecord
 Batches = Callable[[], Iterable[Mapping[str, np.ndarray]]]
 Memo = Callable[[str, dict, Callable[[], tuple[dict, dict]]], tuple[dict, dict]]
 
-__all__ = ["CalibData", "ChannelSummary", "channel_summary", "Rewritten", "Refined", "Runners", "no_memo", "rewrite", "refine",
-           "restored_for", "source_sha"]
+__all__ = ["CalibData", "ChannelSummary", "channel_summary", "Rewritten", "Refined", "Runners",
+           "no_memo", "rewrite", "refine", "restored_for", "source_sha"]
 
 
 def no_memo(kind: str, key: dict, compute: Callable[[], tuple[dict, dict]]

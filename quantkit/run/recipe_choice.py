@@ -21,7 +21,7 @@ It starts from the ``generic`` recipe (per-tensor range search, int8 weights). F
 dimension in turn, every value is tried with the best recipe so far; the value with the
 lowest score is kept (ties within a relative 1e-6: the value tried first, the simpler one),
 and the runner-up goes on beside it through the next dimension when it scores within 5%
-(:func:`greedy_choice`): a near-tie that another CPU's float noise can flip does not decide
+(:func:`greedy_choice`): a near-tie, whose order another host may flip, does not decide
 which later steps are tried. Each trial is one
 dev-subset evaluation of full INT8 (``ptq.auto.calibrator``'s plan, exact Q/DQ, FP16
 remainder emulated): the mean KL(FP32 || INT8) for logits, 1 - mean cosine for embeddings,
