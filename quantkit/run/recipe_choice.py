@@ -128,21 +128,9 @@ def choose_recipe(ctx: RunContext, scope: QuantScope, fp16: Fp16Range,
     n = min(cfg.subset, len(ctx.splits.dev))
     kind = "1 - mean cosine" if ctx.model.output_kind == "embedding" else "mean KL"
     score = _scorer(ctx, scope, fp16, reference, n)
-    best_label, best = "generic", named_recipes()["generic"]
-    trials: list[RecipeTrial] = []
-    cache: dict[str, RecipeTrial] = {}
-
-    def trial(label: str, recipe: Recipe, dim: str) -> RecipeTrial:
-        key = repr(sorted(recipe.key().items()))
-        if key not in cache:
-            cache[key] = score(label, recipe, dim)
-            trials.append(cache[key])
-        return cache[key]
-
-    start = (trial(best_label, best, "start"), best_label, best)
-    (_, _, best), skipped = greedy_choice(dimensions(ctx, scope), trial, start,
-                                          budget_left=lambda: len(cache) < cfg.budget,
-                                          budget=cfg.budget)
+    (_, _, best), trials, skipped = greedy_choice(
+        dimensions(ctx, scope), score, ("generic", named_recipes()["generic"]),
+        budget=cfg.budget)
     rewritten = rewrite_for(ctx, best)
     log.info("recipe auto: chose %s after %d evaluations", best.describe(), len(trials))
     return RecipeChoice(name=f"auto: {best.describe()}", recipe=best, rewritten=rewritten,
@@ -154,20 +142,29 @@ Option = tuple[RecipeTrial, str, Recipe]  # (trial, label, recipe)
 
 
 def greedy_choice(dims: list[tuple[str, list[dict]]],
-                  trial: Callable[[str, Recipe, str], RecipeTrial], start: Option, *,
-                  budget_left: Callable[[], bool], budget: int) -> tuple[Option, list[str]]:
-    """The module doc's greedy sequence from ``start``, with a runner-up: after each
-    dimension the best option goes on, and so does the second best when its score is within
-    :data:`RUNNER_UP_RTOL` of the best (two paths, not one, through the next dimension;
-    never more). A near-tie then does not decide which later steps are tried: on bert_int8
-    the per-tensor and row-wise range searches score within 1.5% of each other, in an order
-    that differed between an AVX-512 and an AVX2 host, while GPTQ after the row-wise search
-    scores 35% below either. Values are tried value by value across the paths; an
-    :data:`ESCALATING` value only on a path whose previous value is the best option of the
-    dimension so far. ``trial(label, recipe, dimension)`` scores (and counts) a recipe;
-    ``budget_left()``: whether another evaluation may run. Returns the best option and the
-    values not tried, with why."""
-    paths, skipped = [start], []
+                  score: Callable[[str, Recipe, str], RecipeTrial], start: tuple[str, Recipe],
+                  *, budget: int) -> tuple[Option, list[RecipeTrial], list[str]]:
+    """The module doc's greedy sequence from ``start`` (label, recipe), with a runner-up:
+    after each dimension the best option goes on, and so does the second best when its
+    score is within :data:`RUNNER_UP_RTOL` of the best (two paths, not one, through the next
+    dimension; never more). A near-tie then does not decide which later steps are tried: on
+    bert_int8 the per-tensor and row-wise range searches score within 1.5% of each other, in
+    an order that differed between an AVX-512 and an AVX2 host, while GPTQ after the
+    row-wise search scores 35% below either. Values are tried value by value across the
+    paths; an :data:`ESCALATING` value only on a path whose previous value is the best
+    option of the dimension so far. ``score(label, recipe, dimension)`` evaluates a recipe;
+    each distinct recipe is scored once, at most ``budget`` of them. Returns the best option,
+    the trials in the order they ran, and the values not tried, with why."""
+    scored_by_key: dict[str, RecipeTrial] = {}
+
+    def trial(label: str, recipe: Recipe, dim: str) -> RecipeTrial:
+        key = repr(sorted(recipe.key().items()))
+        if key not in scored_by_key:
+            scored_by_key[key] = score(label, recipe, dim)
+        return scored_by_key[key]
+
+    paths: list[Option] = [(trial(start[0], start[1], "start"), *start)]
+    skipped: list[str] = []
     for name, values in dims:
         options: list[Option] = []
         previous: dict[int, Option] = {}
@@ -184,7 +181,7 @@ def greedy_choice(dims: list[tuple[str, list[dict]]],
                     skipped.append(f"{name}={_value(change)} after {base_label}: the "
                                    f"cheaper {_value(values[v - 1])} was not the best")
                     continue
-                if not budget_left():
+                if len(scored_by_key) >= budget:
                     skipped.append(f"{name}={_value(change)}: budget of {budget} evaluations "
                                    "spent")
                     continue
@@ -203,7 +200,7 @@ def greedy_choice(dims: list[tuple[str, list[dict]]],
                  f"{best[0].score:.4g}" if best[0].score is not None else "n/a",
                  f"; {paths[1][2].describe()} ({paths[1][0].score:.4g}) goes on beside it"
                  if len(paths) > 1 else "")
-    return paths[0], skipped
+    return paths[0], list(scored_by_key.values()), skipped
 
 
 #: a second path goes on when its score is within this relative distance of the best

@@ -153,20 +153,12 @@ def _greedy(scores, budget=12):
     from quantkit.run.recipe_trial import RecipeTrial
     from quantkit.settings.ptq_recipe import named_recipes
 
-    tried: dict[str, RecipeTrial] = {}
+    def score(label, recipe, dim):
+        return RecipeTrial(label, recipe, dim, scores[recipe.describe()], 512, 0.0)
 
-    def trial(label, recipe, dim):
-        key = recipe.describe()
-        tried.setdefault(key, RecipeTrial(label, recipe, dim, scores[key], 512, 0.0))
-        return tried[key]
-
-    generic = named_recipes()["generic"]
-    (_, _, best), skipped = greedy_choice(BERT_DIMS, trial,
-                                          (trial("generic", generic, "start"), "generic",
-                                           generic),
-                                          budget_left=lambda: len(tried) < budget,
-                                          budget=budget)
-    return best.describe(), list(tried), skipped
+    (_, _, best), trials, skipped = greedy_choice(
+        BERT_DIMS, score, ("generic", named_recipes()["generic"]), budget=budget)
+    return best.describe(), [t.recipe.describe() for t in trials], skipped
 
 
 def test_a_near_tie_does_not_decide_the_path():
