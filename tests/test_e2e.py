@@ -15,7 +15,8 @@ def test_bert_int8_end_to_end(cli, e2e_run, tmp_path):
             "ptq.recipe=bert",  # the pipeline is under test; ptq.recipe=auto: tests/run/test_recipe_choice.py
             "verdict.n_boot=500", "precision.search.max_full_evals=4",
             "precision.search.measure_top=8", "precision.search.subset=64", "compare.subset=64",
-            "compare.backend_check_subset=64")
+            "compare.backend_check_subset=64", "data.calib.num_samples=64",
+            "bench.max_seconds=0.2", "bench.repeats=8")  # the stages are under test, not sizes
     r, run_dir, rec = e2e_run("bert_int8", *args)
     cands = rec["candidates"]
     assert rec["data"]["sizes"]["test"] == 300

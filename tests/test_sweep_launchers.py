@@ -15,7 +15,8 @@ CONF = Path(__file__).resolve().parents[1] / "conf"
 
 TINY = ("experiment=bert_int8", "data.eval.limit=64", "data.dev.limit=64", "data.calib.num_samples=32",
         "compare.subset=16", "compare.backend_check_subset=32", "verdict.n_boot=200",
-        "progress=false", "ptq.recipe=generic")  # the launchers are under test, not ptq.recipe=auto
+        "progress=false", "ptq.recipe=generic",  # the launchers are under test, not ptq.recipe=auto
+        "bench.enabled=false")  # nor the latency stage (tests/test_e2e.py times every candidate)
 
 
 @pytest.mark.slow
