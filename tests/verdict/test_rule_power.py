@@ -102,3 +102,19 @@ def test_zero_simulations_plan_with_the_analytic_approximation():
     assert fast.sims == 0 and "analytic" in fast.method and 0.2 < fast.power < 0.95
     assert rule_size(dev, policy=analytic) == plan_by_rule(
         dev, n_available=1500, policy=analytic).extra["n_required_formula"]
+
+
+def test_a_plan_beyond_the_largest_simulated_size_says_more_than_it():
+    """A member whose dev delta sits just inside the margin needs more test examples than any
+    sign-off set holds: the plan simulates up to N_MAX (not 10^7: one planned power there
+    cost about 70 s) and says "more than N_MAX"; one comfortably inside stays exact."""
+    from quantkit.verdict.rule_power import N_MAX
+
+    policy = TestPolicy(n_boot=300, seed=0, sims=400)
+    near = plan_by_rule(_dev(3000, 0.011, 0.002, seed=1, name="near"), n_available=1000,
+                        policy=policy)
+    assert near.n_required == N_MAX == 100_000
+    assert f"more than {N_MAX} test examples needed" in near.reason
+    inside = plan_by_rule(_dev(3000, 0.008, 0.006, seed=1, name="inside"), n_available=1000,
+                          policy=policy)
+    assert 1000 < inside.n_required < N_MAX and "about" in inside.reason
