@@ -41,6 +41,10 @@ the comparator named after recipe auto's runner-up (recipe_choice.greedy_choice)
 scored within 5% of nearest, so bias correction was tried after both (one more trial, 4
 evaluations) and the skipped sequential rounding's reason reads "... was not the best"; the
 new trial's score is from an avx2 host, the others as they were.
+Session 19 patched the same list by hand, the one difference the comparator can name after
+``gptq_aware`` joined the weight-rounding dimension between ``gptq`` and ``gptq_sequential``:
+the tiny world's GPTQ was not the best, so both later values are listed as not tried (no
+trial, score or artifact changed).
 Session 16 added ``ptq.shift`` (false: a custom-recipe step) to ``config.ptq`` and
 ``ptq.settings`` by hand, two lines per fixture: the comparator named only that key.
 Issue 24 (label-free shares, macro-F1, groups) remade them for three verdict config keys:

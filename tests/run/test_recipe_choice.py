@@ -138,11 +138,14 @@ BERT_DIMS = [("smoothquant", [{"smoothquant_alpha": None}, {"smoothquant_alpha":
              ("range_search_error", [{"range_search_error": "tensor"},
                                      {"range_search_error": "row"}]),
              ("weight_rounding", [{"weight_rounding": "nearest"}, {"weight_rounding": "gptq"},
+                                  {"weight_rounding": "gptq_aware"},
                                   {"weight_rounding": "gptq_sequential"}]),
              ("bias_correction", [{"bias_correction": False}, {"bias_correction": True}])]
 BERT_SCORES = {"search(tensor)": 0.004183, "sq0.5+search(tensor)": 0.03339,
                "sq0.8+search(tensor)": 0.0006254, "sq0.8+search(row)": 0.0006164,
                "sq0.8+search(tensor)+gptq": 0.0006213, "sq0.8+search(row)+gptq": 0.0003986,
+               "sq0.8+search(tensor)+gptq_aware": 0.0019,
+               "sq0.8+search(row)+gptq_aware": 0.001866,
                "sq0.8+search(tensor)+gptq_sequential": 0.0031,
                "sq0.8+search(row)+gptq_sequential": 0.003291,
                "sq0.8+search(row)+gptq+bias": 0.0003986}
@@ -171,10 +174,27 @@ def test_a_near_tie_does_not_decide_the_path():
         best, tried, skipped = _greedy(scores)
         assert best == "sq0.8+search(row)+gptq"
         assert "sq0.8+search(tensor)+gptq" in tried and len(tried) <= 12
-        # sequential rounding only after the one-pass GPTQ that was the dimension's best
-        assert "sq0.8+search(tensor)+gptq_sequential" not in tried
-        assert "sq0.8+search(row)+gptq_sequential" in tried
-        assert any("gptq_sequential after" in s for s in skipped)
+        # the one-pass aware objective only after the GPTQ that was the dimension's best;
+        # sequential rounding (its objective with the sequence) not after an aware that lost
+        assert "sq0.8+search(tensor)+gptq_aware" not in tried
+        assert "sq0.8+search(row)+gptq_aware" in tried
+        assert not any(t.endswith("gptq_sequential") for t in tried)
+        assert any(s.startswith("weight_rounding=gptq_aware after generic+smoothquant=0.8:")
+                   for s in skipped)
+        assert any("gptq_sequential after" in s and "the cheaper gptq_aware was not the best"
+                   in s for s in skipped)
+
+
+def test_sequential_rounding_follows_an_aware_objective_that_won():
+    """Where the one-pass aware objective beats GPTQ (MobileNetV2's depthwise convolutions:
+    the bias term recovers the logits' drift), sequential rounding is tried after it, and
+    kept when it scores lower."""
+    scores = {**BERT_SCORES, "sq0.8+search(row)+gptq_aware": 0.00035,
+              "sq0.8+search(row)+gptq_sequential": 0.0003,
+              "sq0.8+search(row)+gptq_sequential+bias": 0.00031}
+    best, tried, _ = _greedy(scores)
+    assert "sq0.8+search(row)+gptq_sequential" in tried
+    assert best == "sq0.8+search(row)+gptq_sequential"
 
 
 def test_a_clear_winner_goes_on_alone():
