@@ -144,7 +144,6 @@ BERT_DIMS = [("smoothquant", [{"smoothquant_alpha": None}, {"smoothquant_alpha":
 BERT_SCORES = {"search(tensor)": 0.004183, "sq0.5+search(tensor)": 0.03339,
                "sq0.8+search(tensor)": 0.0006254, "sq0.8+search(row)": 0.0006164,
                "sq0.8+search(tensor)+gptq": 0.0006213, "sq0.8+search(row)+gptq": 0.0003986,
-               "sq0.8+search(tensor)+gptq_aware": 0.0019,
                "sq0.8+search(row)+gptq_aware": 0.001866,
                "sq0.8+search(tensor)+gptq_sequential": 0.0031,
                "sq0.8+search(row)+gptq_sequential": 0.003291,
