@@ -136,7 +136,7 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
         res.calibration = cal = calibrate(ctx, source)
         info.update(cal.info)
     with stage("artifacts") as info:
-        res.artifacts = arts = build_artifacts(ctx, cal, overflow, source)
+        res.artifacts = arts = build_artifacts(ctx, cal, overflow, source, ref)
         info["count"] = len(arts)
     with stage("evaluate") as info:  # on dev only: these numbers choose
         res.evaluations = {n: evaluate_artifact(ctx, a, ref) for n, a in arts.items()}

@@ -32,6 +32,7 @@ import onnx
 from quantkit.ptq.graphutil import InitializerEditor, copy_model
 from quantkit.ptq.step_record import StepRecord
 from quantkit.graph.facts import attr, ensure_node_names
+from quantkit.graph.grids import FP8_E4M3_MAX
 from quantkit.qdq.scales import INT8_MAX, int8_scale, weight_amax_per_channel, weight_axis
 
 log = logging.getLogger(__name__)
@@ -229,15 +230,34 @@ def _ungrouped(layer: RoundingLayer, wg: np.ndarray, shape: tuple[int, ...]) -> 
 
 #: columns per lazy-batch block of :func:`gptq_round` (Frantar et al. 2023 use 128)
 _BLOCK = 128
+#: largest grid value per grid of :func:`gptq_round`
+_QMAX = {"int8": float(INT8_MAX), "fp8": FP8_E4M3_MAX}
 
 
-def gptq_round(w: np.ndarray, h: np.ndarray, scale: np.ndarray, *, damp: float = 0.01
-               ) -> np.ndarray:
-    """int8 values (as float64) for ``w`` ``(G, R, K)`` under ``h`` ``(G, K, K)`` and per-row
-    ``scale`` ``(G, R)``. Columns go in decreasing ``diag(h)`` order (GPTQ's act-order);
-    each row's largest-magnitude element is forced to +-127 (it defines the scale). The
+def _on_grid(v: np.ndarray, grid: str) -> np.ndarray:
+    """``v`` (in units of the scale) rounded onto ``grid`` as float64: INT8 round half to
+    even and clip to +-127; FP8 E4M3 TensorRT's cast (saturate to +-448, nearest even)."""
+    if grid == "fp8":
+        from quantkit.qdq.fp8 import FP8_DTYPE
+
+        return np.clip(v, -FP8_E4M3_MAX, FP8_E4M3_MAX).astype(FP8_DTYPE).astype(np.float64)
+    return np.clip(np.rint(v), -INT8_MAX, INT8_MAX)
+
+
+def gptq_round(w: np.ndarray, h: np.ndarray, scale: np.ndarray, *, damp: float = 0.01,
+               grid: str = "int8") -> np.ndarray:
+    """Grid values (as float64) for ``w`` ``(G, R, K)`` under ``h`` ``(G, K, K)`` and
+    ``scale`` ``(G, R)``. Columns go in decreasing ``diag(h)`` order (GPTQ's act-order). The
     updates of later columns are batched per block of :data:`_BLOCK` columns (the same
-    result as column by column, up to float summation order; Frantar et al. 2023, GPTQ)."""
+    result as column by column, up to float summation order; Frantar et al. 2023, GPTQ).
+
+    ``grid``: ``int8`` (per-row scales; each row's largest-magnitude element is forced to
+    +-127, it defines the row's scale) or ``fp8`` (E4M3, round to nearest even, saturating at
+    +-448; one scale per tensor, so only the tensor's largest-magnitude element is forced
+    to +-448)."""
+    if grid not in _QMAX:
+        raise ValueError(f"grid {grid!r}: expected one of {sorted(_QMAX)}")
+    qmax = _QMAX[grid]
     g, r, k = w.shape
     w = w.copy()
     h = np.array(h, dtype=np.float64)
@@ -254,6 +274,11 @@ def gptq_round(w: np.ndarray, h: np.ndarray, scale: np.ndarray, *, damp: float =
     s = scale.astype(np.float64)[:, :, None]
     anchor = np.argmax(np.abs(wp), axis=2)  # (G, R): the element defining each row's amax
     sign = np.sign(np.take_along_axis(wp, anchor[:, :, None], 2))[:, :, 0]
+    if grid == "fp8":  # one scale per tensor: only the tensor's amax element is pinned
+        top = np.unravel_index(int(np.argmax(np.abs(wp))), wp.shape)
+        pinned = np.full(anchor.shape, -1)
+        pinned[top[0], top[1]] = top[2]
+        anchor = pinned
     q = np.zeros_like(wp)
     for i1 in range(0, k, _BLOCK):  # GPTQ's lazy batch updates: a GEMM per block of columns
         i2 = min(i1 + _BLOCK, k)
@@ -262,8 +287,8 @@ def gptq_round(w: np.ndarray, h: np.ndarray, scale: np.ndarray, *, damp: float =
         for j in range(i2 - i1):
             i = i1 + j
             col = block[:, :, j]
-            qi = np.clip(np.rint(col / s[:, :, 0]), -INT8_MAX, INT8_MAX)
-            qi = np.where(anchor == i, sign * INT8_MAX, qi)
+            qi = _on_grid(col / s[:, :, 0], grid)
+            qi = np.where(anchor == i, sign * qmax, qi)
             q[:, :, i] = qi
             err = (col - qi * s[:, :, 0]) / u[:, i, i][:, None]
             errs[:, :, j] = err
@@ -315,12 +340,14 @@ class _Totals:
 
 def round_weights(model: onnx.ModelProto, layers: Sequence[RoundingLayer],
                   hessians: Mapping[str, "InputStats"], *, damp: float = 0.01,
-                  skipped: Mapping[str, str] | None = None, summary: bool = True
-                  ) -> tuple[onnx.ModelProto, StepRecord]:
+                  skipped: Mapping[str, str] | None = None, summary: bool = True,
+                  grid: str = "int8") -> tuple[onnx.ModelProto, StepRecord]:
     """A copy of ``model`` whose ``layers`` have GPTQ-rounded weights (``s * q``, on the
-    INT8 grid of the original per-channel scale); the record lists each node's output error
-    ``tr(dW H dW^T)`` relative to round-to-nearest. ``summary``: log the totals at INFO
-    (else DEBUG: the sequential rounding calls this once per node)."""
+    INT8 grid of the original per-channel scale, or with ``grid="fp8"`` on the FP8 E4M3 grid
+    of the original per-tensor scale ``amax / 448``: TensorRT's FP8 weight granularity); the
+    record lists each node's output error ``tr(dW H dW^T)`` relative to round-to-nearest.
+    ``summary``: log the totals at INFO (else DEBUG: the sequential rounding calls this once
+    per node)."""
     m = copy_model(model)
     ensure_node_names(m)
     ed = InitializerEditor(m)
@@ -333,16 +360,14 @@ def round_weights(model: onnx.ModelProto, layers: Sequence[RoundingLayer],
             continue
         node = by_name[layer.node]
         w = ed.array(layer.weight)
-        axis = weight_axis(node.op_type, w.ndim, {"transB": int(layer.trans_b)})
-        scale = int8_scale(weight_amax_per_channel(w, axis), where=f"weight {layer.weight}")
         wg = _grouped(layer, w)
-        sg = scale.astype(np.float64).reshape(wg.shape[0], wg.shape[1])
+        sg = _grid_scale(node, layer, w, grid).reshape(wg.shape[0], wg.shape[1])
         st = hessians[layer.node]
         h = st.h
         if st.cross is not None:  # the FP32 output from quantized inputs: least-squares target
             wg = wg + np.einsum("grk,gkl->grl", wg, st.cross) @ _damped_inverse(h, damp)
-        q = gptq_round(wg, h, sg, damp=damp)
-        nearest = np.clip(np.rint(_grouped(layer, w) / sg[:, :, None]), -INT8_MAX, INT8_MAX)
+        q = gptq_round(wg, h, sg, damp=damp, grid=grid)
+        nearest = _on_grid(_grouped(layer, w) / sg[:, :, None], grid)
         e_near = _output_error(wg - nearest * sg[:, :, None], h)
         e_gptq = _output_error(wg - q * sg[:, :, None], h)
         if not e_gptq < e_near:
@@ -367,9 +392,27 @@ def round_weights(model: onnx.ModelProto, layers: Sequence[RoundingLayer],
         "weight rounding: %d nodes rewritten (output error %.3f x nearest), %d skipped",
         len(tot.changes), tot.rounded / max(tot.nearest, 1e-30), len(skip))
     aware = any(st.cross is not None for st in hessians.values())
-    return m, StepRecord("weight_rounding", {"method": "gptq", "damp": float(damp),
-                                             "activation_aware": aware},
+    params = {"method": "gptq", "damp": float(damp), "activation_aware": aware}
+    if grid != "int8":
+        params["grid"] = grid
+    return m, StepRecord("weight_rounding", params,
                          tot.changes, skip, tuple(tot.groups))
+
+
+def _grid_scale(node: onnx.NodeProto, layer: RoundingLayer, w: np.ndarray, grid: str
+                ) -> np.ndarray:
+    """The scale of ``w`` on ``grid`` as float64, one value per output row of
+    :func:`_grouped`'s ``(G, R)``: INT8 per output channel (``amax / 127``), FP8 per tensor
+    (``amax / 448``, repeated)."""
+    if grid == "fp8":
+        from quantkit.qdq.fp8 import fp8_scale
+
+        rows = int(np.prod(_grouped(layer, w).shape[:2]))
+        s = fp8_scale(float(np.max(np.abs(w), initial=0.0)), where=f"weight {layer.weight}")
+        return np.full(rows, float(s), dtype=np.float64)
+    axis = weight_axis(node.op_type, w.ndim, {"transB": int(layer.trans_b)})
+    return int8_scale(weight_amax_per_channel(w, axis),
+                      where=f"weight {layer.weight}").astype(np.float64)
 
 
 def rounded_int8(model: onnx.ModelProto, rounded: onnx.ModelProto, nodes: Sequence[str]

@@ -24,6 +24,7 @@ from quantkit.run.fp16_range import Fp16Range
 
 if TYPE_CHECKING:
     from quantkit.graph.model_graph import ModelGraph
+    from quantkit.run.evaluation import Evaluation
     from quantkit.run.quant_source import QuantSource
 
 __all__ = ["Artifact", "ParkedRefined", "plan_for_ranges", "build_artifact", "build_artifacts",
@@ -170,13 +171,16 @@ def build_artifact(ctx: RunContext, name: str, plan: Plan, *, graph: ModelGraph 
 
 
 def build_artifacts(ctx: RunContext, calibration: Calibration, overflow: Fp16Range,
-                    source: QuantSource) -> dict[str, Artifact]:
+                    source: QuantSource, reference: Evaluation | None = None
+                    ) -> dict[str, Artifact]:
     """The FP16 candidate (on the original graph: no INT8 node, nothing for ptq to do) and
     one INT8 candidate per calibrator, each planned on ``source.graph``, refined by
     ``source.refine`` (range search, weight rounding, bias correction), with every node it
     leaves out of INT8 computing the original FP32 function (``source.restored_for``), and
     written with the recipe's ``int8_weights``. ``overflow``: the original graph's FP16
-    range check."""
+    range check. FP8 candidates (``precision.formats``): on the original graph at opset 19,
+    their weights rounded as ``precision.fp8_weight_rounding`` says (``run/fp8_weights.py``;
+    ``reference``: the FP32 dev evaluation its ``auto`` scores compare against)."""
     out = {"fp16": build_artifact(ctx, "fp16", plan_for_ranges(ctx, None, overflow))}
     for method, rng in calibration.ranges.items():
         name = f"int8.{method}"
@@ -193,12 +197,23 @@ def build_artifacts(ctx: RunContext, calibration: Calibration, overflow: Fp16Ran
             nonfinite=rng.excluded, int8_weights=source.recipe.int8_weights,
             steps=source.steps + refined.records,
             refined=ParkedRefined.park(refined, keep=source.graph.model, name=name))
-    fp8_graph = fp8_model_graph(ctx.graph) if calibration.fp8_ranges else None
-    for name, rng in calibration.fp8_ranges.items():
-        plan = fp8_plan(plan_for_ranges(ctx, rng, overflow, fp8_graph), name, fp8_graph.model,
-                        ctx.settings.precision.remainder)
-        out[name] = build_artifact(ctx, name, plan, graph=fp8_graph, nonfinite=rng.excluded,
-                                   int8_weights=True)
+    if not calibration.fp8_ranges:
+        return out
+    from quantkit.run.fp8_weights import fp8_weights
+
+    s = ctx.settings
+    fp8_graph = fp8_model_graph(ctx.graph)
+    plans = {name: fp8_plan(plan_for_ranges(ctx, rng, overflow, fp8_graph), name,
+                            fp8_graph.model, s.precision.remainder)
+             for name, rng in calibration.fp8_ranges.items()}
+    chooser = f"fp8.{s.ptq.auto.calibrator}"  # the plan the rounding is chosen on
+    weights = fp8_weights(ctx, fp8_graph, plans.get(chooser, next(iter(plans.values()))),
+                          reference)
+    for name, plan in plans.items():
+        out[name] = build_artifact(ctx, name, plan, graph=fp8_graph,
+                                   model=weights.model_for(fp8_graph.model, plan),
+                                   nonfinite=calibration.fp8_ranges[name].excluded,
+                                   int8_weights=True, steps=weights.steps())
     return out
 
 

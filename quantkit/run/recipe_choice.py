@@ -62,7 +62,8 @@ from quantkit.run.scope import QuantScope
 if TYPE_CHECKING:
     from quantkit.run.evaluation import Evaluation
 
-__all__ = ["choose_recipe", "dimensions", "greedy_choice", "OUTLIER_RATIO", "RUNNER_UP_RTOL"]
+__all__ = ["choose_recipe", "dimensions", "greedy_choice", "subset_score", "OUTLIER_RATIO",
+           "RUNNER_UP_RTOL"]
 
 log = logging.getLogger(__name__)
 
@@ -276,24 +277,29 @@ def _evaluate(ctx: RunContext, scope: QuantScope, fp16: Fp16Range, recipe: Recip
               ref: np.ndarray) -> tuple[float | None, str]:
     """Full INT8 of ``recipe`` (one calibrator's plan) on the dev subset ``sub``: its score
     against the FP32 outputs ``ref`` and a note (rewrites dropped by their proofs)."""
-    from quantkit.backends.batched import run_split
-    from quantkit.compare.embedding import cosine_per_example
-    from quantkit.compare.task import mean_kl
-
     rewritten = rewrite_for(ctx, recipe)
     notes = [f"{p.step} dropped: {p.reason}" for p in rewritten.proofs if not p.kept]
     source = source_for(ctx, scope, fp16, "trial", recipe, rewritten)
     model = _full_int8(ctx, source, fp16)
     if model is None:
         return None, "; ".join(notes + ["no INT8 node"])
+    return subset_score(ctx, model, sub, ref), "; ".join(notes)
+
+
+def subset_score(ctx: RunContext, model, sub, ref: np.ndarray) -> float:
+    """The recipe score of the Q/DQ graph ``model`` (FP16 remainder emulated) on the dev
+    subset ``sub`` against the FP32 outputs ``ref``: mean KL(FP32 || candidate) for logits,
+    1 - mean cosine for embeddings (lower is better)."""
+    from quantkit.backends.batched import run_split
+    from quantkit.compare.embedding import cosine_per_example
+    from quantkit.compare.task import mean_kl
+
     with ctx.runner(model, name="recipe-trial") as r:
         out = run_split(r, ctx.feeds, sub, output=ctx.model.output_name,
                         batch_size=ctx.settings.backend.batch_size, progress=False)
     if ctx.model.output_kind == "embedding":
-        value = float(1.0 - np.mean(cosine_per_example(ref, out)))
-    else:
-        value = float(mean_kl(ref, out))
-    return value, "; ".join(notes)
+        return float(1.0 - np.mean(cosine_per_example(ref, out)))
+    return float(mean_kl(ref, out))
 
 
 def _full_int8(ctx: RunContext, source: QuantSource, fp16: Fp16Range):

@@ -45,6 +45,8 @@ def validate(s: Settings) -> Settings:
     _positive("precision.search.max_minutes", s.precision.search.max_minutes, allow_zero=True)
     _choice("backend.name", s.backend.name, ("ort", "trt"))
     _choice("precision.qdq_scale_dtype", s.precision.qdq_scale_dtype, ("fp32", "fp16"))
+    _choice("precision.fp8_weight_rounding", s.precision.fp8_weight_rounding,
+            ("auto", "nearest", "gptq"))
     if s.precision.qdq_scale_dtype == "fp16" and s.precision.remainder != "fp16":
         raise ConfigError("FP16 Q/DQ scales need an FP16 remainder",
                           where="precision.qdq_scale_dtype", value="fp16",

@@ -42,4 +42,7 @@ class PrecisionConfig:
     # quantized formats the run may write: int8 | fp8 (FP8 E4M3 needs gpu.sm >= 89;
     # quantkit/precision/gpus.py refuses a format the target GPU cannot run)
     formats: list[str] = field(default_factory=lambda: ["int8"])
+    # the FP8 candidates' weights: auto (GPTQ on the FP8 grid where it scores lower than
+    # round-to-nearest on the dev subset) | gptq | nearest (quantkit/run/fp8_weights.py)
+    fp8_weight_rounding: str = "auto"
     search: SearchConfig = field(default_factory=SearchConfig)

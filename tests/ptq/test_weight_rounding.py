@@ -141,6 +141,53 @@ def test_gptq_round_is_nearest_when_inputs_are_uncorrelated():
     assert np.array_equal(q, np.clip(np.rint(w / s[:, :, None]), -127, 127))
 
 
+@pytest.mark.parametrize("case", ["gemm", "conv"])
+def test_fp8_grid_rounding_keeps_the_per_tensor_scale_and_lowers_output_error(case):
+    """grid="fp8": every rounded weight is an FP8 E4M3 value times the original per-tensor
+    scale (amax / 448), the tensor's amax element stays at +-448 so the FP8 Q/DQ writer
+    recomputes the same scale and stores exactly these codes, and the layer's output error
+    on held-out inputs of the calibration distribution is below round-to-nearest's."""
+    from quantkit.precision.plan import Precision
+    from quantkit.qdq.fp8 import fake_quantize_fp8, fp8_scale, quantize_fp8
+    from quantkit.qdq.casts import to_opset
+
+    rng = np.random.default_rng(7)
+    if case == "gemm":
+        model, data = gemm(rng, k=64, n=16), correlated(rng, (64, 64), rank=3, n=8)
+    else:
+        model, data = conv(rng, c=8, o=16), correlated(rng, (8, 8, 9, 9), n=8)
+    calib, held_out = data[:4], data[4:]
+    layers, _ = rounding_layers(model, ["fc", "conv"])
+    out, rec = round_weights(model, layers, input_hessians(model, calib, layers), grid="fp8")
+    assert rec.params["grid"] == "fp8" and rec.changes
+    w0, w1 = _weight(model), _weight(out)
+    s = fp8_scale(float(np.abs(w0).max()))
+    assert fp8_scale(float(np.abs(w1).max())) == s  # the amax element is pinned
+    assert np.array_equal(fake_quantize_fp8(w1, s), w1)  # on the grid, nothing to round
+    assert not np.array_equal(w1, fake_quantize_fp8(w0, s))  # not just nearest
+    near = model.__class__()
+    near.CopyFrom(model)
+    for t in near.graph.initializer:
+        if t.name == "w":
+            t.CopyFrom(init("w", fake_quantize_fp8(w0, s)))
+    ref = run(model, held_out)
+    assert nmse(ref, run(out, held_out)) < 0.9 * nmse(ref, run(near, held_out))
+    # the FP8 writer stores the rounded codes as they are
+    plan, _ = calibrated_plan(model, data)
+    plan = plan.with_precision(plan.int8_nodes(), Precision.FP8, "test")
+    qdq, _ = insert_qdq(to_opset(out, 19, why="test"), plan, target="tensorrt",
+                        int8_weights=True)
+    codes = [numpy_helper.to_array(t) for t in qdq.graph.initializer
+             if t.data_type == 17 and tuple(t.dims) == w0.shape]
+    assert len(codes) == 1
+    assert np.array_equal(codes[0].view(np.uint8), quantize_fp8(w1, s).view(np.uint8))
+
+
+def test_gptq_round_rejects_an_unknown_grid():
+    with pytest.raises(ValueError, match="grid 'int4'"):
+        gptq_round(np.ones((1, 1, 2)), np.eye(2)[None], np.ones((1, 1)), grid="int4")
+
+
 def test_unsupported_layers_are_skipped_with_a_reason():
     rng = np.random.default_rng(4)
     m = conv(rng)

@@ -45,6 +45,9 @@ Session 19 patched the same list by hand, the one difference the comparator can 
 ``gptq_aware`` joined the weight-rounding dimension between ``gptq`` and ``gptq_sequential``:
 the tiny world's GPTQ was not the best, so both later values are listed as not tried (no
 trial, score or artifact changed).
+Session 20 added ``precision.fp8_weight_rounding`` ("auto", the FP8 candidates' weight
+rounding: run/fp8_weights.py) to ``config.precision`` by hand, one line per fixture: the
+fixtures' runs have no FP8 candidate, so nothing else changes.
 Session 16 added ``ptq.shift`` (false: a custom-recipe step) to ``config.ptq`` and
 ``ptq.settings`` by hand, two lines per fixture: the comparator named only that key.
 Issue 24 (label-free shares, macro-F1, groups) remade them for three verdict config keys:

@@ -56,7 +56,10 @@ def test_an_fp8_artifact_is_float8_qdq_at_opset_19_on_the_original_graph(fp8_run
     assert zero_points and all(z.data_type == TensorProto.FLOAT8E4M3FN for z in zero_points)
     assert a.plan.nodes_with("fp8") and not a.plan.int8_nodes()
     assert a.lint["violations"] == 0
-    assert not a.steps  # no ptq step: FP8 is planned on the model's own FP32 function
+    # no INT8 ptq step (FP8 is planned on the model's own FP32 function); only its weights'
+    # rounding on the FP8 grid, chosen on dev (test_fp8_weights_*)
+    assert [r.name for r in a.steps] == ["weight_rounding"]
+    assert a.steps[0].params["grid"] == "fp8"
     # the FP8 weights are float8e4m3fn initializers whose values dequantize near FP32's
     w8 = [t for t in m.graph.initializer if t.data_type == TensorProto.FLOAT8E4M3FN and t.dims]
     assert w8
@@ -131,3 +134,50 @@ def test_an_unpowered_fill_leaves_the_fp16_layers_and_says_why(fp8_run):
     fill, kept = _fill(fp8_run, lambda ev: EvalResult("INCONCLUSIVE", 0.0, (0.0, 0.0)))
     assert fill.artifact is None and fill.record["status"] == "INCONCLUSIVE"
     assert "FP16 ones stand" in fill.record["why"]
+
+
+def _fp8_weights(artifact) -> dict[str, np.ndarray]:
+    """FP8 weight initializers of an artifact, by the node that reads them (through its DQ)."""
+    m = onnx.load(artifact.path)
+    inits = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer
+             if i.data_type == TensorProto.FLOAT8E4M3FN and i.dims}
+    dq = {n.output[0]: n.input[0] for n in m.graph.node if n.op_type == "DequantizeLinear"}
+    return {n.name: inits[dq[i]] for n in m.graph.node for i in n.input
+            if i in dq and dq[i] in inits}
+
+
+def test_fp8_weights_are_gptq_rounded_where_dev_scores_it_lower_and_nearest_on_request(
+        fp8_run, tiny, tmp_path):
+    """``precision.fp8_weight_rounding=auto``: both full-FP8 candidates are scored on the dev
+    subset, the rounding is kept only when it scores lower, both scores are recorded; the
+    FP8 codes of a node it changed differ from round-to-nearest's. ``nearest``: no step, the
+    codes are the original weights' nearest FP8 values."""
+    from quantkit.qdq.fp8 import fp8_scale, quantize_fp8
+    from quantkit.run import apply_ptq, build_artifacts, calibrate, check_fp16_range, \
+        prepared_context, quant_scope
+
+    ctx, _, arts, *_ = fp8_run
+    step = arts["fp8.mse"].steps[0]
+    scores = step.params["dev_scores"]
+    assert step.params["chosen_by"] == "dev" and scores["examples"] > 0
+    assert bool(step.changes) == (scores["gptq"] < scores["nearest"])
+    assert all(a.steps == (step,) for n, a in arts.items() if n.startswith("fp8."))
+
+    s = settings_for(tiny, "stage_cache=false", "gpu.sm=L4", "precision.formats=[int8,fp8]",
+                     "calibrator.methods=[minmax,entropy,mse]",
+                     "precision.fp8_weight_rounding=nearest")
+    c = prepared_context(s, tmp_path)
+    overflow = check_fp16_range(c)
+    source = apply_ptq(c, quant_scope(c), overflow)
+    near = build_artifacts(c, calibrate(c, source), overflow, source)["fp8.mse"]
+    assert near.steps == () and near.plan == arts["fp8.mse"].plan
+    originals = {i.name: numpy_helper.to_array(i) for i in c.graph.model.graph.initializer}
+    weights = {n.name: originals[n.input[1]] for n in c.graph.model.graph.node
+               if n.name in near.plan.nodes_with("fp8") and n.input[1] in originals}
+    got_near, got_auto = _fp8_weights(near), _fp8_weights(arts["fp8.mse"])
+    assert set(got_near) == set(weights) and set(got_auto) == set(weights)
+    for name, w in weights.items():
+        nearest = quantize_fp8(w, fp8_scale(float(np.abs(w).max())))
+        assert np.array_equal(got_near[name].view(np.uint8), nearest.view(np.uint8))
+        same = np.array_equal(got_auto[name].view(np.uint8), nearest.view(np.uint8))
+        assert same == (name not in step.changes), name

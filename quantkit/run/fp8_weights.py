@@ -1,0 +1,183 @@
+"""The FP8 candidates' weights (issue 25): GPTQ on the FP8 E4M3 grid, kept where dev says so.
+
+FP8 candidates are planned on the original graph with no ptq step (``artifacts.fp8_plan``):
+SmoothQuant, equalization and the range search answer INT8's coarse grid. One step does
+help FP8: its weights are FP8 per tensor (TensorRT's FP8 weight granularity, ``amax / 448``),
+so every weight carries a rounding error of up to 1/16 of its own magnitude, and GPTQ
+(``ptq.weight_rounding.gptq_round(grid="fp8")``) compensates it in the weights not yet
+rounded, against the node's FP32 input second moments on the calibration split. Measured on
+bert_int8 (``gpu.sm=90``, 3,079 dev snippets, mean KL vs FP32, AMD EPYC avx2): the weights
+alone in FP8 (activations FP32) 0.000254 to nearest, 0.000144 with GPTQ; the full FP8
+candidate 0.000567 -> 0.000434 (agreement 0.9847 -> 0.9867).
+
+``precision.fp8_weight_rounding``: ``nearest`` | ``gptq`` | ``auto`` (default). ``auto`` scores
+both full-FP8 candidates of one FP8 calibrator's plan (``fp8.<ptq.auto.calibrator>``, else
+the first) on the first ``ptq.auto.subset`` dev examples by the recipe score (mean KL or
+1 - mean cosine vs FP32, :func:`quantkit.run.recipe_choice.subset_score`; never test) and
+keeps GPTQ only when it scores lower. The decision holds for every FP8 calibrator; each
+candidate gets the rounded weights of its own FP8 nodes only, so every node it leaves out of
+FP8 computes the original FP32 function. The statistics pass, the rounding (FP8 codes per
+node) and the scores are stage-cached. The FP8 artifacts' ``weight_rounding`` step records
+the method, the grid, both scores and each node's output error.
+
+The mixed search's format fill (``run/format_fill.py``) builds its FP8 layers on the best
+INT8 candidate's graph with the original weights: nearest rounding, as before.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import onnx
+
+from quantkit.precision.plan import Plan, Precision
+from quantkit.ptq.step_record import StepRecord
+from quantkit.run.context import RunContext
+
+if TYPE_CHECKING:
+    from quantkit.graph.model_graph import ModelGraph
+    from quantkit.run.evaluation import Evaluation
+
+__all__ = ["FP8_WEIGHT_ROUNDING", "Fp8Weights", "fp8_weights"]
+
+log = logging.getLogger(__name__)
+
+#: values of ``precision.fp8_weight_rounding``
+FP8_WEIGHT_ROUNDING = ("auto", "nearest", "gptq")
+
+
+@dataclass(frozen=True)
+class Fp8Weights:
+    """GPTQ-rounded FP8 codes per node (empty: nearest kept) and the step to record."""
+
+    codes: Mapping[str, np.ndarray]
+    step: StepRecord | None
+
+    def model_for(self, model: onnx.ModelProto, plan: Plan) -> onnx.ModelProto | None:
+        """``model`` with the rounded weights of ``plan``'s FP8 nodes (None: nothing to
+        change, the artifact quantizes ``model`` itself)."""
+        from quantkit.ptq.graphutil import InitializerEditor, copy_model
+        from quantkit.qdq.fp8 import FP8_DTYPE, fp8_scale
+
+        nodes = [n for n in plan.nodes_with(Precision.FP8) if n in self.codes]
+        if not nodes:
+            return None
+        m = copy_model(model)
+        ed = InitializerEditor(m)
+        by_name = {n.name: n for n in m.graph.node}
+        for name in nodes:
+            node = by_name[name]
+            w = ed.array(node.input[1])
+            s = float(fp8_scale(float(np.max(np.abs(w), initial=0.0)), where=node.input[1]))
+            q = np.asarray(self.codes[name]).view(FP8_DTYPE).astype(np.float64)
+            ed.replace(node, 1, (q * s).astype(w.dtype))
+        return m
+
+    def steps(self) -> tuple[StepRecord, ...]:
+        return () if self.step is None else (self.step,)
+
+
+def fp8_weights(ctx: RunContext, graph: ModelGraph, plan: Plan,
+                reference: Evaluation | None) -> Fp8Weights:
+    """The FP8 weights of the candidates planned like ``plan`` on ``graph`` (module doc);
+    ``reference``: the FP32 dev evaluation the ``auto`` scores compare against (None: read
+    from the evaluation cache)."""
+    mode = ctx.settings.precision.fp8_weight_rounding
+    if mode == "nearest":
+        return Fp8Weights({}, None)
+    codes, record = _rounded_codes(ctx, graph, plan)
+    if not codes:
+        return Fp8Weights({}, StepRecord.from_dict(record))
+    chosen = Fp8Weights(codes, None)
+    if mode == "gptq":
+        return Fp8Weights(codes, _with(record, chosen_by="setting"))
+    scores = _dev_scores(ctx, graph, plan, chosen, reference)
+    keep = scores["gptq"] < scores["nearest"]
+    log.info("fp8 weight rounding (auto, %d dev examples): nearest %.4g, gptq %.4g -> %s",
+             scores["examples"], scores["nearest"], scores["gptq"],
+             "gptq" if keep else "nearest")
+    if keep:
+        return Fp8Weights(codes, _with(record, chosen_by="dev", dev_scores=scores))
+    kept = dict(record, changes={}, groups=[],
+                skipped={**record["skipped"], **{n: "nearest scored lower on dev" for n in codes}})
+    return Fp8Weights({}, _with(kept, chosen_by="dev", dev_scores=scores, kept="nearest"))
+
+
+def _with(record: dict, **params) -> StepRecord:
+    return StepRecord.from_dict(dict(record, params={**record["params"], **params}))
+
+
+def _key(ctx: RunContext, graph: ModelGraph, nodes: list[str]) -> dict:
+    from quantkit.ptq.pipeline import source_sha
+
+    s = ctx.settings
+    return {"model": graph.sha256, "calib": ctx.splits.calib.sha256,
+            "batch_size": s.calibrator.batch_size, "nodes": nodes, "code": source_sha(),
+            **ctx.feeds_key()}
+
+
+def _rounded_codes(ctx: RunContext, graph: ModelGraph, plan: Plan
+                   ) -> tuple[dict[str, np.ndarray], dict]:
+    """node -> FP8 codes (uint8) of its GPTQ-rounded weight, and the step's record dict."""
+    from quantkit.ptq.weight_rounding import input_hessians, round_weights, rounding_layers
+    from quantkit.ptq.graphutil import InitializerEditor
+    from quantkit.qdq.fp8 import fp8_scale, quantize_fp8
+    from quantkit.run.quant_source import ptq_runners
+
+    s = ctx.settings
+    nodes = sorted(plan.nodes_with(Precision.FP8))
+    layers, skipped = rounding_layers(graph.model, nodes)
+
+    def compute():
+        hs = input_hessians(graph.model, ctx.batches(ctx.splits.calib, s.calibrator.batch_size),
+                            layers, runner_factory=ptq_runners(ctx, graph).capture)
+        rounded, rec = round_weights(graph.model, layers, hs, skipped=skipped, grid="fp8")
+        ed = InitializerEditor(rounded)
+        by_name = {n.name: n for n in rounded.graph.node}
+        changed = list(rec.changes)
+        arrays = {}
+        for i, name in enumerate(changed):
+            w = ed.array(by_name[name].input[1])
+            scale = fp8_scale(float(np.max(np.abs(w), initial=0.0)), where=name)
+            arrays[f"q{i}"] = quantize_fp8(w, scale).view(np.uint8)
+        return {"record": rec.to_dict(), "nodes": changed}, arrays
+
+    obj, arrays, _ = ctx.cached("fp8_rounding", _key(ctx, graph, nodes), compute)
+    return {n: arrays[f"q{i}"] for i, n in enumerate(obj["nodes"])}, obj["record"]
+
+
+def _dev_scores(ctx: RunContext, graph: ModelGraph, plan: Plan, rounded: Fp8Weights,
+                reference: Evaluation | None) -> dict:
+    """The recipe score of ``plan``'s full-FP8 candidate with nearest and with GPTQ weights
+    on the first ``ptq.auto.subset`` dev examples (stage-cached)."""
+    from quantkit.qdq.casts import emulate_fp16
+    from quantkit.qdq.insert import insert_qdq
+    from quantkit.run.evaluation import evaluate_reference
+    from quantkit.run.recipe_choice import subset_score
+
+    s = ctx.settings
+    n = min(s.ptq.auto.subset, len(ctx.splits.dev))
+    key = {**_key(ctx, graph, sorted(plan.nodes_with(Precision.FP8))), "dev": ctx.splits.dev.sha256,
+           "n": n, "plan": plan.to_dict(), "remainder": s.precision.remainder,
+           "scale_dtype": s.precision.qdq_scale_dtype, **ctx.measured_key()}
+
+    def compute():
+        ref = (reference if reference is not None else evaluate_reference(ctx, "dev")).logits[:n]
+        sub = ctx.head(ctx.splits.dev, n)
+        out = {"examples": n}
+        for label, model in (("nearest", graph.model),
+                             ("gptq", rounded.model_for(graph.model, plan))):
+            q, _ = insert_qdq(model, plan, target=s.target,
+                              infos=graph.infos if model is graph.model else None,
+                              int8_weights=True)
+            if s.precision.remainder == "fp16" and plan.nodes_with("fp16"):
+                q = emulate_fp16(q, plan, qdq_scale_dtype=s.precision.qdq_scale_dtype)
+            out[label] = subset_score(ctx, q, sub, ref)
+        return out, None
+
+    obj, _, _ = ctx.cached("fp8_rounding_trial", key, compute)
+    return dict(obj)
