@@ -199,15 +199,14 @@ def build_artifacts(ctx: RunContext, calibration: Calibration, overflow: Fp16Ran
             refined=ParkedRefined.park(refined, keep=source.graph.model, name=name))
     if not calibration.fp8_ranges:
         return out
-    from quantkit.run.fp8_weights import fp8_weights
+    from quantkit.run.fp8_weights import FP8_CHOOSER, fp8_weights
 
     s = ctx.settings
     fp8_graph = fp8_model_graph(ctx.graph)
     plans = {name: fp8_plan(plan_for_ranges(ctx, rng, overflow, fp8_graph), name,
                             fp8_graph.model, s.precision.remainder)
              for name, rng in calibration.fp8_ranges.items()}
-    chooser = f"fp8.{s.ptq.auto.calibrator}"  # the plan the rounding is chosen on
-    weights = fp8_weights(ctx, fp8_graph, plans.get(chooser, next(iter(plans.values()))),
+    weights = fp8_weights(ctx, fp8_graph, plans.get(FP8_CHOOSER, next(iter(plans.values()))),
                           reference)
     for name, plan in plans.items():
         out[name] = build_artifact(ctx, name, plan, graph=fp8_graph,
@@ -236,11 +235,11 @@ def fp8_plan(plan: Plan, name: str, model: onnx.ModelProto, remainder: str) -> P
     with FP8 kernels: ``precision.fp8_rules``), any other INT8 node in ``remainder``
     (fp16 / fp32) with the reason.
 
-    FP8 candidates are planned on the original graph with no ptq step: SmoothQuant,
-    equalization, the range search, weight rounding and bias correction are INT8's answers
-    to INT8's coarse grid (issue 25: FP8 needs little of that machinery), so an FP8
-    candidate is the model's own FP32 function behind FP8 Q/DQ; its weights are FP8
-    initializers behind one DequantizeLinear."""
+    FP8 candidates are planned on the original graph with no INT8 ptq step: SmoothQuant,
+    equalization, the range search and bias correction are INT8's answers to INT8's coarse
+    grid (issue 25: FP8 needs little of that machinery), so an FP8 candidate is the model's
+    own FP32 function behind FP8 Q/DQ, its weights FP8 initializers behind one
+    DequantizeLinear, rounded onto the FP8 grid as ``run/fp8_weights.py`` chooses."""
     from quantkit.precision.fp8_rules import fp8_exclusions
     from quantkit.precision.plan import Precision
 

@@ -45,8 +45,10 @@ def validate(s: Settings) -> Settings:
     _positive("precision.search.max_minutes", s.precision.search.max_minutes, allow_zero=True)
     _choice("backend.name", s.backend.name, ("ort", "trt"))
     _choice("precision.qdq_scale_dtype", s.precision.qdq_scale_dtype, ("fp32", "fp16"))
+    from quantkit.settings.precision_schema import FP8_WEIGHT_ROUNDING
+
     _choice("precision.fp8_weight_rounding", s.precision.fp8_weight_rounding,
-            ("auto", "nearest", "gptq"))
+            FP8_WEIGHT_ROUNDING)
     if s.precision.qdq_scale_dtype == "fp16" and s.precision.remainder != "fp16":
         raise ConfigError("FP16 Q/DQ scales need an FP16 remainder",
                           where="precision.qdq_scale_dtype", value="fp16",

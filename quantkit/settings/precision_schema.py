@@ -8,6 +8,10 @@ from typing import Optional
 from quantkit.graph.weights import WEIGHTED_OPS
 
 
+#: values of ``precision.fp8_weight_rounding`` (quantkit/run/fp8_weights.py)
+FP8_WEIGHT_ROUNDING = ("auto", "nearest", "gptq")
+
+
 @dataclass
 class SearchConfig:
     enabled: bool = True

@@ -181,3 +181,12 @@ def test_fp8_weights_are_gptq_rounded_where_dev_scores_it_lower_and_nearest_on_r
         assert np.array_equal(got_near[name].view(np.uint8), nearest.view(np.uint8))
         same = np.array_equal(got_auto[name].view(np.uint8), nearest.view(np.uint8))
         assert same == (name not in step.changes), name
+
+
+def test_an_unknown_fp8_weight_rounding_is_refused_in_settings(tiny):
+    from quantkit.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="fp8_weight_rounding") as e:
+        settings_for(tiny, "gpu.sm=90", "precision.formats=[int8,fp8]",
+                     "precision.fp8_weight_rounding=gptq_aware")
+    assert "gptq_aware" in str(e.value)
