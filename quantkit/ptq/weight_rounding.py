@@ -405,10 +405,10 @@ def _grid_scale(node: onnx.NodeProto, layer: RoundingLayer, w: np.ndarray, grid:
     :func:`_grouped`'s ``(G, R)``: INT8 per output channel (``amax / 127``), FP8 per tensor
     (``amax / 448``, repeated)."""
     if grid == "fp8":
-        from quantkit.qdq.fp8 import fp8_scale
+        from quantkit.qdq.fp8 import fp8_weight_scale
 
         rows = int(np.prod(_grouped(layer, w).shape[:2]))
-        s = fp8_scale(float(np.max(np.abs(w), initial=0.0)), where=f"weight {layer.weight}")
+        s = fp8_weight_scale(w, where=f"weight {layer.weight}")
         return np.full(rows, float(s), dtype=np.float64)
     axis = weight_axis(node.op_type, w.ndim, {"transB": int(layer.trans_b)})
     return int8_scale(weight_amax_per_channel(w, axis),

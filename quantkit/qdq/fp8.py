@@ -24,8 +24,8 @@ import numpy as np
 from quantkit.graph.grids import FP8_E4M3_MAX
 from quantkit.qdq.scales import grid_scale
 
-__all__ = ["FP8_E4M3_MAX", "FP8_OPSET", "FP8_DTYPE", "fp8_scale", "quantize_fp8", "dequantize_fp8",
-           "fake_quantize_fp8"]
+__all__ = ["FP8_E4M3_MAX", "FP8_OPSET", "FP8_DTYPE", "fp8_scale", "fp8_weight_scale",
+           "quantize_fp8", "dequantize_fp8", "fake_quantize_fp8"]
 
 #: the first ONNX opset whose QuantizeLinear / DequantizeLinear take float8e4m3fn
 FP8_OPSET = 19
@@ -37,6 +37,12 @@ def fp8_scale(amax: float | np.ndarray, *, where: str = "qdq.fp8") -> np.ndarray
     """``amax / 448`` as float32 (shape of ``amax``). An amax of 0 gets the scale of amax
     1.0 (every scale must be positive); a non-finite or negative amax is an error."""
     return grid_scale(amax, FP8_E4M3_MAX, fmt="FP8", where=where)
+
+
+def fp8_weight_scale(w: np.ndarray, *, where: str = "qdq.fp8") -> np.ndarray:
+    """The per-tensor FP8 scale of a weight (TensorRT's FP8 weight granularity):
+    ``max |w| / 448`` as a float32 scalar (:func:`fp8_scale`)."""
+    return fp8_scale(float(np.max(np.abs(w), initial=0.0)), where=where)
 
 
 def _broadcast_scale(scale: np.ndarray, ndim: int, axis: int | None) -> np.ndarray:

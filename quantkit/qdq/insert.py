@@ -53,7 +53,7 @@ from quantkit.graph.facts import (TensorInfo, attr, check_structure, constant_te
                                   ensure_node_names, quant_slots, require_qdq_opset,
                                   tensor_infos, unique_name, with_value_info)
 from quantkit.graph.weights import BIAS_SLOT, weight_axis
-from quantkit.qdq.fp8 import FP8_DTYPE, FP8_OPSET, fp8_scale, quantize_fp8
+from quantkit.qdq.fp8 import FP8_DTYPE, FP8_OPSET, fp8_scale, fp8_weight_scale, quantize_fp8
 from quantkit.qdq.placement import decision_of, ort_cpu_fusions, residual_skips
 from quantkit.qdq.qdq_map import QdqEntry, QdqMap
 from quantkit.qdq.scales import int8_scale, weight_amax_per_channel, quantize_weight
@@ -192,7 +192,7 @@ def _quantize_fp8_node(editor: "_Editor", node: gs.Node, proto: onnx.NodeProto, 
     for slot in weight + list(slots.constants):
         t = proto.input[slot]
         w = numpy_helper.to_array(constants[t])
-        scale = fp8_scale(float(np.max(np.abs(w), initial=0.0)), where=f"weight {t}")
+        scale = fp8_weight_scale(w, where=f"weight {t}")
         if int8_weights and slot in weight:  # FP8 initializer behind one DQ (4x smaller)
             editor.dequantize_constant(node, t, quantize_fp8(w, scale), scale)
         else:

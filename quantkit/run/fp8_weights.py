@@ -66,7 +66,7 @@ class Fp8Weights:
         """``model`` with the rounded weights of ``plan``'s FP8 nodes (None: nothing to
         change, the artifact quantizes ``model`` itself)."""
         from quantkit.ptq.graphutil import InitializerEditor, copy_model
-        from quantkit.qdq.fp8 import FP8_DTYPE, fp8_scale
+        from quantkit.qdq.fp8 import FP8_DTYPE, fp8_weight_scale
 
         nodes = [n for n in plan.nodes_with(Precision.FP8) if n in self.codes]
         if not nodes:
@@ -77,7 +77,7 @@ class Fp8Weights:
         for name in nodes:
             node = by_name[name]
             w = ed.array(node.input[1])
-            s = float(fp8_scale(float(np.max(np.abs(w), initial=0.0)), where=node.input[1]))
+            s = float(fp8_weight_scale(w, where=node.input[1]))
             q = np.asarray(self.codes[name]).view(FP8_DTYPE).astype(np.float64)
             ed.replace(node, 1, (q * s).astype(w.dtype))
         return m
@@ -97,10 +97,9 @@ def fp8_weights(ctx: RunContext, graph: ModelGraph, plan: Plan,
     codes, record = _rounded_codes(ctx, graph, plan)
     if not codes:
         return Fp8Weights({}, StepRecord.from_dict(record))
-    chosen = Fp8Weights(codes, None)
     if mode == "gptq":
         return Fp8Weights(codes, _with(record, chosen_by="setting"))
-    scores = _dev_scores(ctx, graph, plan, chosen, reference)
+    scores = _dev_scores(ctx, graph, plan, Fp8Weights(codes, None), reference)
     keep = scores["gptq"] < scores["nearest"]
     log.info("fp8 weight rounding (auto, %d dev examples): nearest %.4g, gptq %.4g -> %s",
              scores["examples"], scores["nearest"], scores["gptq"],
@@ -130,7 +129,7 @@ def _rounded_codes(ctx: RunContext, graph: ModelGraph, plan: Plan
     """node -> FP8 codes (uint8) of its GPTQ-rounded weight, and the step's record dict."""
     from quantkit.ptq.weight_rounding import input_hessians, round_weights, rounding_layers
     from quantkit.ptq.graphutil import InitializerEditor
-    from quantkit.qdq.fp8 import fp8_scale, quantize_fp8
+    from quantkit.qdq.fp8 import fp8_weight_scale, quantize_fp8
     from quantkit.run.quant_source import ptq_runners
 
     s = ctx.settings
@@ -147,8 +146,7 @@ def _rounded_codes(ctx: RunContext, graph: ModelGraph, plan: Plan
         arrays = {}
         for i, name in enumerate(changed):
             w = ed.array(by_name[name].input[1])
-            scale = fp8_scale(float(np.max(np.abs(w), initial=0.0)), where=name)
-            arrays[f"q{i}"] = quantize_fp8(w, scale).view(np.uint8)
+            arrays[f"q{i}"] = quantize_fp8(w, fp8_weight_scale(w, where=name)).view(np.uint8)
         return {"record": rec.to_dict(), "nodes": changed}, arrays
 
     obj, arrays, _ = ctx.cached("fp8_rounding", _key(ctx, graph, nodes), compute)
