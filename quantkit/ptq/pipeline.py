@@ -298,8 +298,8 @@ def _rounded(model, plan: Plan, recipe: Recipe, data: CalibData, base: dict, tar
              ) -> tuple[onnx.ModelProto, StepRecord]:
     """Rounded weights (and the biases the activation-aware methods moved) of ``plan``'s
     INT8 nodes. The memo entry holds int8 values + biases (4x smaller than floats), keyed
-    by what the statistics see: the INT8 node set (gptq), plus the input ranges
-    (gptq_aware), or the Q/DQ graph the sequential pass runs (gptq_sequential: plans that
+    by what the statistics see: the INT8 node set (gptq), plus the ranges of the rounded
+    nodes' inputs (gptq_aware: calibrators' plans that differ only elsewhere share one), or the Q/DQ graph the sequential pass runs (gptq_sequential: plans that
     differ only where no INT8 node reads share one entry)."""
     from quantkit.ptq.sequential import sequential_round
     from quantkit.ptq.weight_rounding import (apply_rounding, input_hessians, round_weights,
@@ -308,8 +308,8 @@ def _rounded(model, plan: Plan, recipe: Recipe, data: CalibData, base: dict, tar
     method = recipe.weight_rounding
     layers, skipped = rounding_layers(model, plan.int8_nodes())
     key = {**base, "method": method, "nodes": sorted(plan.int8_nodes())}
-    if method == "gptq_aware":
-        key["amax"] = dict(plan.activation_amax)
+    if method == "gptq_aware":  # the ranges its statistics read: the rounded nodes' inputs
+        key["amax"] = {l.data: plan.activation_amax.get(l.data) for l in layers}
     if method == "gptq_sequential":
         from quantkit.qdq.insert import insert_qdq
 

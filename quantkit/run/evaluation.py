@@ -125,6 +125,9 @@ def evaluate(ctx: RunContext, name: str, path, *, split: str = "dev",
     # the artifact's bytes decide its evidence, not its name: calibrators whose searched
     # ranges converged write byte-identical files, evaluated once (the file name is set below)
     role = name if name in ("fp32", "fp16") else "candidate"
+    # the plan is read only where an engine's layers are checked against it (backend=trt):
+    # elsewhere the search's evaluation of its final FP16 set is the mixed candidate's
+    checked = s.backend.name == "trt"
     inputs = {"name": role, "artifact": artifact_sha or sha256_file(path),
               "model": ctx.model.sha256,
               "emulated": bool(emulated) if build is not None else emulated is not None,
@@ -132,8 +135,9 @@ def evaluate(ctx: RunContext, name: str, path, *, split: str = "dev",
               "reference": reference is not None, "qdq_mode": ctx.qdq_mode(),
               "backend": asdict(s.backend), "seed": s.seed,
               "max_length": s.data.max_length, "tokenizer": ctx.model.tokenizer,
-              "plan_int8": plan_int8 or [], **ctx.feeds_key(), **ctx.measured_key()}
-    if plan_fp8:  # FP8 plans only: INT8 evaluations keep their cache keys
+              "plan_int8": (plan_int8 or []) if checked else [],
+              **ctx.feeds_key(), **ctx.measured_key()}
+    if plan_fp8 and checked:  # FP8 plans only: INT8 evaluations keep their cache keys
         inputs["plan_fp8"] = list(plan_fp8)
     gallery = recall_gallery(ctx)
     if gallery is not None:  # embedding outputs only: logit runs keep their cache keys

@@ -332,14 +332,17 @@ def test_weight_rounding_is_cached_and_variants_restore_weights(ctx, tmp_path, m
                                   w(c.graph.model, "fc1").astype(np.float16))
 
 
-def test_sequential_rounding_entry_is_keyed_by_the_int8_network_it_sees(ctx, tmp_path):
-    """gptq_sequential's ``ptq_rounding`` entry is keyed by the Q/DQ graph its statistics
-    run: a plan that differs only in the range of a tensor no INT8 node reads is a hit, a
-    changed range of an INT8 input is a new entry."""
+@pytest.mark.parametrize("method", ["gptq_aware", "gptq_sequential"])
+def test_rounding_entry_is_keyed_by_the_ranges_it_reads(ctx, tmp_path, method):
+    """The ``ptq_rounding`` entry of the methods that see input ranges is keyed by what
+    their statistics read (gptq_aware: the rounded nodes' input ranges; gptq_sequential: the
+    Q/DQ graph it runs): a plan that differs only in the range of a tensor no INT8 node
+    reads is a hit (the calibrators' plans after range search share one rounding), a changed
+    range of an INT8 input is a new entry."""
     from quantkit.cache import StageCache
 
     cache = StageCache(tmp_path / "stages", enabled=True)
-    cfg = dataclasses.replace(OFF, weight_rounding="gptq_sequential", int8_weights=True)
+    cfg = dataclasses.replace(OFF, weight_rounding=method, int8_weights=True)
     c = dataclasses.replace(_with(ctx, tmp_path / "a", cfg), cache=cache)
     source, cal, arts = _run(c)
     art = arts["int8.minmax"]

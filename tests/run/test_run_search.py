@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from quantkit.run import search_mixed, search_skip_reason
 
 
@@ -146,3 +148,29 @@ def test_a_warm_search_builds_and_runs_nothing(ctx, artifacts, layers, reference
     assert timeless(second.search["evaluations"]) == timeless(first.search["evaluations"])
     assert second.search["measured"] == first.search["measured"]
     assert second.fp16_layers == first.fp16_layers
+
+
+
+def test_the_mixed_candidate_reuses_the_search_evaluation_of_its_set(ctx, artifacts,
+                                                                      reference, tmp_path):
+    """On ONNX Runtime an evaluation is keyed by the artifact's bytes, not by the plan (read
+    only by backend=trt's engine check): the mixed candidate, built from the FP16 set the
+    search evaluated as a step (no plan), reads that evaluation back instead of running dev
+    again; a different artifact is still run."""
+    import dataclasses
+
+    from quantkit.cache import StageCache
+    from quantkit.run import evaluate_artifact
+    from quantkit.run.evaluation import evaluate
+
+    assert ctx.settings.backend.name == "ort"
+    fresh = dataclasses.replace(ctx, cache=StageCache(tmp_path / "cache"),
+                                run_dir=tmp_path / "run")
+    art = artifacts["int8.minmax"]
+    step = evaluate(fresh, "search", art.path, reference=reference, artifact_sha=art.sha256,
+                    emulated=art.emulated)
+    assert not step.cached
+    again = evaluate_artifact(fresh, art, reference)  # with its plan's INT8 / FP8 nodes
+    assert again.cached and again.name == art.name
+    np.testing.assert_array_equal(again.logits, step.logits)
+    assert not evaluate_artifact(fresh, artifacts["fp16"], reference).cached
