@@ -22,6 +22,7 @@ of ``kh * kw``), never the activations. numpy only; the pass itself is
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -123,6 +124,10 @@ def _patches(layer: RoundingLayer, x: np.ndarray) -> np.ndarray:
 #: float32 elements of one batch chunk's patches (about 64 MB): memory stays bounded on
 #: wide early layers (a depthwise 112 x 112 layer of 96 channels: 9 values per row)
 _CHUNK_ELEMENTS = 16 * 1024 * 1024
+#: float32 elements of one group block's patches within a chunk (about 8 MB): arrays below
+#: glibc's largest mmap threshold (32 MB) are reused from the heap instead of being mapped
+#: and zeroed afresh per chunk, which cost a depthwise 112 x 112 layer 3x its arithmetic
+_BLOCK_ELEMENTS = 2 * 1024 * 1024
 
 
 def _chunks(layer: RoundingLayer, x: np.ndarray, xq: np.ndarray):
@@ -136,6 +141,23 @@ def _chunks(layer: RoundingLayer, x: np.ndarray, xq: np.ndarray):
     step = max(1, _CHUNK_ELEMENTS // per)
     for i in range(0, x.shape[0], step):
         yield x[i:i + step], xq[i:i + step]
+
+
+def _group_blocks(layer: RoundingLayer, x: np.ndarray):
+    """``(g0, g1, sub_layer)`` blocks of a grouped conv's groups whose patches of chunk ``x``
+    stay under :data:`_BLOCK_ELEMENTS` (each group's rows, and so its sums, are the same as
+    in one block of all groups); one block for a gemm or an ungrouped conv."""
+    g = layer.group
+    if layer.kind == "gemm" or g == 1:
+        yield 0, g, layer
+        return
+    kh, kw = layer.kernel
+    sh, sw = layer.strides
+    per_group = max(1, (x.size // g // max(sh * sw, 1)) * kh * kw)
+    size = max(1, _BLOCK_ELEMENTS // per_group)
+    for g0 in range(0, g, size):
+        g1 = min(g, g0 + size)
+        yield g0, g1, dataclasses.replace(layer, group=g1 - g0)
 
 
 @dataclass
@@ -159,30 +181,46 @@ def accumulate_hessian(layer: RoundingLayer, h: np.ndarray | None, x: np.ndarray
     return st.h
 
 
+def _add(total: np.ndarray | None, part: np.ndarray, g0: int, g1: int, g: int) -> np.ndarray:
+    """``total`` (``(G, ...)`` float64, None: zeros) with ``part`` added to groups g0:g1."""
+    if total is None:
+        if g0 == 0 and g1 == g:
+            return part
+        total = np.zeros((g, *part.shape[1:]), dtype=np.float64)
+    total[g0:g1] += part
+    return total
+
+
 def accumulate(layer: RoundingLayer, st: InputStats, x: np.ndarray,
                step: float | None = None, *, quantized_input: np.ndarray | None = None
                ) -> None:
     """Add batch ``x`` (FP32 values) to ``st``; ``step``: the input's INT8 scale (its Q/DQ
     is applied to the rows ``h`` sees); ``quantized_input``: the same rows as a quantized
-    network computes them (default ``x``), before that Q/DQ."""
+    network computes them (default ``x``), before that Q/DQ. Grouped convolutions go in
+    blocks of groups (:func:`_group_blocks`): each group's sums are the same as in one."""
     x = np.asarray(x, dtype=np.float32)
     xq = x if quantized_input is None else np.asarray(quantized_input, dtype=np.float32)
     if xq.shape != x.shape:
         raise ValueError(f"quantized input shape {xq.shape} != FP32 input shape {x.shape}")
+    g = layer.group if layer.kind == "conv" else 1
     for s, sq in _chunks(layer, x, xq):
-        p = _patches(layer, s)
         if step is not None:
             sq = np.clip(np.rint(sq / np.float32(step)), -128, INT8_MAX) * np.float32(step)
-        pq = p if step is None and quantized_input is None else _patches(layer, sq)
-        part = np.matmul(pq.transpose(0, 2, 1), pq).astype(np.float64)
-        st.h = part if st.h is None else st.h + part
-        if pq is not p:
-            c = np.matmul((p - pq).transpose(0, 2, 1), pq).astype(np.float64)
-            st.cross = c if st.cross is None else st.cross + c
-            t, tq = p.sum(axis=1, dtype=np.float64), pq.sum(axis=1, dtype=np.float64)
-            st.total = t if st.total is None else st.total + t
-            st.total_q = tq if st.total_q is None else st.total_q + tq
-        st.rows += p.shape[1]
+        same = step is None and quantized_input is None
+        rows = 0
+        for g0, g1, sub in _group_blocks(layer, s):
+            c0, c1 = (g0 * (s.shape[1] // g), g1 * (s.shape[1] // g)) if g > 1 else (None, None)
+            p = _patches(sub, s[:, c0:c1])
+            pq = p if same else _patches(sub, sq[:, c0:c1])
+            st.h = _add(st.h, np.matmul(pq.transpose(0, 2, 1), pq).astype(np.float64),
+                        g0, g1, g)
+            if pq is not p:
+                st.cross = _add(st.cross, np.matmul((p - pq).transpose(0, 2, 1), pq)
+                                .astype(np.float64), g0, g1, g)
+                st.total = _add(st.total, p.sum(axis=1, dtype=np.float64), g0, g1, g)
+                st.total_q = _add(st.total_q, pq.sum(axis=1, dtype=np.float64), g0, g1, g)
+            rows = p.shape[1]
+        st.rows += rows
 
 
 def input_hessians(model: onnx.ModelProto, batches: Iterable[Mapping[str, np.ndarray]],

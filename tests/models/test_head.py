@@ -123,3 +123,18 @@ def test_standardized_fit_is_the_raw_feature_logits_and_keeps_its_bytes():
         again = fit_linear_head(perturbed(x, seed), y, n_labels=k, C=0.05, standardize=True)
         assert model_sha(again, d) == sha
     assert head.train_accuracy > 0.6
+
+
+def test_the_head_does_not_follow_the_blas_thread_count():
+    """BLAS runs on every core: the solver's products sum in another order per thread
+    count, and the head's bytes stay those of the single-threaded fit (module doc)."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    if max((p.get("num_threads") or 1 for p in threadpool_info()
+            if p.get("user_api") == "blas"), default=1) < 2:
+        pytest.skip("BLAS has one thread on this host: nothing to compare")
+    x, y = minilm_like(n=3000, d=384, k=4)
+    many = fit_linear_head(x, y, n_labels=4, C=1.0)
+    with threadpool_limits(limits=1, user_api="blas"):
+        one = fit_linear_head(x, y, n_labels=4, C=1.0)
+    assert model_sha(many, 384) == model_sha(one, 384)

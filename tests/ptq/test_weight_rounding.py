@@ -236,3 +236,37 @@ def test_activation_aware_rounding_targets_the_fp32_output_of_the_int8_network()
                                              int8_weights=True)[1])
     assert err["gptq_aware"] < 0.9 * err["nearest"], err
     assert err["gptq_aware"] < err["gptq"], err
+
+
+@pytest.mark.parametrize("group", [8, 2])
+def test_grouped_statistics_in_blocks_of_groups_are_the_one_block_sums(monkeypatch, group):
+    """A grouped conv's statistics go in blocks of groups (bounded arrays); every sum is
+    bit-identical to the one block of all groups, with and without an input Q/DQ and a
+    quantized input."""
+    import quantkit.ptq.weight_rounding as wr
+
+    rng = np.random.default_rng(0)
+    layer = wr.RoundingLayer("n", "x", "w", "conv", group=group, kernel=(3, 3),
+                             pads=(1, 1, 1, 1), strides=(2, 2), dilations=(1, 1))
+    x = rng.standard_normal((3, 8, 10, 10)).astype(np.float32)
+    xq = x + np.float32(0.01) * rng.standard_normal(x.shape).astype(np.float32)
+
+    def stats(**kw):
+        st = wr.InputStats()
+        wr.accumulate(layer, st, x, **kw)
+        wr.accumulate(layer, st, x[:2], **{k: (v[:2] if k == "quantized_input" else v)
+                                           for k, v in kw.items()})
+        return st
+
+    for kw in ({}, {"step": 0.05}, {"step": 0.05, "quantized_input": xq}):
+        whole = stats(**kw)
+        monkeypatch.setattr(wr, "_BLOCK_ELEMENTS", 1)  # one group per block
+        assert len(list(wr._group_blocks(layer, x))) == group
+        blocks = stats(**kw)
+        monkeypatch.undo()
+        assert blocks.rows == whole.rows
+        for f in ("h", "cross", "total", "total_q"):
+            a, b = getattr(whole, f), getattr(blocks, f)
+            assert (a is None) == (b is None), f
+            if a is not None:
+                np.testing.assert_array_equal(a, b, err_msg=f)
