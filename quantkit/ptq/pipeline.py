@@ -299,8 +299,9 @@ def _rounded(model, plan: Plan, recipe: Recipe, data: CalibData, base: dict, tar
     """Rounded weights (and the biases the activation-aware methods moved) of ``plan``'s
     INT8 nodes. The memo entry holds int8 values + biases (4x smaller than floats), keyed
     by what the statistics see: the INT8 node set (gptq), plus the ranges of the rounded
-    nodes' inputs (gptq_aware: calibrators' plans that differ only elsewhere share one), or the Q/DQ graph the sequential pass runs (gptq_sequential: plans that
-    differ only where no INT8 node reads share one entry)."""
+    nodes' inputs (gptq_aware: calibrators' plans that differ only elsewhere share one), or
+    the Q/DQ graph the sequential pass runs (gptq_sequential: plans that differ only where
+    no INT8 node reads share one entry)."""
     from quantkit.ptq.sequential import sequential_round
     from quantkit.ptq.weight_rounding import (apply_rounding, input_hessians, round_weights,
                                               rounded_biases, rounded_int8, rounding_layers)
