@@ -17,7 +17,11 @@ needs (quantkit/settings/ptq_recipe.py):
    target and the bias term 0.00045), so the one-pass trial saves the sequential one; on
    MobileNetV2 it helps (gptq 0.0375, gptq_aware 0.0355 at 256 calibration images; 0.0471
    / 0.0461 at 1,024, where sequential then scores 0.0276);
-5. bias correction (off / on).
+5. SmoothQuant alpha refined (kept / 0.9 / 0.95) on the recipe so far, where SmoothQuant is
+   on: after GPTQ rounding absorbs the difficulty moved into the weights, a higher alpha can
+   score lower than the first dimension's choice, which was scored with round-to-nearest
+   weights (:data:`REFINED`);
+6. bias correction (off / on).
 
 The channel shift (``ptq.shift``, quantkit/ptq/shift.py) is not among them: on MiniLM its
 safe form (no channel's second moment grows) shifts no tensor, and the plain midpoint form,
@@ -63,7 +67,7 @@ if TYPE_CHECKING:
     from quantkit.run.evaluation import Evaluation
 
 __all__ = ["choose_recipe", "dimensions", "greedy_choice", "subset_score", "OUTLIER_RATIO",
-           "RUNNER_UP_RTOL"]
+           "REFINED", "REFINED_ALPHAS", "RUNNER_UP_RTOL"]
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +100,8 @@ def dimensions(ctx: RunContext, scope: QuantScope) -> list[tuple[str, list[dict]
                                     {"weight_rounding": "gptq"},
                                     {"weight_rounding": "gptq_aware"},
                                     {"weight_rounding": "gptq_sequential"}]))
+    if out[0][0] == "smoothquant":
+        out.append((REFINED, [{}] + [{"smoothquant_alpha": a} for a in REFINED_ALPHAS]))
     out.append(("bias_correction", [{"bias_correction": False}, {"bias_correction": True}]))
     return out
 
@@ -179,7 +185,8 @@ def greedy_choice(dims: list[tuple[str, list[dict]]],
         previous: dict[int, Option] = {}
         for v, change in enumerate(values):
             for p, (base_trial, base_label, base) in enumerate(paths):
-                recipe = base.with_(**change)
+                refines_nothing = name == REFINED and base.smoothquant_alpha is None
+                recipe = base if refines_nothing else base.with_(**change)
                 if recipe.key() == base.key():
                     previous[p] = (base_trial, base_label, recipe)
                     options.append(previous[p])
@@ -214,6 +221,17 @@ def greedy_choice(dims: list[tuple[str, list[dict]]],
 
 #: a second path goes on when its score is within this relative distance of the best
 RUNNER_UP_RTOL = 0.05
+
+#: the dimension after weight rounding: SmoothQuant alpha raised, only on a path where
+#: SmoothQuant is on (its first value keeps the path's alpha). The first dimension scores alpha
+#: with round-to-nearest weights, where the difficulty moved into the weights costs most;
+#: after GPTQ absorbs it, a higher alpha can win: bert_int8's MiniLM, row-wise search + GPTQ,
+#: mean KL on 512 dev examples (Intel Xeon, avx512_vnni / amx_int8): alpha 0.7 0.000603,
+#: 0.8 0.000424, 0.85 0.000462, 0.9 0.000420, 0.95 0.000361, 0.975 0.000442, 1.0 0.000513;
+#: on all 3,079 dev snippets 0.8 0.000457, 0.9 0.000430, 0.95 0.000357. With nearest
+#: weights and the per-tensor search 0.95 scores 0.000622 against 0.8's 0.000594.
+REFINED = "smoothquant_refine"
+REFINED_ALPHAS = (0.9, 0.95)
 
 #: dimensions whose values escalate: a value is tried only when the one before it is the
 #: dimension's best so far (sequential rounding, minutes per model, only where its one-pass

@@ -206,3 +206,48 @@ def test_a_clear_winner_goes_on_alone():
     best, tried, _ = _greedy(scores)
     assert best == "sq0.8+search(tensor)"
     assert "sq0.8+search(row)+gptq" not in tried
+
+
+def test_smoothquant_alpha_is_refined_on_the_final_recipe():
+    """The dimension after weight rounding raises SmoothQuant's alpha (after GPTQ, where
+    0.95 scored lower than 0.8 on bert_int8's MiniLM although it scored higher with nearest
+    weights); the path's own alpha stays when neither raise scores lower."""
+    from quantkit.run.recipe_choice import REFINED, REFINED_ALPHAS, greedy_choice
+    from quantkit.run.recipe_trial import RecipeTrial
+    from quantkit.settings.ptq_recipe import named_recipes
+
+    dims = BERT_DIMS[:3] + [(REFINED, [{}] + [{"smoothquant_alpha": a}
+                                              for a in REFINED_ALPHAS])] + BERT_DIMS[3:]
+    measured = {**BERT_SCORES, "sq0.9+search(row)+gptq": 0.000420,
+                "sq0.95+search(row)+gptq": 0.000361, "sq0.95+search(row)+gptq+bias": 0.000361}
+
+    def run(scores):
+        def score(label, recipe, dim):
+            return RecipeTrial(label, recipe, dim, scores[recipe.describe()], 512, 0.0)
+        (_, _, best), trials, _ = greedy_choice(
+            dims, score, ("generic", named_recipes()["generic"]), budget=12)
+        return best.describe(), [(t.recipe.describe(), t.dimension) for t in trials]
+
+    best, tried = run(measured)
+    assert best == "sq0.95+search(row)+gptq"
+    assert ("sq0.95+search(row)+gptq", REFINED) in tried and len(tried) <= 12
+    kept, _ = run({**measured, "sq0.9+search(row)+gptq": 0.00045,
+                   "sq0.95+search(row)+gptq": 0.00048})
+    assert kept == "sq0.8+search(row)+gptq"
+    # where SmoothQuant lost, the refinement does not switch it on
+    off = {**{k: v for k, v in measured.items()}, "sq0.5+search(tensor)": 0.05,
+           "sq0.8+search(tensor)": 0.05, "search(row)": 0.003, "search(tensor)+gptq": 0.004,
+           "search(row)+gptq": 0.002, "search(row)+gptq_aware": 0.003,
+           "search(row)+gptq+bias": 0.002}
+    best, tried = run(off)
+    assert best == "search(row)+gptq"
+    assert not any(d == REFINED for _, d in tried)
+
+
+def test_the_refinement_is_a_dimension_only_where_smoothquant_is(ctx, scope):
+    from quantkit.run.recipe_choice import REFINED, dimensions
+
+    names = [n for n, _ in dimensions(ctx, scope)]
+    assert (REFINED in names) == (names[0] == "smoothquant")
+    if REFINED in names:
+        assert names.index(REFINED) == names.index("weight_rounding") + 1
