@@ -9,8 +9,8 @@ replaced by synthetic ones, as ``tests/run/test_macro_f1_signoff.py`` does):
 * dev: every candidate's paired test by ``quantkit.run.verdicts.candidate_test`` (the
   declared metric, the run's margin / floor / ceiling after the engine check's share,
   churn gate, min_n / min_groups, the run's seed); the family by
-  ``quantkit.run.signoff.family_members`` (fp16, the best INT8 of three calibrators by dev
-  with its tie rule, mixed);
+  ``quantkit.run.signoff.family_members`` (fp16, the INT8 of three calibrators with the highest
+  planned power on dev evidence, then its dev-metric tie rule, mixed);
 * test: ``quantkit.run.signoff.sign_off`` itself: the persistent test ledger (a fresh
   SQLite file per simulated experiment, ``verdict.ledger_path``) reserves the look and its
   alpha, the family is declared and power-planned at that alpha, each member is tested once

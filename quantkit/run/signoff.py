@@ -6,8 +6,9 @@ Everything before this stage (calibrator choice, ranking, search, thresholds) sa
 dev split. Here, before the test split is touched, one write transaction of the persistent
 test ledger (quantkit/ledger_store.py; rules: quantkit/verdict/ledger.py) finds the earlier
 looks of this model on these test examples, gives this look its alpha, and the family is
-declared and planned at that alpha: the family is fp16, the best INT8 by dev and the mixed
-candidate when the search made one, less every member whose planned power is below
+declared and planned at that alpha: the family is fp16, the INT8 candidate with the highest
+planned power on dev evidence (:func:`family_members`) and the mixed candidate when the
+search made one, less every member whose planned power is below
 ``verdict.min_power`` (not tested: the split is not spent on it). Each member is then
 evaluated on test exactly once (the in-run TestLedger refuses a second look) and the
 family is decided by fixed sequence (or Holm) at the look's alpha; the decision is written
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
                                            SignoffFamily, TestLedger)
     from quantkit.verdict.outcome import SignoffTest
 
-__all__ = ["SignOff", "family_members", "sign_off", "signoff_skip_reason", "recommend_signed",
+__all__ = ["SignOff", "family_members", "planned_powers", "POWER_TIE", "sign_off", "signoff_skip_reason", "recommend_signed",
            "target_throughput", "blocked_by_engine", "deployment_note"]
 
 log = logging.getLogger(__name__)
@@ -82,14 +83,21 @@ class SignOff:
 
 def family_members(ctx: RunContext, evaluations: dict[str, Evaluation],
                    mixed: Evaluation | None) -> list[str]:
-    """The sign-off family, chosen on dev: fp16, the INT8 candidate with the best dev metric
-    (and the FP8 one, where the target has FP8: ``precision.formats``), and ``mixed`` when
-    given (the search's candidate when it is declared:
+    """The sign-off family, chosen on dev: fp16, the INT8 candidate most likely to PASS on
+    test (and the FP8 one, where the target has FP8: ``precision.formats``), and ``mixed``
+    when given (the search's candidate when it is declared:
     :func:`quantkit.run.search.declared_mixed`).
 
-    The best INT8 candidate: dev values within :data:`~quantkit.compare.ties.DEV_TIE_SHARE`
-    of the leader's dev interval width are tied, and the tie goes to the earliest
-    calibrator in the configured order (``calibrator.methods``), not to float noise."""
+    The INT8 candidate most likely to PASS: the highest planned power of the sign-off's own
+    rule (margin and churn gate, :func:`quantkit.verdict.rule_power.rule_power`) on the test
+    split's size from its dev evidence; planned powers within :data:`POWER_TIE` of the
+    highest are tied (simulation noise), and among those the best dev metric wins, dev
+    values within :data:`~quantkit.compare.ties.DEV_TIE_SHARE` of the leader's dev interval
+    width tied again and going to the earliest calibrator in the configured order
+    (``calibrator.methods``), not to float noise. On bert_int8 (Intel Xeon, avx512_vnni /
+    amx_int8) the best dev accuracy, int8.percentile (+0.0029, flip rate 0.0153), planned
+    0.49 and went untested, while int8.minmax (+0.0019, flip rate 0.0123) is what the
+    churn gate and the paired interval favour."""
     from quantkit.compare.ties import DEV_TIE_SHARE, best_with_ties
     from quantkit.run.verdicts import decision_value
 
@@ -98,6 +106,9 @@ def family_members(ctx: RunContext, evaluations: dict[str, Evaluation],
         cands = [n for n in evaluations if n.startswith(fmt)]
         if not cands:
             continue
+        power = planned_powers(ctx, {n: evaluations[n] for n in cands})
+        top = max(power.values())
+        cands = [n for n in cands if power[n] >= top - POWER_TIE]
         values = {n: decision_value(ctx, evaluations[n]) for n in cands}  # larger is better
         leader = max(cands, key=lambda n: (values[n], -cands.index(n)))
         t = evaluations[leader].test
@@ -106,6 +117,26 @@ def family_members(ctx: RunContext, evaluations: dict[str, Evaluation],
     if mixed is not None:
         names.append("mixed")
     return names
+
+
+#: planned powers within this distance of the highest are tied (the simulation's standard
+#: error at ``verdict.power_sims`` 400 is up to 0.025)
+POWER_TIE = 0.05
+
+
+def planned_powers(ctx: RunContext, evaluations: dict[str, Evaluation]) -> dict[str, float]:
+    """name -> the planned power of the sign-off's rule on the test split's size from the
+    dev evidence, at the declared alpha (0.0 without dev evidence). Reads the test split's
+    size and groups, never its examples' outputs."""
+    from quantkit.run.verdicts import split_groups
+    from quantkit.verdict.rule_power import rule_power
+
+    n_test = len(ctx.splits.test)
+    codes = split_groups(ctx, "test")
+    n_groups = None if codes is None else int(len(set(codes.tolist())))
+    return {n: 0.0 if ev.test is None else
+            float(rule_power(ev.test, n=n_test, policy=ctx.policy, n_groups=n_groups).power)
+            for n, ev in evaluations.items()}
 
 
 def signoff_skip_reason(settings) -> str | None:

@@ -144,3 +144,50 @@ def test_a_test_split_decision_outside_the_ledger_is_refused(ctx, artifacts, sig
                  artifact_sha=art.sha256)
     plain = evaluate(ctx, "fp32", ctx.model.path, split="test")  # FP32 alone decides nothing
     assert plain.test is None
+
+
+def test_the_int8_member_is_the_one_most_likely_to_pass_on_test(ctx):
+    """Two INT8 candidates with dev evidence on 3,000 examples, a test split of 6,000: one
+    gains dev accuracy by flipping 9% of FP32's predictions (the churn gate at 10% and the
+    paired interval leave it little power on test), the other flips 0.5% and loses a little.
+    The family takes the second, whose planned power of the sign-off's rule is higher,
+    although its dev accuracy is lower; with the powers tied, the dev accuracy decides."""
+    import dataclasses
+
+    import numpy as np
+
+    from quantkit.data.splits import TextSplit
+    from quantkit.run.evaluation import Evaluation
+    from quantkit.run.signoff import POWER_TIE, planned_powers
+    from quantkit.verdict import Margin, churn_gate, paired_signoff, with_gate
+
+    v = ctx.settings.verdict
+    n = 3000
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, n)
+    ref = np.where(rng.random(n) < 0.8, y, 1 - y)  # FP32 right on 80%
+
+    def candidate(name, gains, losses):
+        pred = ref.copy()
+        pred[np.flatnonzero(ref != y)[:gains]] = y[np.flatnonzero(ref != y)[:gains]]
+        hit = np.flatnonzero(ref == y)[:losses]
+        pred[hit] = 1 - y[hit]
+        test = with_gate(paired_signoff(ref == y, pred == y, margin=Margin(v.margin_kind, v.margin),
+                                        candidate=name, policy=ctx.policy),
+                         churn_gate(ref, pred, max_flip_rate=0.10, candidate=name,
+                                    policy=ctx.policy))
+        return Evaluation(name=name, evidence={}, logits=np.eye(2)[pred], split="dev",
+                          metrics={"accuracy": float(np.mean(pred == y))}, test=test)
+
+    noisy = candidate("int8.minmax", 140, 130)  # +10 examples, 9% flips
+    calm = candidate("int8.percentile", 0, 15)  # -15 examples, 0.5% flips
+    assert noisy.metric("accuracy") > calm.metric("accuracy")
+    test = TextSplit("test", [f"t{i}" for i in range(6000)], np.zeros(6000, dtype=np.int64))
+    big = dataclasses.replace(ctx, splits=dataclasses.replace(ctx.splits, test=test))
+    power = planned_powers(big, {"int8.minmax": noisy, "int8.percentile": calm})
+    assert power["int8.percentile"] > power["int8.minmax"] + POWER_TIE
+    evaluations = {"fp16": calm, "int8.minmax": noisy, "int8.percentile": calm}
+    assert family_members(big, evaluations, None) == ["fp16", "int8.percentile"]
+    twin = dataclasses.replace(noisy, name="int8.entropy", test=calm.test)  # the same power
+    tied = {"fp16": calm, "int8.percentile": calm, "int8.entropy": twin}
+    assert family_members(big, tied, None) == ["fp16", "int8.entropy"]
