@@ -5,7 +5,8 @@ the same calibration samples and the same test split, in one process:
 
 - **quantkit**: what a run of the experiment builds (its ``ptq`` steps included) for every
   calibrator, the one a run picks on dev (``run.signoff.family_members``: highest planned
-  power of the sign-off's rule on dev evidence, then the best decision metric on dev) reported on test: INT8 Q/DQ + FP16 remainder, FP16 emulated, exact Q/DQ.
+  power of the sign-off's rule on dev evidence, then the best decision metric on dev)
+  reported on test: INT8 Q/DQ + FP16 remainder, FP16 emulated, exact Q/DQ.
   Stage-cache keys are the run's, so after a run of the experiment its stages are read back.
 - **ORT**: ``onnxruntime.quantization.quantize_static`` in TensorRT style: QDQ, signed
   symmetric INT8 activations and weights, per-channel weights, the model's weighted-op scope

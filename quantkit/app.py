@@ -159,10 +159,10 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None) -> RunRecord:
     with stage("backend_check"):  # every candidate that can be recommended, on a dev subset
         res.backend_checks = {n: check_backend(ctx, a, ref) for n, a in every.items()}
 
-    members = family_members(ctx, res.evaluations, declared_mixed(res.search))
     if res.signoff_skipped:
         log.info("sign-off skipped: %s", res.signoff_skipped)
     else:
+        members = family_members(ctx, res.evaluations, declared_mixed(res.search))
         with stage("signoff") as info:  # declared on dev, then the test split, once per member
             res.signoff = sign_off(ctx, members, every, dev, res.reference_test)
             fam = res.signoff.family  # None: no member had the power to be tested

@@ -30,8 +30,9 @@ if TYPE_CHECKING:
                                            SignoffFamily, TestLedger)
     from quantkit.verdict.outcome import SignoffTest
 
-__all__ = ["SignOff", "family_members", "planned_powers", "POWER_TIE", "sign_off", "signoff_skip_reason", "recommend_signed",
-           "target_throughput", "blocked_by_engine", "deployment_note"]
+__all__ = ["SignOff", "family_members", "planned_powers", "POWER_TIE", "sign_off",
+           "signoff_skip_reason", "recommend_signed", "target_throughput", "blocked_by_engine",
+           "deployment_note"]
 
 log = logging.getLogger(__name__)
 
@@ -128,15 +129,21 @@ def planned_powers(ctx: RunContext, evaluations: dict[str, Evaluation]) -> dict[
     """name -> the planned power of the sign-off's rule on the test split's size from the
     dev evidence, at the declared alpha (0.0 without dev evidence). Reads the test split's
     size and groups, never its examples' outputs."""
-    from quantkit.run.verdicts import split_groups
     from quantkit.verdict.rule_power import rule_power
 
-    n_test = len(ctx.splits.test)
-    codes = split_groups(ctx, "test")
-    n_groups = None if codes is None else int(len(set(codes.tolist())))
+    n_test, n_groups = len(ctx.splits.test), _test_groups(ctx)
     return {n: 0.0 if ev.test is None else
             float(rule_power(ev.test, n=n_test, policy=ctx.policy, n_groups=n_groups).power)
             for n, ev in evaluations.items()}
+
+
+def _test_groups(ctx: RunContext) -> int | None:
+    """How many groups the test split has (grouped data), else None: what the power plan
+    reads of the test split besides its size."""
+    from quantkit.run.verdicts import split_groups
+
+    codes = split_groups(ctx, "test")
+    return None if codes is None else int(len(set(codes.tolist())))
 
 
 def signoff_skip_reason(settings) -> str | None:
@@ -221,7 +228,7 @@ def sign_off(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str
     outputs through the same ``candidate_test`` so that everything else here is the run's.
     """
     from quantkit.ledger_store import LedgerStore, example_hashes, ledger_path
-    from quantkit.run.verdicts import decision_metric, split_groups
+    from quantkit.run.verdicts import decision_metric
     from quantkit.verdict import TestLedger, decide_family, declare_powered_family
     from quantkit.verdict.ledger import model_key
     from quantkit.verdict.protocol import FamilyDecision, FamilyPlan, SignoffFamily
@@ -230,8 +237,7 @@ def sign_off(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str
     policy = ctx.policy
     dev_tests = {n: dev[n].test for n in members}
     test_split = ctx.splits.test
-    codes = split_groups(ctx, "test")
-    n_groups = None if codes is None else int(len(set(codes.tolist())))
+    n_groups = _test_groups(ctx)
     held: dict[str, Any] = {}
 
     def planner(alpha):
