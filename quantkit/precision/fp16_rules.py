@@ -82,11 +82,11 @@ def flushes_in_fp16(value: np.ndarray) -> bool:
     v = np.asarray(value)
     if v.dtype != np.float32 or v.size == 0:
         return False
-    a = np.abs(v[np.isfinite(v)])
-    if a.size == 0:
+    a = np.abs(v)
+    tiny = (a > 0) & (a < FP16_FLUSH_BELOW)  # NaN and inf are never tiny
+    if not tiny.any():  # the common case, decided in one pass over the constant
         return False
-    flushed = a[(a > 0) & (a < FP16_FLUSH_BELOW)]
-    return bool(flushed.size) and float(flushed.max()) > float(a.max()) * 2.0 ** -11
+    return float(a[tiny].max()) > float(a[np.isfinite(a)].max()) * 2.0 ** -11
 
 
 def fp16_underflow_reasons(model: onnx.ModelProto,

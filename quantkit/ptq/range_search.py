@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import onnx
@@ -75,18 +76,38 @@ ERRORS = ("tensor", "row")
 _ROW_FLOOR = 0.01
 
 
+@dataclass(frozen=True)
+class _Target:
+    """A reader's FP32 output on one batch, as float64, with the power its error is
+    normalized by (a scalar for ``tensor``, one value per row for ``row``): computed once
+    per batch instead of once per candidate."""
+
+    ref: np.ndarray
+    power: np.ndarray | float
+    rows: bool
+
+    @classmethod
+    def of(cls, ref: np.ndarray, error: str = "tensor") -> "_Target":
+        ref = ref.astype(np.float64)
+        if error == "tensor" or ref.ndim < 2:
+            return cls(ref, max(np.mean(ref ** 2), 1e-30), False)
+        power = np.mean(ref ** 2, axis=-1).reshape(-1)
+        floor = max(_ROW_FLOOR * float(np.mean(power)), 1e-30)
+        return cls(ref, np.maximum(power, floor), True)
+
+    def nmse(self, out: np.ndarray) -> float:
+        if not self.rows:
+            return float(np.mean((out - self.ref) ** 2) / self.power)
+        err = np.mean((out - self.ref) ** 2, axis=-1).reshape(-1)
+        return float(np.mean(err / self.power))
+
+
 def _nmse(ref: np.ndarray, out: np.ndarray, error: str = "tensor") -> float:
     """Normalized squared error of ``out`` against ``ref``. ``tensor``: over the whole
     tensor (a few rows of large values, e.g. a transformer's massive-activation tokens,
     dominate it); ``row``: per row of the last axis (one token's / position's output
     vector), each normalized by its own power, averaged over rows, so every row counts."""
-    ref = ref.astype(np.float64)
-    if error == "tensor" or ref.ndim < 2:
-        return float(np.mean((out - ref) ** 2) / max(np.mean(ref ** 2), 1e-30))
-    err = np.mean((out - ref) ** 2, axis=-1).reshape(-1)
-    power = np.mean(ref ** 2, axis=-1).reshape(-1)
-    floor = max(_ROW_FLOOR * float(np.mean(power)), 1e-30)
-    return float(np.mean(err / np.maximum(power, floor)))
+    return _Target.of(ref, error).nmse(out)
 
 
 def search_ranges(model: onnx.ModelProto, plan: Plan, samples: Mapping[str, Sequence[np.ndarray]],
@@ -137,8 +158,8 @@ def search_ranges(model: onnx.ModelProto, plan: Plan, samples: Mapping[str, Sequ
         refs = {}
         for name, (r, acts, w_name, _wq) in runners.items():
             w = initializer_array(model, w_name) if w_name else None
-            refs[name] = [r.run({**{t: samples[t][b] for t in acts},
-                                 **({w_name: w} if w_name else {})})
+            refs[name] = [_Target.of(r.run({**{t: samples[t][b] for t in acts},
+                                            **({w_name: w} if w_name else {})}), measure)
                           for b in range(len(samples[acts[0]]))]
         for t, names in readers.items():
             if t not in amax:
@@ -155,16 +176,23 @@ def search_ranges(model: onnx.ModelProto, plan: Plan, samples: Mapping[str, Sequ
             for f in np.geomspace(min(lo, 1.0), 1.0, grid):
                 cands[f"clip {f:.3f}"] = float(top * f)
 
+            fixed: dict[tuple[str, int], np.ndarray] = {}  # the other inputs, quantized once
+
             def error(a: float, name: str) -> float:
                 r, acts, w_name, wq = runners[name]
                 total = 0.0
                 for b, ref in enumerate(refs[name]):
                     feed = {}
                     for u in acts:
-                        feed[u] = fake_quantize(samples[u][b], int8_scale(a if u == t else amax[u]))
+                        if u == t:
+                            feed[u] = fake_quantize(samples[u][b], int8_scale(a))
+                            continue
+                        if (u, b) not in fixed:
+                            fixed[u, b] = fake_quantize(samples[u][b], int8_scale(amax[u]))
+                        feed[u] = fixed[u, b]
                     if w_name:
                         feed[w_name] = wq
-                    total += _nmse(ref, r.run(feed), measure)
+                    total += ref.nmse(r.run(feed))
                 return total
 
             scores = {k: {name: error(v, name) for name in names} for k, v in cands.items()}

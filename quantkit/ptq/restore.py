@@ -177,7 +177,6 @@ def _drop_unused_initializers(g: onnx.GraphProto, used: set[str]) -> None:
     from quantkit.graph.facts import subgraph_captures
 
     used = used | set(subgraph_captures(g))
-    keep = [t for t in g.initializer if t.name in used]
-    if len(keep) != len(g.initializer):
-        del g.initializer[:]
-        g.initializer.extend(keep)
+    # deleted in place, last first: re-extending the kept ones deep-copied every weight
+    for i in reversed([i for i, t in enumerate(g.initializer) if t.name not in used]):
+        del g.initializer[i]

@@ -364,8 +364,10 @@ def _add_to_bias(node: onnx.NodeProto, ed: InitializerEditor, shift: np.ndarray,
 
 
 def _output_error(dw: np.ndarray, h: np.ndarray) -> float:
-    """``tr(dW H dW^T)`` summed over groups: the layer's squared output error."""
-    return float(np.einsum("grk,gkl,grl->", dw, h, dw))
+    """``tr(dW H dW^T)`` summed over groups: the layer's squared output error (one batched
+    GEMM; a three-operand ``einsum`` without a contraction path loops in C over every
+    (r, k, l) and cost bert_int8's GPTQ 16 of its 21 s)."""
+    return float(np.sum(np.matmul(dw, h) * dw))
 
 
 @dataclass

@@ -141,3 +141,26 @@ def test_row_error_keeps_the_ordinary_rows_precise_where_tensor_error_sacrifices
     assert _row_nmse(ref, outs["row"]) < 0.5 * _row_nmse(ref, outs["tensor"])
     with pytest.raises(ConfigError, match="range_search_error"):
         search_ranges(model, plan, samples, error="token")
+
+
+@pytest.mark.parametrize("error", ["tensor", "row"])
+def test_a_prepared_target_scores_like_the_error_written_out(error):
+    """The reference's float64 copy and power are computed once per batch (range_search
+    ._Target); its error is the normalized squared error written out: over the tensor, or
+    per row with each row's power floored at 1% of the mean row power."""
+    from quantkit.ptq.range_search import _ROW_FLOOR, _Target
+
+    rng = np.random.default_rng(11)
+    ref = rng.standard_normal((3, 5, 16)).astype(np.float32)
+    ref[0, 1] *= 1e-4  # a near-silent row: its power is floored
+    out = ref + 0.01 * rng.standard_normal(ref.shape).astype(np.float32)
+    r64, o64 = ref.astype(np.float64), out.astype(np.float64)
+    if error == "tensor":
+        expected = np.mean((o64 - r64) ** 2) / np.mean(r64 ** 2)
+    else:
+        power = np.mean(r64 ** 2, -1).reshape(-1)
+        power = np.maximum(power, _ROW_FLOOR * power.mean())
+        expected = np.mean(np.mean((o64 - r64) ** 2, -1).reshape(-1) / power)
+    target = _Target.of(ref, error)
+    assert target.nmse(out) == pytest.approx(expected, rel=1e-12)
+    assert target.nmse(out) == target.nmse(out)  # the prepared target is not consumed

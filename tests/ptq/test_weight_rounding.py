@@ -270,3 +270,20 @@ def test_grouped_statistics_in_blocks_of_groups_are_the_one_block_sums(monkeypat
             assert (a is None) == (b is None), f
             if a is not None:
                 np.testing.assert_array_equal(a, b, err_msg=f)
+
+
+@pytest.mark.parametrize("shape", [(1, 24, 40), (6, 2, 9)])
+def test_output_error_is_the_trace_of_dw_h_dw_t(shape):
+    """The layer's squared output error ``tr(dW H dW^T)`` per group, summed: one batched GEMM
+    gives the contraction written out (three-operand einsum) to float64 precision."""
+    from quantkit.ptq.weight_rounding import _output_error
+
+    rng = np.random.default_rng(3)
+    g, r, k = shape
+    dw = rng.standard_normal(shape)
+    x = rng.standard_normal((g, k, 3 * k))
+    h = x @ x.transpose(0, 2, 1)
+    expected = sum(float(np.trace(dw[i] @ h[i] @ dw[i].T)) for i in range(g))
+    assert _output_error(dw, h) == pytest.approx(expected, rel=1e-12)
+    assert _output_error(dw, h) == pytest.approx(
+        float(np.einsum("grk,gkl,grl->", dw, h, dw)), rel=1e-12)
