@@ -109,10 +109,12 @@ def measure_sensitivity(ctx: RunContext, plan_for, top: list[str], ranking: list
                         reference: Evaluation, *, quantized, variant_key: dict,
                         mode: str = "only") -> tuple[dict, list[str]]:
     """Measured damage (mean KL vs FP32 on a small dev subset) of each top layer: ``only``
-    that layer INT8 (the rest in the remainder precision), or ``restore``: full INT8 minus
-    that layer kept out. ``quantized(plan)``: the Q/DQ graph of a plan as the candidate is
-    built (ptq edits on its INT8 nodes, the original constants elsewhere), FP16 emulated
-    when the remainder is FP16. Returns the scores and the new ranking: the measured top
+    that layer INT8 (the rest in FP32: the remainder's own FP16 error is common to every
+    measurement and orders of magnitude below one INT8 layer's, and an FP32 rest runs
+    without the emulation's casts, about half the cost), or ``restore``: full INT8 minus
+    that layer kept out (in the remainder precision). ``quantized(plan)``: the Q/DQ graph of
+    a plan as the candidate is built (ptq edits on its INT8 nodes, the original constants
+    elsewhere). The search's full evaluations always run the candidate as built. Returns the scores and the new ranking: the measured top
     layers first (most sensitive first), then the rest in proxy order. Each damage is
     stage-cached under ``variant_key`` (:func:`variant_key`: what the graph of a plan is
     built from) and the FP16 set."""
@@ -124,7 +126,7 @@ def measure_sensitivity(ctx: RunContext, plan_for, top: list[str], ranking: list
     n = min(s.precision.search.subset, len(ctx.splits.dev))
     sub = ctx.head(ctx.splits.dev, n)
     ref_logits = reference.logits[:n]
-    key = {**variant_key, "dev": ctx.splits.dev.sha256, "n": n,
+    key = {**variant_key, "dev": ctx.splits.dev.sha256, "n": n, "rest_fp32": mode == "only",
            "batch": s.backend.batch_size, "qdq_mode": ctx.qdq_mode(),
            "reference": ref_logits, **ctx.feeds_key(), **ctx.measured_key()}
 
@@ -159,14 +161,17 @@ def variant_key(ctx: RunContext, source: QuantSource, base: Artifact, fallback: 
             "qdq_scale_dtype": p.qdq_scale_dtype, "op_types": list(p.op_types)}
 
 
-def quantized_graph(ctx: RunContext, source: QuantSource, base: Artifact, fallback):
+def quantized_graph(ctx: RunContext, source: QuantSource, base: Artifact, fallback, *,
+                    emulate: bool = True):
     """``plan -> Q/DQ graph`` built the way ``base`` was (:meth:`QuantSource.restored_for`),
-    FP16 emulated when the remainder is FP16: what the sensitivity measurement runs."""
+    FP16 emulated when the remainder is FP16 and ``emulate`` (else every node out of INT8
+    computes in FP32): what the sensitivity measurement runs."""
     from quantkit.qdq.casts import emulate_fp16
     from quantkit.qdq.insert import insert_qdq
 
     s = ctx.settings
     refined = base.refined.load() if base.refined is not None else None
+    fp16 = emulate and s.precision.remainder == "fp16"
 
     def build(plan):
         model = source.graph.model
@@ -175,7 +180,7 @@ def quantized_graph(ctx: RunContext, source: QuantSource, base: Artifact, fallba
             model, plan = variant.model, variant.plan
         edited, _ = insert_qdq(model, plan, target=s.target,
                                infos=source.graph.infos if model is source.graph.model else None)
-        return emulate_fp16(edited, plan) if s.precision.remainder == "fp16" else edited
+        return emulate_fp16(edited, plan) if fp16 else edited
     return build
 
 
@@ -311,9 +316,10 @@ def search_mixed(ctx: RunContext, artifacts: dict[str, Artifact],
         top = ranking[:cfg.measure_top]
         measured, ranking = measure_sensitivity(
             ctx, plan_for, top, ranking, reference,
-            quantized=quantized_graph(ctx, source, int8[best], fallback), variant_key=vkey,
-            mode=cfg.measure_mode)
-        what = ("each layer alone INT8" if cfg.measure_mode == "only"
+            quantized=quantized_graph(ctx, source, int8[best], fallback,
+                                      emulate=cfg.measure_mode != "only"),
+            variant_key=vkey, mode=cfg.measure_mode)
+        what = ("each layer alone INT8, the rest FP32" if cfg.measure_mode == "only"
                 else "each layer alone kept out of INT8")
         measure_note = (f"{'all' if len(top) == len(ranking) else 'top'} {len(top)} proxy "
                         f"layers re-ranked by measured damage ({what}; mean KL vs FP32 on "

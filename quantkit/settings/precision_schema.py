@@ -21,7 +21,7 @@ class SearchConfig:
     # re-rank the proxy's top N layers by measured damage (0 = proxy only); the default
     # covers every layer of both shipped models (one subset evaluation per layer)
     measure_top: int = 64
-    # only: damage with only that layer INT8 (the rest FP16) - low noise, each layer's own
+    # only: damage with only that layer INT8 (the rest FP32) - low noise, each layer's own
     # contribution; restore: damage of full INT8 minus damage with only that layer FP16
     measure_mode: str = "only"
     prune: bool = True

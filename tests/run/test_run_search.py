@@ -84,6 +84,35 @@ def test_measured_sensitivity_only_mode_scores_each_layer_alone_int8(ctx, artifa
     assert scores[nodes[0]] > 0
 
 
+def test_only_mode_measures_each_layer_against_an_fp32_rest(ctx, artifacts, reference, source):
+    """mode=only runs the layer alone INT8 with every other node in FP32 (no FP16 emulation:
+    the remainder's own error is common to all steps): the baseline, no layer INT8, is the
+    FP32 function itself (damage 0 up to kernel order), below the FP16-emulated baseline."""
+    from onnx import TensorProto
+
+    from quantkit.run.search import measure_sensitivity, quantized_graph
+
+    art = artifacts["int8.minmax"]
+    nodes = sorted(art.plan.int8_nodes())
+
+    def plan_for(fp16):
+        plan = art.plan
+        for n in sorted(fp16):
+            plan = plan.with_precision([n], ctx.settings.precision.remainder, "test")
+        return plan
+    baselines = {}
+    for emulate in (False, True):
+        quantized = quantized_graph(ctx, source, art, artifacts["fp16"].plan, emulate=emulate)
+        halves = [n for n in quantized(plan_for(frozenset(nodes))).graph.node
+                  if n.op_type == "Cast" and n.attribute[0].i == TensorProto.FLOAT16]
+        assert bool(halves) == emulate
+        scores, _ = measure_sensitivity(ctx, plan_for, nodes[:1], nodes, reference,
+                                        quantized=quantized,
+                                        variant_key={"test": 2, "emulate": emulate}, mode="only")
+        baselines[emulate] = scores.steps[0]["damage"]
+    assert baselines[False] < 1e-9 < baselines[True]
+
+
 def test_the_search_plans_power_for_the_churn_gate_too():
     """A candidate needs both its metric test and the churn gate (verdict.max_flip_rate) to
     PASS on test: the search's power plan sizes the gate as well (run/search.py)."""
