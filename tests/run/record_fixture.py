@@ -60,6 +60,11 @@ search now needs the gate's power on test too; ``n_required`` unchanged here).
 Issue 27 removed one key by hand, nothing else: ``config.verdict.min_slice_n`` (read by
 no code since the per-slice tests were folded into the sign-off; the report showed it as a
 rule). The test's TestPolicy refactor of the same branch changed no value.
+Session 23 patched the search's measured sensitivity by hand, the values the comparator
+named after mode ``only`` began measuring each layer against an FP32 rest (0604a7b): the
+baseline damage is 0 (no INT8 layer: the FP32 function), fc1's damage 7.38e-06 (Intel Xeon,
+avx512_vnni / amx_int8), and the measured note says "the rest FP32"; ort_cpu (an FP32
+remainder already) changed only the note. No ranking, artifact or verdict changed.
 tests/run/test_record_fixture.py reruns the same configs and
 compares, so any later change to a record is a visible, deliberate fixture update.
 """
