@@ -100,7 +100,9 @@ class TextFeeds:
         return self.encoder.truncated(_texts(data))
 
     def cache_key(self) -> dict:
-        return {}  # max_length and tokenizer are in the text stages' keys already
+        """The tokenizer by content (a changed vocabulary at the same path is another key; a
+        moved cache still hits)."""
+        return {"tokenizer": self.encoder.fingerprint()}
 
     def describe(self) -> dict:
         return {"kind": self.kind, "inputs": self.input_names,

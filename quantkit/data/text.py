@@ -125,6 +125,18 @@ class TextEncoder:
         tokenizer.no_padding()
         tokenizer.enable_truncation(max_length=max_length)
 
+    def fingerprint(self) -> str:
+        """sha256 of what turns a text into feeds: the tokenizer's own serialization
+        (vocabulary, normalizer, truncation at ``max_length``) and the input mapping. A
+        stage-cache key part that follows the tokenizer's content, not the path it was
+        read from."""
+        import hashlib
+        import json
+
+        h = hashlib.sha256(self.tokenizer.to_str().encode())
+        h.update(json.dumps(self.fields, sort_keys=True).encode())
+        return h.hexdigest()
+
     def truncated(self, texts: Sequence[str]) -> np.ndarray:
         """bool per text: longer than ``max_length`` tokens (special tokens included)."""
         return np.array([len(e.overflowing) > 0 for e in self.tokenizer.encode_batch(list(texts))],

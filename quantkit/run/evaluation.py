@@ -134,7 +134,7 @@ def evaluate(ctx: RunContext, name: str, path, *, split: str = "dev",
               "split": split, "data": ctx.split(split).sha256,
               "reference": reference is not None, "qdq_mode": ctx.qdq_mode(),
               "backend": asdict(s.backend), "seed": s.seed,
-              "max_length": s.data.max_length, "tokenizer": ctx.model.tokenizer,
+              "max_length": s.data.max_length,
               "plan_int8": (plan_int8 or []) if checked else [],
               **ctx.feeds_key(), **ctx.measured_key()}
     if plan_fp8 and checked:  # FP8 plans only: INT8 evaluations keep their cache keys

@@ -151,7 +151,22 @@ def test_text_feeds_wrap_the_encoder_unchanged(tmp_path):
     for (i1, f1), (i2, f2) in zip(ours, ref):
         np.testing.assert_array_equal(i1, i2)
         assert f1.keys() == f2.keys() and all(np.array_equal(f1[k], f2[k]) for k in f1)
-    assert list(f.slices(f.lengths(split))) == ["length"] and f.cache_key() == {}
+    assert list(f.slices(f.lengths(split))) == ["length"]
+    # the key follows the tokenizer's content: the same vocabulary rebuilt is the same key,
+    # one more word or another max_length is another
+    same = Tokenizer(models.WordLevel(dict(vocab), unk_token="[UNK]"))
+    same.pre_tokenizer = pre_tokenizers.Whitespace()
+    assert TextFeeds(TextEncoder(same, max_length=8, input_names=["input_ids", "attention_mask"])
+                     ).cache_key() == f.cache_key()
+    more = Tokenizer(models.WordLevel({**vocab, "h": 8}, unk_token="[UNK]"))
+    more.pre_tokenizer = pre_tokenizers.Whitespace()
+    assert TextFeeds(TextEncoder(more, max_length=8, input_names=["input_ids", "attention_mask"])
+                     ).cache_key() != f.cache_key()
+    short = Tokenizer(models.WordLevel(dict(vocab), unk_token="[UNK]"))
+    short.pre_tokenizer = pre_tokenizers.Whitespace()
+    assert TextFeeds(TextEncoder(short, max_length=4, input_names=["input_ids",
+                                                                   "attention_mask"])
+                     ).cache_key() != f.cache_key()
     with pytest.raises(DataError, match="cannot be fed images"):
         next(f.batches(ImageSplit("i", *images(3)), 2))
 
