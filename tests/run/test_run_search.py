@@ -60,6 +60,16 @@ def test_proxy_scores_the_inputs_ptq_renamed(ctx, tmp_path):
     assert any(t.endswith("__smoothed") for t in out.search["proxy_remeasured_tensors"])
 
 
+def _plans_without(ctx, art):
+    """fp16 set -> ``art``'s plan with those nodes in the remainder precision."""
+    def plan_for(fp16):
+        plan = art.plan
+        for n in sorted(fp16):
+            plan = plan.with_precision([n], ctx.settings.precision.remainder, "test")
+        return plan
+    return plan_for
+
+
 def test_measured_sensitivity_only_mode_scores_each_layer_alone_int8(ctx, artifacts, evaluations,
                                                                     reference, source):
     """mode=only: the baseline keeps every ranked layer out of INT8 (layers outside the
@@ -68,12 +78,7 @@ def test_measured_sensitivity_only_mode_scores_each_layer_alone_int8(ctx, artifa
 
     art = artifacts["int8.minmax"]
     nodes = sorted(art.plan.int8_nodes())
-
-    def plan_for(fp16):
-        plan = art.plan
-        for n in sorted(fp16):
-            plan = plan.with_precision([n], ctx.settings.precision.remainder, "test")
-        return plan
+    plan_for = _plans_without(ctx, art)
     quantized = quantized_graph(ctx, source, art, artifacts["fp16"].plan)
     scores, ranking = measure_sensitivity(ctx, plan_for, nodes[:1], nodes, reference,
                                           quantized=quantized, variant_key={"test": 1},
@@ -94,12 +99,7 @@ def test_only_mode_measures_each_layer_against_an_fp32_rest(ctx, artifacts, refe
 
     art = artifacts["int8.minmax"]
     nodes = sorted(art.plan.int8_nodes())
-
-    def plan_for(fp16):
-        plan = art.plan
-        for n in sorted(fp16):
-            plan = plan.with_precision([n], ctx.settings.precision.remainder, "test")
-        return plan
+    plan_for = _plans_without(ctx, art)
     baselines = {}
     for emulate in (False, True):
         quantized = quantized_graph(ctx, source, art, artifacts["fp16"].plan, emulate=emulate)
