@@ -79,8 +79,12 @@ _ROW_FLOOR = 0.01
 @dataclass(frozen=True)
 class _Target:
     """A reader's FP32 output on one batch, as float64, with the power its error is
-    normalized by (a scalar for ``tensor``, one value per row for ``row``): computed once
-    per batch instead of once per candidate."""
+    normalized by, computed once per batch instead of once per candidate. :meth:`nmse`:
+    the normalized squared error of an output against it. ``tensor``: over the whole
+    tensor (a few rows of large values, e.g. a transformer's massive-activation tokens,
+    dominate it); ``row``: per row of the last axis (one token's / position's output
+    vector), each normalized by its own power (floored at :data:`_ROW_FLOOR` of the mean),
+    averaged over rows, so every row counts."""
 
     ref: np.ndarray
     power: np.ndarray | float
@@ -100,14 +104,6 @@ class _Target:
             return float(np.mean((out - self.ref) ** 2) / self.power)
         err = np.mean((out - self.ref) ** 2, axis=-1).reshape(-1)
         return float(np.mean(err / self.power))
-
-
-def _nmse(ref: np.ndarray, out: np.ndarray, error: str = "tensor") -> float:
-    """Normalized squared error of ``out`` against ``ref``. ``tensor``: over the whole
-    tensor (a few rows of large values, e.g. a transformer's massive-activation tokens,
-    dominate it); ``row``: per row of the last axis (one token's / position's output
-    vector), each normalized by its own power, averaged over rows, so every row counts."""
-    return _Target.of(ref, error).nmse(out)
 
 
 def search_ranges(model: onnx.ModelProto, plan: Plan, samples: Mapping[str, Sequence[np.ndarray]],

@@ -107,17 +107,16 @@ def search_skip_reason(settings) -> str | None:
 
 def measure_sensitivity(ctx: RunContext, plan_for, top: list[str], ranking: list[str],
                         reference: Evaluation, *, quantized, variant_key: dict,
-                        mode: str = "only") -> tuple[dict, list[str]]:
+                        mode: str = "only", rest_fp32: bool) -> tuple[dict, list[str]]:
     """Measured damage (mean KL vs FP32 on a small dev subset) of each top layer: ``only``
-    that layer INT8 (the rest in FP32: the remainder's own FP16 error is common to every
-    measurement and orders of magnitude below one INT8 layer's, and an FP32 rest runs
-    without the emulation's casts, about half the cost), or ``restore``: full INT8 minus
-    that layer kept out (in the remainder precision). ``quantized(plan)``: the Q/DQ graph of
-    a plan as the candidate is built (ptq edits on its INT8 nodes, the original constants
-    elsewhere). The search's full evaluations always run the candidate as built. Returns the scores and the new ranking: the measured top
-    layers first (most sensitive first), then the rest in proxy order. Each damage is
-    stage-cached under ``variant_key`` (:func:`variant_key`: what the graph of a plan is
-    built from) and the FP16 set."""
+    that layer INT8, or ``restore``: full INT8 minus that layer kept out.
+    ``quantized(plan)``: the Q/DQ graph of a plan as the candidate is built (ptq edits on
+    its INT8 nodes, the original constants elsewhere), with every node out of INT8 in FP32
+    when ``rest_fp32`` (:func:`rest_in_fp32`) or in the remainder precision. The search's
+    full evaluations always run the candidate as built. Returns the scores and the new
+    ranking: the measured top layers first (most sensitive first), then the rest in proxy
+    order. Each damage is stage-cached under ``variant_key`` (:func:`variant_key`: what the
+    graph of a plan is built from), ``rest_fp32`` and the FP16 set."""
     from quantkit.backends.batched import run_split
     from quantkit.compare.task import mean_kl
     from quantkit.precision.sensitivity import measured_scores, rank
@@ -126,7 +125,7 @@ def measure_sensitivity(ctx: RunContext, plan_for, top: list[str], ranking: list
     n = min(s.precision.search.subset, len(ctx.splits.dev))
     sub = ctx.head(ctx.splits.dev, n)
     ref_logits = reference.logits[:n]
-    key = {**variant_key, "dev": ctx.splits.dev.sha256, "n": n, "rest_fp32": mode == "only",
+    key = {**variant_key, "dev": ctx.splits.dev.sha256, "n": n, "rest_fp32": rest_fp32,
            "batch": s.backend.batch_size, "qdq_mode": ctx.qdq_mode(),
            "reference": ref_logits, **ctx.feeds_key(), **ctx.measured_key()}
 
@@ -147,6 +146,14 @@ def measure_sensitivity(ctx: RunContext, plan_for, top: list[str], ranking: list
         scores = measured_scores(damage, top, mode="restore")
     head = rank(dict(scores), order=top)
     return scores, head + [n for n in ranking if n not in set(head)]
+
+
+def rest_in_fp32(mode: str) -> bool:
+    """Whether the sensitivity measurement of ``mode`` runs the nodes out of INT8 in FP32:
+    ``only`` does (the remainder's own FP16 error is common to every measurement and orders
+    of magnitude below one INT8 layer's, and an FP32 rest runs without the emulation's
+    casts, about half the cost); ``restore`` keeps the remainder precision."""
+    return mode == "only"
 
 
 def variant_key(ctx: RunContext, source: QuantSource, base: Artifact, fallback: Artifact
@@ -317,8 +324,8 @@ def search_mixed(ctx: RunContext, artifacts: dict[str, Artifact],
         measured, ranking = measure_sensitivity(
             ctx, plan_for, top, ranking, reference,
             quantized=quantized_graph(ctx, source, int8[best], fallback,
-                                      emulate=cfg.measure_mode != "only"),
-            variant_key=vkey, mode=cfg.measure_mode)
+                                      emulate=not rest_in_fp32(cfg.measure_mode)),
+            variant_key=vkey, mode=cfg.measure_mode, rest_fp32=rest_in_fp32(cfg.measure_mode))
         what = ("each layer alone INT8, the rest FP32" if cfg.measure_mode == "only"
                 else "each layer alone kept out of INT8")
         measure_note = (f"{'all' if len(top) == len(ranking) else 'top'} {len(top)} proxy "

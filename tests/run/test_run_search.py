@@ -82,7 +82,7 @@ def test_measured_sensitivity_only_mode_scores_each_layer_alone_int8(ctx, artifa
     quantized = quantized_graph(ctx, source, art, artifacts["fp16"].plan)
     scores, ranking = measure_sensitivity(ctx, plan_for, nodes[:1], nodes, reference,
                                           quantized=quantized, variant_key={"test": 1},
-                                          mode="only")
+                                          mode="only", rest_fp32=False)
     assert scores.mode == "only" and sorted(ranking) == nodes
     base, *steps = scores.steps
     assert base["fp16_set"] == [nodes[0]] and [s["fp16_set"] for s in steps] == [[]]
@@ -108,7 +108,8 @@ def test_only_mode_measures_each_layer_against_an_fp32_rest(ctx, artifacts, refe
         assert bool(halves) == emulate
         scores, _ = measure_sensitivity(ctx, plan_for, nodes[:1], nodes, reference,
                                         quantized=quantized,
-                                        variant_key={"test": 2, "emulate": emulate}, mode="only")
+                                        variant_key={"test": 2}, mode="only",
+                                        rest_fp32=not emulate)
         baselines[emulate] = scores.steps[0]["damage"]
     assert baselines[False] < 1e-9 < baselines[True]
 
