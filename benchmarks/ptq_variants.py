@@ -12,7 +12,7 @@ Variant keys: cal (calibrator), sq (SmoothQuant alpha, 0 = off), rs (range searc
 bc (bias correction 0/1), comb (widest|sum), err (tensor|row range-search error), rsn (range-search samples), grid,
 only (regex: only matching INT8 nodes stay INT8), drop (regex: matching nodes leave INT8),
 eq (equalization alpha, 'w' = weight-only, 0 = off), rem (fp16|fp32 remainder),
-wr (weight rounding: nearest|gptq|gptq_aware|gptq_sequential),
+wr (weight rounding: nearest|gptq|gptq_aware|gptq_sequential), st (stream scaling alpha, 0 = off),
 ptq.* overrides are not needed: every key maps to one Recipe field.
 """
 
@@ -31,7 +31,7 @@ import _common  # noqa: E402
 
 def parse(spec: str) -> dict:
     out = {"cal": "percentile", "sq": "0", "rs": "1", "bc": "0", "comb": "widest", "err": "tensor", "rsn": "32",
-           "grid": "16", "only": "", "drop": "", "eq": "0", "rem": "fp16", "wr": "nearest"}
+           "grid": "16", "only": "", "drop": "", "eq": "0", "rem": "fp16", "wr": "nearest", "st": "0"}
     for kv in filter(None, spec.split(",")):
         k, v = kv.split("=", 1)
         if k not in out:
@@ -120,8 +120,9 @@ def main() -> None:
                           equalization_alpha=None if eq in ("0", "w") else float(eq),
                           range_search=v["rs"] == "1", range_search_combine=v["comb"], range_search_error=v["err"],
                           range_search_grid=int(v["grid"]), bias_correction=v["bc"] == "1",
-                          weight_rounding=v["wr"])
-        key = (sq, eq)
+                          weight_rounding=v["wr"],
+                          stream_alpha=float(v["st"]) if v["st"] != "0" else None)
+        key = (sq, eq, v["st"])
         if key not in calibrated:
             rw = rewrite(base, opts, CalibData(batches=lambda: cal_all,
                                                subset=lambda: cal_all[:4]),

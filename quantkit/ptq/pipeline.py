@@ -162,14 +162,15 @@ def rewrite(model: onnx.ModelProto, recipe: Recipe, data: CalibData, *, output: 
             logits: bool = True, runners: Runners = Runners(), memo: Memo = no_memo,
             proof_batches: Batches | None = None,
             tolerance: float = DEFAULT_TOLERANCE) -> Rewritten:
-    """Equalization, channel shift, then SmoothQuant on a copy of ``model`` (as ``recipe``
-    says), each kept
+    """Equalization, stream scaling, channel shift, then SmoothQuant on a copy of ``model``
+    (as ``recipe`` says), each kept
     only when :func:`~quantkit.ptq.proof.prove_rewrite` shows the compared ``output`` (class
     ``logits`` or not) unchanged within ``tolerance`` on ``proof_batches`` (default:
     ``data.subset``)."""
     from quantkit.ptq.equalization import equalize_pairs, pair_inputs
     from quantkit.ptq.shift import shift_activations
     from quantkit.ptq.smoothquant import smooth_activations, smoothable_inputs
+    from quantkit.ptq.stream_scaling import scale_streams, stream_tensors
 
     steps: list[StepRecord] = []
     proofs: list[StepProof] = []
@@ -202,6 +203,13 @@ def rewrite(model: onnx.ModelProto, recipe: Recipe, data: CalibData, *, output: 
                                     activation_absmax=absmax,
                                     alpha=recipe.equalization_alpha or 0.5)
         cur = keep(rec, cur, after)
+    if recipe.stream_alpha is not None:
+        tensors = stream_tensors(cur)
+        if tensors:
+            absmax = channel_summary(cur, {t: 1 for t in tensors}, data, runners=runners,
+                                     memo=memo).absmax
+            after, rec = scale_streams(cur, absmax, alpha=recipe.stream_alpha)
+            cur = keep(rec, cur, after)
     if recipe.shift:
         groups = smoothable_inputs(cur)
         if groups:
@@ -225,11 +233,13 @@ def rewrite(model: onnx.ModelProto, recipe: Recipe, data: CalibData, *, output: 
 def refine(model: onnx.ModelProto, plan: Plan, ranges: Mapping[str, Any], recipe: Recipe,
            data: CalibData, *, target: str = "tensorrt", infos=None,
            runners: Runners = Runners(), memo: Memo = no_memo, graph_sha: str | None = None,
-           progress: bool = False) -> Refined:
+           progress: bool = False, search_errors: dict | None = None) -> Refined:
     """Range search (over every calibrator's amax in ``ranges``: {calibrator: Ranges}),
     weight rounding, then bias correction of ``plan``'s INT8 nodes on ``model`` (the
     calibrated graph). ``infos``: its tensor facts (``ModelGraph.infos``) when known;
-    ``graph_sha``: its sha256 when known (memo keys)."""
+    ``graph_sha``: its sha256 when known (memo keys); ``search_errors``: a dict kept across
+    the calls for several plans (the calibrators'), where the range search keeps the layer
+    errors it measured (``range_search.search_ranges``' ``memo``), per graph and data."""
     if not plan.int8_nodes():
         return Refined(plan=plan, model=model)
     code = source_sha()
@@ -237,7 +247,12 @@ def refine(model: onnx.ModelProto, plan: Plan, ranges: Mapping[str, Any], recipe
     base = {"graph": sha, **data.key, "code": code}
     records: list[StepRecord] = []
     if recipe.range_search:
-        plan, rec = _searched(model, plan, ranges, recipe, data, base, infos, runners, memo)
+        errors = None
+        if search_errors is not None:
+            errors = search_errors.setdefault(
+                repr((sha, sorted(data.key.items()), recipe.range_search_error)), {})
+        plan, rec = _searched(model, plan, ranges, recipe, data, base, infos, runners, memo,
+                              errors)
         records.append(rec)
     edited = model
     if recipe.weight_rounding != "nearest":
@@ -270,7 +285,8 @@ def restored_for(refined: Refined, plan: Plan, *, calibrated: onnx.ModelProto,
 
 
 def _searched(model, plan: Plan, ranges, recipe: Recipe, data: CalibData, base: dict, infos,
-              runners: Runners, memo: Memo) -> tuple[Plan, StepRecord]:
+              runners: Runners, memo: Memo, errors: dict | None
+              ) -> tuple[Plan, StepRecord]:
     from quantkit.ptq.capture import capture_tensors
     from quantkit.ptq.range_search import candidates_from_ranges, int8_inputs, search_ranges
 
@@ -285,7 +301,8 @@ def _searched(model, plan: Plan, ranges, recipe: Recipe, data: CalibData, base: 
                                   runner_factory=runners.capture)
         amax, rec = search_ranges(model, plan, samples, cands, grid=recipe.range_search_grid,
                                   combine=recipe.range_search_combine,
-                                  error=recipe.range_search_error, infos=infos)
+                                  error=recipe.range_search_error, infos=infos,
+                                  memo=errors)
         return {"activation_amax": amax, "record": rec.to_dict()}, {}
 
     obj, _ = memo("ptq_range_search", key, compute)

@@ -109,10 +109,17 @@ class _Target:
 def search_ranges(model: onnx.ModelProto, plan: Plan, samples: Mapping[str, Sequence[np.ndarray]],
                   candidates: Mapping[str, Mapping[str, float]] | None = None, *,
                   grid: int = 16, min_fraction: float = 0.1, combine: str = "widest",
-                  error: str = "tensor", infos=None) -> tuple[dict[str, float], StepRecord]:
+                  error: str = "tensor", infos=None, memo: dict | None = None
+                  ) -> tuple[dict[str, float], StepRecord]:
     """New ``activation_amax`` for ``plan``: per tensor the candidate with the least
     output error of its INT8 readers on ``samples`` (tensor -> batches, FP32 values of
-    every INT8 node's activation inputs)."""
+    every INT8 node's activation inputs).
+
+    ``memo``: a dict shared by the searches of several plans of one ``model`` on the same
+    ``samples`` and ``error`` (the calibrators' plans: their candidate values are the same,
+    only which one is current differs): an error already measured for (tensor, reader,
+    candidate amax, the reader's other inputs' amax) is read back, and a reader's session
+    and FP32 outputs are made only when one of its errors is not there. Same results."""
     if combine not in ("widest", "sum"):
         raise ConfigError("unknown way to combine the readers of a tensor",
                           where="ptq.range_search.combine", value=combine,
@@ -131,32 +138,36 @@ def search_ranges(model: onnx.ModelProto, plan: Plan, samples: Mapping[str, Sequ
         raise CalibrationError("range search has no captured samples for an INT8 input",
                                where="ptq.range_search", value=missing[0],
                                fix="capture every tensor of int8_inputs(model, plan)")
+    memo = {} if memo is None else memo
     runners: dict[str, tuple[LayerRunner, list[str], str | None, np.ndarray | None]] = {}
-    for names in readers.values():
-        for name in names:
-            if name in runners:
-                continue
+    refs: dict[str, list[_Target]] = {}
+
+    def reader(name: str):
+        """The reader's runner (opened on first use) and its FP32 outputs per batch."""
+        if name not in runners:
             n = by_name[name]
             slots = quant_slots(n, infos, consts)
             acts = [n.input[s] for s in slots.activations]
             w_name = n.input[slots.weight] if slots.weight is not None else None
-            wq = quantized_weight(n, initializer_array(model, w_name)) if w_name else None
+            w = initializer_array(model, w_name) if w_name else None
+            wq = quantized_weight(n, w) if w_name else None
             fed = acts + ([w_name] if w_name else [])
             ranks = {t: samples[t][0].ndim for t in acts}
             if w_name:
                 ranks[w_name] = wq.ndim
-            runners[name] = (LayerRunner(model, n, fed, ranks), acts, w_name, wq)
-    changes, skipped = {}, {}
-    opened = []
-    try:
-        for r, *_ in runners.values():
-            opened.append(r.__enter__())
-        refs = {}
-        for name, (r, acts, w_name, _wq) in runners.items():
-            w = initializer_array(model, w_name) if w_name else None
+            r = LayerRunner(model, n, fed, ranks).__enter__()
+            runners[name] = (r, acts, w_name, wq)
             refs[name] = [_Target.of(r.run({**{t: samples[t][b] for t in acts},
                                             **({w_name: w} if w_name else {})}), measure)
                           for b in range(len(samples[acts[0]]))]
+        return runners[name], refs[name]
+
+    acts_of = {name: [by_name[name].input[s]
+                      for s in quant_slots(by_name[name], infos, consts).activations]
+               for names in readers.values() for name in names}
+    last_use = {name: t for t, names in readers.items() for name in names}
+    changes, skipped = {}, {}
+    try:
         for t, names in readers.items():
             if t not in amax:
                 skipped[t] = "no calibrated amax"
@@ -175,9 +186,13 @@ def search_ranges(model: onnx.ModelProto, plan: Plan, samples: Mapping[str, Sequ
             fixed: dict[tuple[str, int], np.ndarray] = {}  # the other inputs, quantized once
 
             def error(a: float, name: str) -> float:
-                r, acts, w_name, wq = runners[name]
+                key = (t, name, float(a), tuple((u, amax.get(u)) for u in acts_of[name]
+                                                 if u != t))
+                if key in memo:
+                    return memo[key]
+                (r, acts, w_name, wq), targets = reader(name)
                 total = 0.0
-                for b, ref in enumerate(refs[name]):
+                for b, ref in enumerate(targets):
                     feed = {}
                     for u in acts:
                         if u == t:
@@ -189,6 +204,7 @@ def search_ranges(model: onnx.ModelProto, plan: Plan, samples: Mapping[str, Sequ
                     if w_name:
                         feed[w_name] = wq
                     total += ref.nmse(r.run(feed))
+                memo[key] = total
                 return total
 
             scores = {k: {name: error(v, name) for name in names} for k, v in cands.items()}
@@ -206,8 +222,12 @@ def search_ranges(model: onnx.ModelProto, plan: Plan, samples: Mapping[str, Sequ
                               f"{sum(scores['current'].values()):.3g} -> "
                               f"{sum(scores[best].values()):.3g}")
                 amax[t] = cands[best]
+            for name in names:  # a reader done with: its session and outputs go
+                if last_use[name] == t and name in runners:
+                    runners.pop(name)[0].__exit__(None, None, None)
+                    refs.pop(name)
     finally:
-        for r in opened:
+        for r, *_ in runners.values():
             r.__exit__(None, None, None)
     log.info("range search: %d of %d tensors changed", len(changes), len(readers))
     params = {"grid": int(grid), "min_fraction": float(min_fraction), "combine": combine}

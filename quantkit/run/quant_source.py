@@ -55,6 +55,9 @@ class QuantSource:
     rewritten: Rewritten
     dropped_compare: Mapping[str, str] = field(default_factory=dict)
     choice: RecipeChoice | None = None
+    #: the range search's measured layer errors, shared by the plans refined on ``graph``
+    #: (the four calibrators' plans score the same candidates: quantkit/ptq/pipeline.refine)
+    search_errors: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def is_rewritten(self) -> bool:
@@ -74,7 +77,8 @@ class QuantSource:
         return refine(self.graph.model, plan, ranges, self.recipe, calib_data(ctx),
                       target=ctx.settings.target, infos=self.graph.infos,
                       runners=ptq_runners(ctx, self.graph), memo=ptq_memo(ctx),
-                      graph_sha=self.graph.sha256, progress=ctx.settings.progress)
+                      graph_sha=self.graph.sha256, progress=ctx.settings.progress,
+                      search_errors=self.search_errors)
 
     def restored_for(self, refined: Refined, plan: Plan, fallback: Plan) -> Refined:
         """``refined`` for ``plan`` (a subset of its INT8 nodes: the search's mixed plans):

@@ -29,7 +29,9 @@ class Recipe:
     before calibration (the FP32 function is unchanged, proven per model):
       ``equalization`` off | per_channel_clip | skip (ReLU6 handling of Conv pairs),
       ``equalization_iterations``, ``equalization_alpha`` (None: weight-only CLE scales; a
-      number: activation-aware scales); ``smoothquant_alpha`` (None: off) and
+      number: activation-aware scales); ``stream_alpha`` (None: off; a number: residual
+      streams scaled per channel through their Adds, quantkit/ptq/stream_scaling.py);
+      ``smoothquant_alpha`` (None: off) and
       ``smoothquant_min_outlier_ratio``;
     per INT8 plan: ``range_search`` (per-tensor amax search over every calibrator's
       candidates, ``range_search_grid``, ``range_search_combine`` widest | sum,
@@ -46,6 +48,7 @@ class Recipe:
     equalization: str = "off"
     equalization_iterations: int = 2
     equalization_alpha: Optional[float] = None
+    stream_alpha: Optional[float] = None
     range_search: bool = False
     range_search_grid: int = 16
     range_search_combine: str = "widest"
@@ -70,7 +73,7 @@ class Recipe:
     def rewrites_graph(self) -> bool:
         """True when a step runs before calibration (the calibrated graph differs)."""
         return (self.equalization != "off" or self.shift
-                or self.smoothquant_alpha is not None)
+                or self.smoothquant_alpha is not None or self.stream_alpha is not None)
 
     def describe(self) -> str:
         """A short name of what is on, e.g. ``sq0.8+search(row)+bias``."""
@@ -78,6 +81,8 @@ class Recipe:
         if self.equalization != "off":
             parts.append("eq" + ("" if self.equalization_alpha is None
                                  else f"{self.equalization_alpha:g}"))
+        if self.stream_alpha is not None:
+            parts.append(f"stream{self.stream_alpha:g}")
         if self.shift:
             parts.append("shift")
         if self.smoothquant_alpha is not None:

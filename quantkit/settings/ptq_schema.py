@@ -53,7 +53,8 @@ def validate_ptq(q: PtqConfig) -> None:
                               fix="add ptq.recipe=custom to run exactly the steps you set, or "
                                   f"drop ptq.{changed[0]}")
     for key, value in (("ptq.smoothquant_alpha", q.smoothquant_alpha),
-                       ("ptq.equalization_alpha", q.equalization_alpha)):
+                       ("ptq.equalization_alpha", q.equalization_alpha),
+                       ("ptq.stream_alpha", q.stream_alpha)):
         if value is not None and not 0.0 < value < 1.0:
             raise ConfigError(f"config key {key} must be in (0, 1) or null (off)", value=value,
                               fix=f"e.g. {key}=0.8, or {key}=null")

@@ -164,3 +164,24 @@ def test_a_prepared_target_scores_like_the_error_written_out(error):
     target = _Target.of(ref, error)
     assert target.nmse(out) == pytest.approx(expected, rel=1e-12)
     assert target.nmse(out) == target.nmse(out)  # the prepared target is not consumed
+
+
+def test_plans_sharing_an_error_memo_search_as_they_do_alone():
+    """The calibrators' plans of one graph score the same candidates: with one memo the
+    second plan's search measures nothing new and chooses exactly what it chooses alone."""
+    rng = np.random.default_rng(7)
+    model = two_layer(rng)
+    calib = [{"x": _heavy_tailed(rng, 64)} for _ in range(2)]
+    minmax, _ = calibrated_plan(model, calib, method="minmax")
+    clipped = dataclasses.replace(minmax, activation_amax={
+        t: 0.3 * a for t, a in minmax.activation_amax.items()})
+    samples = capture_tensors(model, calib, list(int8_inputs(model, minmax)))
+    cands = {t: {"minmax": a, "clipped": 0.3 * a} for t, a in minmax.activation_amax.items()}
+    alone = [search_ranges(model, p, samples, cands, grid=8) for p in (minmax, clipped)]
+    memo: dict = {}
+    first = search_ranges(model, minmax, samples, cands, grid=8, memo=memo)
+    measured = dict(memo)
+    second = search_ranges(model, clipped, samples, cands, grid=8, memo=memo)
+    assert memo == measured and len(measured) >= 2 * 8  # two tensors, 8 clips each
+    for (a, rec), (b, rec_b) in zip(alone, (first, second)):
+        assert a == b and rec.changes == rec_b.changes

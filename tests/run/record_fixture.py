@@ -65,6 +65,10 @@ named after mode ``only`` began measuring each layer against an FP32 rest (0604a
 baseline damage is 0 (no INT8 layer: the FP32 function), fc1's damage 7.38e-06 (Intel Xeon,
 avx512_vnni / amx_int8), and the measured note says "the rest FP32"; ort_cpu (an FP32
 remainder already) changed only the note. No ranking, artifact or verdict changed.
+Session 24 patched three lines per fixture by hand, all the comparator named: the default
+``compare.max_outputs_per_run`` 64 -> 256 (the tiny world's few tensors fit either way) and
+the new recipe key ``stream_alpha`` (null: the tiny world has no Conv) in ``config.ptq`` and
+``ptq.settings``.
 tests/run/test_record_fixture.py reruns the same configs and
 compares, so any later change to a record is a visible, deliberate fixture update.
 """
