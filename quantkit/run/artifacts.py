@@ -263,8 +263,9 @@ def build_variant(ctx: RunContext, name: str, base: Artifact, plan: Plan,
     if base.refined is None:
         return build_artifact(ctx, name, plan, graph=source.graph, out_dir=out_dir,
                               int8_weights=source.recipe.int8_weights, steps=base.steps)
-    variant = source.restored_for(base.refined.load(), plan, fallback)
+    refined = source.variant_refined(ctx, base.refined.load())
+    variant = source.restored_for(refined, plan, fallback)
     model = None if variant.model is source.graph.model else variant.model
     return build_artifact(ctx, name, variant.plan, graph=source.graph, model=model,
                           out_dir=out_dir, int8_weights=source.recipe.int8_weights,
-                          steps=base.steps)
+                          steps=source.steps + refined.records)

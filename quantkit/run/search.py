@@ -164,6 +164,7 @@ def variant_key(ctx: RunContext, source: QuantSource, base: Artifact, fallback: 
     p = ctx.settings.precision
     return {"base": base.sha256, "graph": source.graph.sha256, "fallback": fallback.sha256,
             "refined": base.refined is not None, "int8_weights": source.recipe.int8_weights,
+            "variant_recipe": source.variant_recipe.key(),
             "target": ctx.settings.target, "remainder": p.remainder, "fp32_ops": p.fp32_ops,
             "qdq_scale_dtype": p.qdq_scale_dtype, "op_types": list(p.op_types)}
 
@@ -177,7 +178,8 @@ def quantized_graph(ctx: RunContext, source: QuantSource, base: Artifact, fallba
     from quantkit.qdq.insert import insert_qdq
 
     s = ctx.settings
-    refined = base.refined.load() if base.refined is not None else None
+    refined = (source.variant_refined(ctx, base.refined.load())
+               if base.refined is not None else None)
     fp16 = emulate and s.precision.remainder == "fp16"
 
     def build(plan):

@@ -200,3 +200,34 @@ def test_the_record_lists_steps_and_proofs(built):
     rec = source.to_record()
     assert rec["graph_rewritten"] and rec["proofs"][0]["kept"]
     assert rec["steps"][0]["groups"] and dataclasses.asdict(source.proofs[0])["examples"] > 0
+
+
+def test_mixed_plans_keep_one_pass_edits_where_the_recipe_rounds_sequentially(cnn_ctx, built,
+                                                                               tmp_path):
+    """Sequential rounding fits each Conv with the Convs before it INT8 (its bias carries
+    their mean error); a mixed plan is restored from the same plan refined with the one-pass
+    gptq_aware instead, whose edits hold whatever the other nodes' precision: the plan
+    without conv3 keeps conv1 and conv2 INT8 with the aware edits, not the sequential ones."""
+    from quantkit.run.artifacts import build_variant
+
+    c = cnn_ctx
+    source, arts = built
+    base = arts["int8.minmax"]
+    recipe = source.variant_recipe
+    assert recipe.weight_rounding == "gptq_aware" and not recipe.range_search
+    sequential = base.refined.load()
+    aware = source.variant_refined(c, sequential)
+    assert aware.plan.activation_amax == sequential.plan.activation_amax  # ranges kept
+    rounding = next(r for r in aware.records if r.name == "weight_rounding")
+    assert not rounding.params.get("sequential")
+    # conv2 reads conv1's output: its sequential fit saw conv1 INT8, the aware one did not
+    assert not np.array_equal(_weight(aware.model, "conv2", 2),
+                              _weight(sequential.model, "conv2", 2))
+    plan = base.plan.with_precision(["conv3"], c.settings.precision.remainder, "test")
+    variant = build_variant(c, "no-conv3-aware", base, plan, source, arts["fp16"].plan,
+                            out_dir=tmp_path)
+    kept = [r for r in variant.steps if r.name == "weight_rounding"]
+    assert kept and not kept[-1].params.get("sequential")
+    restored = source.restored_for(aware, plan, arts["fp16"].plan)
+    for node in ("conv1", "conv2"):
+        np.testing.assert_array_equal(_weight(restored.model, node), _weight(aware.model, node))
