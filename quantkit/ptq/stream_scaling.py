@@ -35,6 +35,7 @@ import onnx
 from quantkit.errors import ConfigError
 from quantkit.graph.facts import attr, ensure_node_names, producers
 from quantkit.ptq.graphutil import InitializerEditor, copy_model
+from quantkit.ptq.restore import merge_groups
 from quantkit.ptq.step_record import StepRecord
 
 log = logging.getLogger(__name__)
@@ -68,29 +69,15 @@ def find_streams(model: onnx.ModelProto) -> list[Stream]:
     ed = InitializerEditor(model)
     prod = producers(g)
     outputs = {o.name for o in g.output}
-    parent: dict[str, str] = {}
-
-    def find(x: str) -> str:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
     adds = [n for n in g.node if n.op_type == "Add" and len(n.input) == 2
             and not any(ed.is_initializer(i) or i not in prod for i in n.input)]
-    for n in adds:
-        members = [n.input[0], n.input[1], n.output[0]]
-        for m in members:
-            parent.setdefault(m, m)
-        for m in members[1:]:
-            parent[find(m)] = find(members[0])
     order = {t: i for i, t in enumerate(o for n in g.node for o in n.output)}
-    comps: dict[str, list[str]] = {}
-    for t in sorted(parent, key=lambda t: order.get(t, -1)):
-        comps.setdefault(find(t), []).append(t)
+    comps = [sorted(c, key=lambda t: order.get(t, -1))
+             for c in merge_groups([n.input[0], n.input[1], n.output[0]] for n in adds)]
+    comps.sort(key=lambda c: order.get(c[0], -1))
     add_names = {n.name for n in adds}
     streams = []
-    for tensors in comps.values():
+    for tensors in comps:
         s = Stream(tensors)
         members = set(tensors)
         for t in tensors:

@@ -20,7 +20,7 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
-from onnx_graphs import save_cnn
+from onnx_graphs import cnn_run_context, save_cnn
 from quantkit.backends.batched import run_split
 
 
@@ -49,25 +49,11 @@ def biasless_cnn(path) -> None:
 
 @pytest.fixture(scope="module")
 def cnn_ctx(tmp_path_factory):
-    from hydra import compose, initialize_config_dir
-
-    from quantkit.run import prepared_context
-    from quantkit.settings import build, register
-    from test_app_images import CONF, image_folder
-
     root = tmp_path_factory.mktemp("biasless")
     biasless_cnn(root / "cnn.onnx")
-    image_folder(root / "images")
-    register()
-    overrides = ["model=onnx", f"model.path={root / 'cnn.onnx'}", "data=image_folder",
-                 f"data.path={root / 'images'}", "data.image.size=16", "data.test_fraction=0.5",
-                 "data.calib.num_samples=16", f"cache_dir={root / 'cache'}", "progress=false",
-                 "stage_cache=false", "experiment_name=biasless", "ptq.recipe=custom",
-                 "ptq.equalization=per_channel_clip", "ptq.equalization_alpha=0.5",
-                 "ptq.range_search=true", "ptq.weight_rounding=gptq_sequential"]
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        s = build(compose(config_name="config", overrides=overrides))
-    return prepared_context(s, root / "run")
+    return cnn_run_context(root, root / "cnn.onnx", "biasless", "ptq.recipe=custom",
+                           "ptq.equalization=per_channel_clip", "ptq.equalization_alpha=0.5",
+                           "ptq.range_search=true", "ptq.weight_rounding=gptq_sequential")
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
-from onnx_graphs import save_cnn
+from onnx_graphs import cnn_run_context, save_cnn
 from quantkit.backends.batched import run_split
 
 
@@ -45,25 +45,12 @@ def residual_cnn(path) -> None:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    from hydra import compose, initialize_config_dir
-
-    from quantkit.run import (apply_ptq, build_artifacts, calibrate, check_fp16_range,
-                              prepared_context, quant_scope)
-    from quantkit.settings import build, register
-    from test_app_images import CONF, image_folder
+    from quantkit.run import apply_ptq, build_artifacts, calibrate, check_fp16_range, quant_scope
 
     root = tmp_path_factory.mktemp("residual")
     residual_cnn(root / "cnn.onnx")
-    image_folder(root / "images")
-    register()
-    overrides = ["model=onnx", f"model.path={root / 'cnn.onnx'}", "data=image_folder",
-                 f"data.path={root / 'images'}", "data.image.size=16", "data.test_fraction=0.5",
-                 "data.calib.num_samples=16", f"cache_dir={root / 'cache'}", "progress=false",
-                 "stage_cache=false", "experiment_name=residual", "ptq.recipe=custom",
-                 "ptq.stream_alpha=0.5", "ptq.range_search=true"]
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        s = build(compose(config_name="config", overrides=overrides))
-    c = prepared_context(s, root / "run")
+    c = cnn_run_context(root, root / "cnn.onnx", "residual", "ptq.recipe=custom",
+                        "ptq.stream_alpha=0.5", "ptq.range_search=true")
     overflow = check_fp16_range(c)
     source = apply_ptq(c, quant_scope(c), overflow)
     return c, source, build_artifacts(c, calibrate(c, source), overflow, source)
