@@ -167,10 +167,8 @@ class OrtRunner:
                  save_optimized_to: str | os.PathLike | None = None,
                  qdq_mode: str = "fused",
                  session_config: Mapping[str, str] | None = None,
-                 memory_arena: bool = True,
-                 output_types: Mapping[str, int] | None = None) -> None:
+                 memory_arena: bool = True) -> None:
         self.model = model
-        self.output_types = dict(output_types or {})
         self.name = name
         self.providers = providers
         self.provider_options = dict(provider_options or {})
@@ -193,8 +191,7 @@ class OrtRunner:
             return str(model)
         if not isinstance(model, onnx.ModelProto):
             model = onnx.load(str(model))
-        return model.SerializeToString() + outputs_suffix(model, self.extra_outputs,
-                                                           self.output_types)
+        return with_outputs(model, self.extra_outputs).SerializeToString()
 
     def __enter__(self) -> "OrtRunner":
         import onnxruntime as ort
@@ -303,23 +300,28 @@ def open_exact_qdq(model: str | os.PathLike | onnx.ModelProto, **kwargs) -> OrtR
     return OrtRunner(model, **kwargs)
 
 
-def outputs_suffix(model: onnx.ModelProto, names: Sequence[str],
-                   types: Mapping[str, int] | None = None) -> bytes:
-    """A serialized ModelProto holding only graph outputs ``names`` (those ``model`` does not
-    output already; element types from ``types`` where given, else untyped: ONNX Runtime
-    infers every node output's type when it resolves the graph). Appended to
-    ``model.SerializeToString()`` it parses as ``model`` with those outputs added: protobuf
-    merges concatenated messages, appending repeated fields. No copy of the model and no
-    shape inference (both cost a second or more per session on a 90 MB transformer)."""
-    existing = {o.name for o in model.graph.output}
-    extra = onnx.ModelProto()
-    for n in dict.fromkeys(names):
+def with_outputs(model: onnx.ModelProto, names: Sequence[str]) -> onnx.ModelProto:
+    """A copy of ``model`` whose graph also outputs the intermediate tensors ``names``.
+
+    Types come from shape inference where known; ORT accepts outputs with no type info.
+    """
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    existing = {o.name for o in out.graph.output}
+    try:
+        inferred = onnx.shape_inference.infer_shapes(out)
+        vi = {v.name: v for v in inferred.graph.value_info}
+    except Exception:  # shape inference is best-effort here
+        vi = {}
+    for n in names:
         if n in existing:
             continue
-        t = (types or {}).get(n)
-        extra.graph.output.append(onnx.helper.make_tensor_value_info(n, t, None) if t else
-                                  onnx.helper.make_empty_tensor_value_info(n))
-    return extra.SerializeToString()
+        if n in vi:
+            out.graph.output.append(vi[n])
+        else:
+            out.graph.output.append(onnx.helper.make_empty_tensor_value_info(n))
+        existing.add(n)
+    return out
 
 
 def kernel_census(optimized_model: str | os.PathLike) -> dict[str, int]:

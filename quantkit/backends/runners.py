@@ -27,25 +27,24 @@ def ort_runner(backend: Any, model: str | os.PathLike | onnx.ModelProto, *, name
 
     ``extra_outputs``: intermediate tensors to return too. ``graph``: the ModelGraph of
     ``model`` when ``model`` is that graph's proto; the extra outputs are then typed from
-    its one shape inference (none runs per session). ``disable_unsafe=False`` keeps every ORT
+    its one shape inference instead of a new one. ``disable_unsafe=False`` keeps every ORT
     optimizer (``backend.disabled_optimizers`` off). ``optimized_to``: write ORT's
     optimized graph there (kernel census). ``qdq_mode``: how Q/DQ runs (backends/ort.py:
     ``fused`` ORT's integer kernels, ``exact`` the Q/DQ semantics, ``integer``).
     ``memory_arena=False``: no ORT CPU memory arena (debug runs with many outputs).
     """
-    types = None
     if graph is not None and extra_outputs and model is graph.model:
-        types = graph.output_types(extra_outputs)
+        model, extra_outputs = graph.with_outputs(extra_outputs), ()
     if backend is None:
         return OrtRunner(model, name=name, extra_outputs=extra_outputs,
                          save_optimized_to=optimized_to, qdq_mode=qdq_mode,
-                         memory_arena=memory_arena, output_types=types)
+                         memory_arena=memory_arena)
     return OrtRunner(model, name=name, providers=backend.providers,
                      provider_options=getattr(backend, "provider_options", None) or None,
                      disabled_optimizers=backend.disabled_optimizers if disable_unsafe else (),
                      intra_op_threads=backend.intra_op_threads,
                      extra_outputs=extra_outputs, save_optimized_to=optimized_to,
-                     qdq_mode=qdq_mode, memory_arena=memory_arena, output_types=types)
+                     qdq_mode=qdq_mode, memory_arena=memory_arena)
 
 
 def calibration_runner(model: str | os.PathLike | onnx.ModelProto,

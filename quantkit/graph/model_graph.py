@@ -73,8 +73,19 @@ class ModelGraph:
         return [o for n in self.model.graph.node for o in n.output
                 if o and (self.infos[o].elem_type if o in self.infos else FLOAT) == FLOAT]
 
-    def output_types(self, names: Sequence[str]) -> dict[str, int]:
-        """Element type of each of ``names`` known from the one shape inference (runners
-        declare the extra outputs they fetch with these: backends/ort.outputs_suffix)."""
-        return {n: self.infos[n].elem_type for n in names
-                if n in self.infos and self.infos[n].elem_type}
+    def with_outputs(self, names: Sequence[str]) -> onnx.ModelProto:
+        """A copy of the model that also outputs the tensors ``names`` (typed from ``infos``).
+
+        Runners take this instead of running shape inference again on the FP32 graph."""
+        out = onnx.ModelProto()
+        out.CopyFrom(self.model)
+        existing = {o.name for o in out.graph.output}
+        for n in dict.fromkeys(names):
+            if n in existing:
+                continue
+            info = self.infos.get(n)
+            out.graph.output.append(
+                onnx.helper.make_tensor_value_info(n, info.elem_type, None)
+                if info is not None and info.elem_type else
+                onnx.helper.make_empty_tensor_value_info(n))
+        return out
