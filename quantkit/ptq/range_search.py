@@ -141,13 +141,15 @@ def search_ranges(model: onnx.ModelProto, plan: Plan, samples: Mapping[str, Sequ
     memo = {} if memo is None else memo
     runners: dict[str, tuple[LayerRunner, list[str], str | None, np.ndarray | None]] = {}
     refs: dict[str, list[_Target]] = {}
+    slots_of = {name: quant_slots(by_name[name], infos, consts)
+                for names in readers.values() for name in names}
+    acts_of = {name: [by_name[name].input[s] for s in slots.activations]
+               for name, slots in slots_of.items()}
 
     def reader(name: str):
         """The reader's runner (opened on first use) and its FP32 outputs per batch."""
         if name not in runners:
-            n = by_name[name]
-            slots = quant_slots(n, infos, consts)
-            acts = [n.input[s] for s in slots.activations]
+            n, slots, acts = by_name[name], slots_of[name], acts_of[name]
             w_name = n.input[slots.weight] if slots.weight is not None else None
             w = initializer_array(model, w_name) if w_name else None
             wq = quantized_weight(n, w) if w_name else None
@@ -162,9 +164,6 @@ def search_ranges(model: onnx.ModelProto, plan: Plan, samples: Mapping[str, Sequ
                           for b in range(len(samples[acts[0]]))]
         return runners[name], refs[name]
 
-    acts_of = {name: [by_name[name].input[s]
-                      for s in quant_slots(by_name[name], infos, consts).activations]
-               for names in readers.values() for name in names}
     last_use = {name: t for t, names in readers.items() for name in names}
     changes, skipped = {}, {}
     try:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import onnx
@@ -45,16 +46,16 @@ __all__ = ["Stream", "find_streams", "stream_tensors", "scale_streams"]
 _SCALE_LIMITS = (1e-3, 1e3)
 
 
+@dataclass(frozen=True)
 class Stream:
     """One residual stream: its tensors (graph order), the Convs that write into it, the
     Convs that read it, its Adds; ``reason`` is None when it can be scaled, else why not."""
 
-    def __init__(self, tensors: list[str]) -> None:
-        self.tensors = tensors
-        self.writers: list[str] = []
-        self.readers: list[str] = []
-        self.adds: list[str] = []
-        self.reason: str | None = None
+    tensors: tuple[str, ...]
+    writers: tuple[str, ...]
+    readers: tuple[str, ...]
+    adds: tuple[str, ...]
+    reason: str | None
 
     @property
     def name(self) -> str:
@@ -78,30 +79,31 @@ def find_streams(model: onnx.ModelProto) -> list[Stream]:
     add_names = {n.name for n in adds}
     streams = []
     for tensors in comps:
-        s = Stream(tensors)
+        writers, readers, adds_of, why = [], [], [], []
         members = set(tensors)
         for t in tensors:
             p = prod[t]
             if p.op_type == "Add" and p.name in add_names:
-                s.adds.append(p.name)
+                adds_of.append(p.name)
             elif _const_conv(p, ed):
-                s.writers.append(p.name)
+                writers.append(p.name)
             else:
-                s.reason = s.reason or f"{t} is written by {p.op_type} {p.name}"
+                why.append(f"{t} is written by {p.op_type} {p.name}")
             if t in outputs:
-                s.reason = s.reason or f"{t} is a graph output"
+                why.append(f"{t} is a graph output")
             for r in ed.readers.get(t, []):
                 if r.op_type == "Add" and r.name in add_names and set(r.input) <= members:
                     continue
                 if (_const_conv(r, ed) and r.input[0] == t and int(attr(r, "group", 1)) == 1
                         and t not in r.input[1:]):
-                    if r.name not in s.readers:
-                        s.readers.append(r.name)
+                    if r.name not in readers:
+                        readers.append(r.name)
                     continue
-                s.reason = s.reason or f"{t} is read by {r.op_type} {r.name}"
-        if s.reason is None and not s.readers:
-            s.reason = "no Conv reads the stream"
-        streams.append(s)
+                why.append(f"{t} is read by {r.op_type} {r.name}")
+        if not why and not readers:
+            why.append("no Conv reads the stream")
+        streams.append(Stream(tuple(tensors), tuple(writers), tuple(readers), tuple(adds_of),
+                              why[0] if why else None))
     return streams
 
 
@@ -174,7 +176,7 @@ def scale_streams(model: onnx.ModelProto, channel_absmax: Mapping[str, np.ndarra
         changes[st.name] = (f"{len(st.tensors)} tensors, {len(st.writers)} writer / "
                             f"{len(st.readers)} reader Convs; channel max / median "
                             f"{before:.1f} -> {after:.1f}; s in [{s.min():.3g}, {s.max():.3g}]")
-        groups.append(tuple(st.writers + st.readers + st.adds))
+        groups.append(st.writers + st.readers + st.adds)
     log.info("stream scaling: %d streams scaled, %d skipped", len(changes), len(skipped))
     return m, StepRecord("stream_scaling", {"alpha": float(alpha)}, changes, skipped,
                          tuple(groups))

@@ -260,10 +260,10 @@ def build_variant(ctx: RunContext, name: str, base: Artifact, plan: Plan,
     ``base`` was: its INT8 nodes keep ``base``'s ptq edits, every other node computes the
     original FP32 function (:meth:`QuantSource.restored_for`); ``fallback``: the original
     graph's plan (the FP16 candidate's), whose decisions restored nodes take."""
-    if base.refined is None:
+    refined = source.variant_refined(ctx, base)
+    if refined is None:
         return build_artifact(ctx, name, plan, graph=source.graph, out_dir=out_dir,
                               int8_weights=source.recipe.int8_weights, steps=base.steps)
-    refined = source.variant_refined(ctx, base.refined.load())
     variant = source.restored_for(refined, plan, fallback)
     model = None if variant.model is source.graph.model else variant.model
     return build_artifact(ctx, name, variant.plan, graph=source.graph, model=model,

@@ -24,6 +24,7 @@ from quantkit.run.scope import QuantScope, quant_scope
 
 if TYPE_CHECKING:
     from quantkit.graph.model_graph import ModelGraph
+    from quantkit.run.artifacts import Artifact
     from quantkit.precision.plan import Plan
 
 __all__ = ["QuantSource", "calib_data", "ptq_key", "ptq_memo", "ptq_runners", "rewrite_for",
@@ -96,9 +97,13 @@ class QuantSource:
             return self.recipe
         return self.recipe.with_(weight_rounding="gptq_aware", range_search=False)
 
-    def variant_refined(self, ctx: RunContext, refined: Refined) -> Refined:
-        """``refined`` (a full INT8 plan's refinement) as the mixed plans are restored from:
-        itself, or its plan refined again with :attr:`variant_recipe` (stage-cached)."""
+    def variant_refined(self, ctx: RunContext, base: Artifact) -> Refined | None:
+        """The refinement the mixed plans of ``base`` (a full INT8 candidate) are restored
+        from: ``base``'s own, or its plan refined again with :attr:`variant_recipe`
+        (stage-cached); None when ``base`` is on the original graph without ptq edits."""
+        if base.refined is None:
+            return None
+        refined = base.refined.load()
         recipe = self.variant_recipe
         if recipe is self.recipe:
             return refined

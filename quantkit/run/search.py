@@ -178,8 +178,7 @@ def quantized_graph(ctx: RunContext, source: QuantSource, base: Artifact, fallba
     from quantkit.qdq.insert import insert_qdq
 
     s = ctx.settings
-    refined = (source.variant_refined(ctx, base.refined.load())
-               if base.refined is not None else None)
+    refined = source.variant_refined(ctx, base)
     fp16 = emulate and s.precision.remainder == "fp16"
 
     def build(plan):
@@ -285,7 +284,10 @@ def search_mixed(ctx: RunContext, artifacts: dict[str, Artifact],
                  reference: Evaluation, source: QuantSource) -> SearchOutcome | None:
     """The search over the best INT8 candidate's layers (None without INT8 candidates);
     every variant is built the way that candidate was (``source``: its ptq graph and
-    edits; nodes left out of INT8 compute the original FP32 function)."""
+    edits; nodes left out of INT8 compute the original FP32 function). The k=0 point is
+    that candidate itself; every plan with an FP16 set keeps the edits of its plan refined
+    with :attr:`QuantSource.variant_recipe` (gptq_aware where the recipe rounds
+    sequentially), so under sequential rounding k=0 and k>=1 differ by more than the set."""
     from quantkit.precision.fp16_search import EvalResult, linear_evals_needed, pareto, search_fp16_set
     from quantkit.precision.sensitivity import int8_node_tensors, proxy_scores, rank
 

@@ -52,9 +52,9 @@ def test_finds_the_stream_with_its_writers_and_readers():
     model = residual_stage(np.random.default_rng(0))
     (s,) = find_streams(model)
     assert s.reason is None
-    assert s.tensors == ["s0", "p1", "s1"]
-    assert s.writers == ["proj0", "proj1"] and s.readers == ["expand1", "head"]
-    assert s.adds == ["add1"]
+    assert s.tensors == ("s0", "p1", "s1")
+    assert s.writers == ("proj0", "proj1") and s.readers == ("expand1", "head")
+    assert s.adds == ("add1",)
 
 
 def test_fp32_function_unchanged_and_stream_flattened():
