@@ -128,6 +128,9 @@ class SearchResult:
     bound: int
     num_layers: int
     pruned: list[str] = field(default_factory=list)
+    #: the chosen set read again on data the choice never saw (``confirm``): one row per
+    #: set read, in order; empty when the search had no ``confirm``
+    confirmation: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def fp16_set(self) -> frozenset[str]:
@@ -153,6 +156,9 @@ class SearchResult:
             "bound": self.bound, "num_layers": self.num_layers,
             "budget_exhausted": self.budget_exhausted, "reason": self.reason,
             "seconds": self.seconds,
+            "confirmation": [dict(c, metric=num(c["metric"]),
+                                  interval=[num(v) for v in c["interval"]])
+                             for c in self.confirmation],
             "evaluations": [dict(e, metric=num(e["metric"]),
                                  interval=[num(v) for v in e["interval"]])
                             for e in self.evaluations],
@@ -329,8 +335,17 @@ class _Search:
 def search_fp16_set(ranking: Sequence[str],
                     full_eval: Callable[[frozenset[str]], EvalResult], *,
                     max_full_evals: int, max_seconds: float | None = None, prune: bool = True,
-                    higher_is_better: bool = True) -> SearchResult:
+                    higher_is_better: bool = True,
+                    confirm: Callable[[frozenset[str]], EvalResult] | None = None
+                    ) -> SearchResult:
     """The fewest top-ranked nodes to keep FP16 so ``full_eval`` PASSes (module docstring).
+
+    ``confirm(fp16_set)``: the same candidate read on data the choice never saw (the other
+    half of dev, quantkit/run/dev_halves.py; it costs no full evaluation). A non-empty set
+    the search returns as PASS is confirmed with it; when the confirmation does not PASS, the
+    search escalates through larger prefixes (``S(2k)``, ``S(4k)``, ... ``S(L)``, each a full
+    evaluation within the budget) and keeps the first that PASSes both; if none does, the
+    set with the best confirmation metric, with its confirmation status.
 
     ``ranking``: INT8 node names, most sensitive first; ``full_eval(fp16_set)`` builds and
     evaluates the candidate with those nodes FP16 and returns an :class:`EvalResult`.
@@ -392,10 +407,63 @@ def search_fp16_set(ranking: Sequence[str],
         result = SearchResult(chosen, res.status, res.metric, res.interval, k, s.evaluations,
                               bool(s.pruning_stopped), reason, s.elapsed(), s.bound,
                               len(names), pruned)
+    if confirm is not None and result.status == "PASS" and result.fp16_nodes:
+        result = _confirmed(s, result, confirm)
     log.info("search: %s with %d FP16 node(s) after %d full evaluation(s) (bound %d): %s",
              result.status, len(result.fp16_nodes), result.full_evals, result.bound,
              result.reason)
     return result
+
+
+def _confirmed(s: _Search, result: SearchResult,
+               confirm: Callable[[frozenset[str]], EvalResult]) -> SearchResult:
+    """``result`` (a PASS on the choice's data) read on the confirmation data, escalated
+    through larger prefixes while it does not PASS there (:func:`search_fp16_set`)."""
+    L = len(s.ranking)
+    sets = [result.fp16_set]
+    k = len(result.fp16_set) if result.k is None else result.k
+    while k < L:
+        k = min(2 * k, L)
+        sets.append(s.prefix(k))
+    if result.k is not None and result.pruned:  # the unpruned prefix before the larger ones
+        sets.insert(1, s.prefix(result.k))
+    rows: list[dict[str, Any]] = []
+    chosen, stop = None, ""
+    for fp16 in dict.fromkeys(sets):
+        try:
+            own = s.evaluate(fp16, "escalate")
+        except _Budget as b:
+            stop = f"; escalation stopped: {b}"
+            break
+        if own.status != "PASS":
+            continue
+        c = confirm(fp16)
+        rows.append({"fp16_count": len(fp16), "fp16_set": s.ordered(fp16), "status": c.status,
+                     "metric": c.metric, "interval": list(c.interval),
+                     "extra": dict(c.extra)})
+        log.info("search confirmation: %d FP16 node(s) -> %s, metric %.6g [%.6g, %.6g]",
+                 len(fp16), c.status, c.metric, *c.interval)
+        if c.status == "PASS":
+            chosen = (fp16, c)
+            break
+    if chosen is None:
+        sign = 1.0 if s.higher else -1.0
+        best = max(rows, key=lambda r: (sign * r["metric"] if math.isfinite(r["metric"])
+                                        else -math.inf, -r["fp16_count"]))
+        fp16 = frozenset(best["fp16_set"])
+        res = EvalResult(best["status"], best["metric"], tuple(best["interval"]))
+        why = (f"; not confirmed on the held-out half of dev by any of {len(rows)} set(s) "
+               f"read there{stop}: kept the best confirmation ({len(fp16)} FP16 node(s), "
+               f"{best['status']})")
+    else:
+        fp16, res = chosen
+        why = (f"; confirmed on the held-out half of dev with {len(fp16)} FP16 node(s)"
+               + (f" after {len(rows) - 1} set(s) that were not" if len(rows) > 1 else ""))
+    k_out = len(fp16) if fp16 == s.prefix(len(fp16)) else result.k
+    return SearchResult(s.ordered(fp16), res.status, res.metric, res.interval, k_out,
+                        s.evaluations, result.budget_exhausted or bool(stop),
+                        result.reason + why, s.elapsed(), s.bound, result.num_layers,
+                        result.pruned if fp16 == result.fp16_set else [], rows)
 
 
 def pareto(evaluations: Iterable[Mapping[str, Any]], *,

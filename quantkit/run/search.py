@@ -6,8 +6,11 @@ plans for, instead of a dev PASS by a hair that test leaves INCONCLUSIVE.
 Ranking: the one-pass proxy from the full-INT8 per-layer comparison (free: it reuses the
 debug run), re-ranked by measured damage (each layer's, on the graph the candidates are
 built from) when full INT8 is not powered. Each search step is one full evaluation with a
-verdict; the full-INT8 evaluation (k = 0) is reused. Every evaluation is in the record
-with its power plan; ``pareto`` lists the FP16-layer count against the metric."""
+verdict; the full-INT8 evaluation (k = 0) is reused. Sets with FP16 layers are chosen on
+one half of dev and the chosen set is confirmed on the other (quantkit/run/dev_halves.py:
+the winner's curse of reading a chosen set on the data it was chosen on). Every evaluation
+is in the record with its power plan; ``pareto`` lists the FP16-layer count against the
+metric."""
 
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from quantkit.run.artifacts import Artifact, build_variant
 from quantkit.run.context import RunContext
+from quantkit.run.dev_halves import dev_halves
 from quantkit.run.evaluation import Evaluation, evaluate, evaluate_artifact
 from quantkit.run.format_fill import fp8_fill
 from quantkit.run.layerwise import LayerReport
@@ -238,6 +242,16 @@ def proxy_layer_stats(ctx: RunContext, art: Artifact, source: QuantSource,
     return {**stats, **extra}, list(extra)
 
 
+def half_test(ctx: RunContext, ev: Evaluation, reference: Evaluation, rows):
+    """``ev``'s paired test against FP32 on ``rows`` of dev only (quantkit/run/dev_halves.py)."""
+    from quantkit.run.evaluation import gallery_info, recall_gallery
+    from quantkit.run.verdicts import candidate_test
+
+    return candidate_test(ctx, "dev", reference.logits, ev.logits, name=ev.name,
+                          ref_gallery=reference.gallery, gallery=ev.gallery,
+                          gallery_info=gallery_info(ctx, recall_gallery(ctx)), rows=rows)
+
+
 def gate_test_size(gate: dict, *, policy: TestPolicy) -> int | None:
     """Test examples for ``policy.power`` to show the churn gate at ``policy.alpha``
     (``gate``: its dev ``SignoffTest.to_dict()``; ``point`` = agreement, ``threshold`` =
@@ -341,9 +355,19 @@ def search_mixed(ctx: RunContext, artifacts: dict[str, Artifact],
                for i, n in enumerate(ranking)}
     log.info("sensitivity search over %d INT8 layers of %s", len(ranking), best)
 
+    halves = dev_halves(ctx)
+    read: dict[frozenset[str], tuple[Evaluation, float]] = {}  # each set's dev evaluation
+
+    def on_rows(fp16: frozenset[str], rows) -> EvalResult:
+        """The search's reading of the set's dev evaluation on ``rows`` of dev (None: all)."""
+        ev, seconds = read[fp16]
+        if rows is not None:
+            ev = dataclasses.replace(ev, test=half_test(ctx, ev, reference, rows))
+        return powered_eval(ctx, ev, seconds=seconds, accuracy=ev.metrics.get("accuracy"))
+
     def full_eval(fp16: frozenset[str]) -> EvalResult:
         if not fp16:
-            return base_eval
+            return base_eval  # full INT8: no choice among sets, read on all of dev
         t0 = time.perf_counter()
         with tempfile.TemporaryDirectory(dir=ctx.run_dir) as tmp:
             @functools.cache
@@ -360,12 +384,14 @@ def search_mixed(ctx: RunContext, artifacts: dict[str, Artifact],
             # the kept nodes are in the remainder precision: FP16 ones make an emulation
             ev = evaluate(ctx, "search", Path(tmp) / "model.search.onnx", reference=reference,
                           emulated=keep == "fp16", artifact_sha=obj["sha256"], build=written)
-        return powered_eval(ctx, ev, seconds=time.perf_counter() - t0,
-                            accuracy=ev.metrics.get("accuracy"))
+        read[fp16] = (ev, time.perf_counter() - t0)
+        return on_rows(fp16, halves.selection)
 
     result = search_fp16_set(ranking, full_eval, max_full_evals=cfg.max_full_evals,
                              max_seconds=cfg.max_minutes * 60 if cfg.max_minutes else None,
-                             prune=cfg.prune)
+                             prune=cfg.prune,
+                             confirm=(functools.partial(on_rows, rows=halves.confirmation)
+                                      if halves.split else None))
     found = result.fp16_set
     plan = plan_for(found, reasons)
     art = build_variant(ctx, "mixed", int8[best], plan, source, fallback)
@@ -380,7 +406,7 @@ def search_mixed(ctx: RunContext, artifacts: dict[str, Artifact],
         search["format_fill"] = fill.record
     search.update({"calibrator": best, "quantizable_layers": len(ranking), "ranking": ranking,
                    "proxy": {n: proxy[n] for n in ranking}, "measured": dict(measured),
-                   "proxy_remeasured_tensors": remeasured,
+                   "proxy_remeasured_tensors": remeasured, "dev_halves": halves.to_record(),
                    "measured_note": measure_note,
                    "measure_cost": measured.cost() if hasattr(measured, "steps") else {},
                    "pareto": pareto(search["evaluations"]),

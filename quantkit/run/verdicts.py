@@ -162,10 +162,13 @@ def signoff_threshold(settings, metric: str) -> float:
 def candidate_test(ctx: RunContext, split: str, ref_logits: np.ndarray, logits: np.ndarray,
                    *, name: str, alpha: float | None = None,
                    ref_gallery: np.ndarray | None = None,
-                   gallery: np.ndarray | None = None, gallery_info: dict | None = None):
+                   gallery: np.ndarray | None = None, gallery_info: dict | None = None,
+                   rows: np.ndarray | None = None):
     """The candidate's :class:`~quantkit.verdict.SignoffTest` on ``split`` (one-sided alpha =
     ``verdict.alpha / 2``, or ``alpha``: on test, the look's alpha from the ledger), joined with the churn gate when ``verdict.max_flip_rate`` is set
-    and the output has top-1 predictions (logits).
+    and the output has top-1 predictions (logits). ``rows``: the test on these examples of
+    the split only (the search's selection and confirmation halves of dev; a recall@k
+    gallery stays whole).
 
     Labelled: accuracy (``paired_signoff``) or macro-F1 (``macro_f1_signoff``), whichever
     ``verdict.metric`` declares. Label-free (:func:`decision_metric`): agreement
@@ -187,7 +190,14 @@ def candidate_test(ctx: RunContext, split: str, ref_logits: np.ndarray, logits: 
 
     v = ctx.settings.verdict
     policy = ctx.policy
-    common = dict(groups=split_groups(ctx, split), candidate=name,
+    groups = split_groups(ctx, split)
+    labels = None
+    if rows is not None:
+        ref_logits, logits = ref_logits[rows], logits[rows]
+        groups = None if groups is None else groups[rows]
+        y_all = ctx.split(split).labels
+        labels = None if y_all is None else y_all[rows]
+    common = dict(groups=groups, candidate=name,
                   policy=policy if alpha is None else policy.at(alpha))
     metric = decision_metric(ctx)
     if _output_kind(ctx) == "embedding":  # no top-1 predictions: no churn gate
@@ -209,7 +219,7 @@ def candidate_test(ctx: RunContext, split: str, ref_logits: np.ndarray, logits: 
                              threshold=signoff_threshold(ctx.settings, metric),
                              quantile=v.score_quantile, **common)
     else:
-        y = ctx.split(split).labels
+        y = ctx.split(split).labels if labels is None else labels
         margin = Margin(v.margin_kind, signoff_threshold(ctx.settings, metric))
         if metric == "macro_f1":
             test = macro_f1_signoff(y, ref_pred, pred, n_classes=len(ctx.splits.label_names),

@@ -442,3 +442,49 @@ def test_pareto_lower_is_better_and_brute_force_agreement():
             assert {(p["fp16_count"], p["metric"]) for p in front} == expected
             assert len(front) == len(expected)
             assert [p["fp16_count"] for p in front] == sorted(p["fp16_count"] for p in front)
+
+
+def test_a_set_chosen_by_noise_is_confirmed_or_escalated():
+    """The selection data passes k=3 (a lucky draw); the confirmation data needs k=12: the
+    search reads its k=3 again there, then escalates through S(6), S(12) and keeps S(12).
+    The escalation's full evaluations are the only new ones; confirmations cost none."""
+    ranking = names(16)
+    selection, confirmation = Oracle(ranking[:3]), Oracle(ranking[:12])
+    confirmed_sets = []
+
+    def confirm(fp16):
+        confirmed_sets.append(len(fp16))
+        return confirmation(fp16)
+
+    res = search_fp16_set(ranking, selection, max_full_evals=100, max_seconds=math.inf,
+                          prune=False, confirm=confirm)
+    assert confirmed_sets == [3, 6, 12]
+    assert res.status == "PASS" and res.fp16_nodes == ranking[:12] and res.k == 12
+    assert [c["status"] for c in res.confirmation] == ["FAIL", "FAIL", "PASS"]
+    assert [e["phase"] for e in res.evaluations][-2:] == ["escalate", "escalate"]
+    assert "confirmed on the held-out half" in res.reason
+    assert res.to_dict()["confirmation"][-1]["fp16_count"] == 12
+    # the same oracle on both halves: the first set holds, nothing escalates
+    same = search_fp16_set(ranking, selection, max_full_evals=100, max_seconds=math.inf,
+                           prune=False, confirm=selection)
+    assert same.fp16_nodes == ranking[:3] and len(same.confirmation) == 1
+    assert not [e for e in same.evaluations if e["phase"] == "escalate"]
+
+
+def test_no_confirmed_set_keeps_the_best_confirmation_with_its_status():
+    ranking = names(8)
+    selection = Oracle(ranking[:2])
+
+    def confirm(fp16):  # never PASS; the metric improves with the set's size
+        return EvalResult("INCONCLUSIVE", float(len(fp16)), (len(fp16) - 1.0, len(fp16) + 1.0))
+
+    res = search_fp16_set(ranking, selection, max_full_evals=100, max_seconds=math.inf,
+                          prune=False, confirm=confirm)
+    assert res.status == "INCONCLUSIVE" and res.fp16_nodes == ranking  # S(2), S(4), S(8)
+    assert [c["fp16_count"] for c in res.confirmation] == [2, 4, 8]
+    assert "not confirmed" in res.reason and not res
+    # a budget that stops the escalation says so and keeps what was read
+    cut = search_fp16_set(ranking, selection, max_full_evals=4, max_seconds=math.inf,
+                          prune=False, confirm=confirm)
+    assert cut.budget_exhausted and "escalation stopped" in cut.reason
+    assert cut.fp16_nodes == ranking[:4] and len(cut.confirmation) == 2

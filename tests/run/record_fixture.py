@@ -71,6 +71,11 @@ the new recipe key ``stream_alpha`` (null: the tiny world has no Conv) in ``conf
 ``ptq.settings``.
 tests/run/test_record_fixture.py reruns the same configs and
 compares, so any later change to a record is a visible, deliberate fixture update.
+Session 25 added the search's ``confirmation`` (empty) and ``dev_halves`` (not split: the
+tiny world's 24 dev examples are fewer than two halves of verdict.min_n) with a script that
+copies exactly those two keys from a fresh run (rewritten sorted, indent 1, as
+:func:`run_record` writes; which also moved session 24's hand-placed ``stream_alpha`` into
+sorted order). Nothing else differed.
 """
 
 from __future__ import annotations
