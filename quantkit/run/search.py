@@ -264,13 +264,27 @@ def gate_test_size(gate: dict, *, policy: TestPolicy) -> int | None:
                                    min_n=policy.min_n)
 
 
+def _assurance(t: dict, *, n_test: int, alpha: float) -> float:
+    """:func:`quantkit.verdict.assurance.assurance` of a test's dict (``SignoffTest.to_dict``,
+    or the churn gate's)."""
+    from quantkit.verdict.assurance import assurance
+
+    if any(t.get(k) is None for k in ("point", "low", "high", "threshold")):
+        return 0.0  # no finite interval: nothing to promise
+    return assurance(metric=t["metric"], point=t["point"], low=t["low"], high=t["high"],
+                     level_alpha=t["alpha_one_sided"], threshold=t["threshold"],
+                     n_dev=int(t["n"]), n_test=n_test, test_alpha=alpha)
+
+
 def powered_eval(ctx: RunContext, ev: Evaluation, *, seconds: float, **extra):
     """The search's reading of one dev evaluation: ``PASS`` when its dev evidence gives the
     planned power (``verdict.power``) on the test split at the margin, at the one-sided
     alpha the sign-off tests at (what the family needs, not merely a dev PASS at whatever
-    power: a candidate that passes dev by a hair would be INCONCLUSIVE on test); ``FAIL``
-    when dev says FAIL; else ``INCONCLUSIVE``. The verdict and the power plan go into
-    ``extra``."""
+    power: a candidate that passes dev by a hair would be INCONCLUSIVE on test), and its
+    assurance reaches the same level (that power averaged over the dev estimate's
+    uncertainty: a noisy dev estimate promises less; quantkit/verdict/assurance.py);
+    ``FAIL`` when dev says FAIL; else ``INCONCLUSIVE``. The verdict and the power plan go
+    into ``extra``."""
     from quantkit.precision.fp16_search import EvalResult
     from quantkit.verdict.outcome import plan_power
 
@@ -286,9 +300,13 @@ def powered_eval(ctx: RunContext, ev: Evaluation, *, seconds: float, **extra):
                 + (f"{need_gate} test examples" if need_gate is not None else
                    "more test examples than any size gives"))
         need = None if need_gate is None else max(need, need_gate)
-    powered = need is not None and need <= n_test
+    sure = min(_assurance(t, n_test=n_test, alpha=policy.alpha)
+               for t in [ev.test.to_dict(), *([gate] if gate is not None else [])])
+    why += (f"; assurance {sure:.2f} (the power averaged over the dev estimate's own "
+            f"uncertainty, quantkit/verdict/assurance.py; needs {policy.power:g})")
+    powered = need is not None and need <= n_test and sure >= policy.power
     out = EvalResult.from_verdict(ev.verdict_dict(), seconds=seconds, power_plan=why,
-                                  n_required=need, **extra)
+                                  n_required=need, assurance=round(sure, 4), **extra)
     status = "PASS" if powered else ("FAIL" if out.status == "FAIL" else "INCONCLUSIVE")
     return dataclasses.replace(out, status=status)
 

@@ -75,7 +75,10 @@ Session 25 added the search's ``confirmation`` (empty) and ``dev_halves`` (not s
 tiny world's 24 dev examples are fewer than two halves of verdict.min_n) with a script that
 copies exactly those two keys from a fresh run (rewritten sorted, indent 1, as
 :func:`run_record` writes; which also moved session 24's hand-placed ``stream_alpha`` into
-sorted order). Nothing else differed.
+sorted order). Nothing else differed. Then, for the search's assurance (quantkit/verdict/
+assurance.py), the same script copied each search evaluation's new ``extra.assurance`` and
+its ``power_plan`` text (one clause added) from a fresh run; no status changed (the tiny
+world's 24 test examples never gave the planned power).
 """
 
 from __future__ import annotations
