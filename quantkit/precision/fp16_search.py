@@ -268,8 +268,11 @@ class _Search:
     def passes(self, k: int, phase: str) -> bool:
         return self.evaluate(self.prefix(k), phase).status == "PASS"
 
-    def run(self, prune: bool) -> tuple[int | None, list[str], list[str], str]:
-        """(k*, chosen nodes, pruned nodes, note); raises _Budget when the budget runs out."""
+    def run(self, prune: bool, *, reserve: bool = False
+            ) -> tuple[int | None, list[str], list[str], str]:
+        """(k*, chosen nodes, pruned nodes, note); raises _Budget when the budget runs out.
+        ``reserve``: pruning leaves the evaluations a confirmation's escalation from k* to L
+        needs (one per doubling)."""
         L = len(self.ranking)
         if self.passes(0, "baseline"):
             return 0, [], [], "full INT8 passes (no layer needs to be kept out)"
@@ -299,10 +302,14 @@ class _Search:
         pruned: list[str] = []
         note = f"smallest passing prefix found: k={hi}"
         candidates = list(reversed(self.ranking[:hi - 1])) if prune else []
+        kept = math.ceil(math.log2(L / hi)) if reserve and hi < L else 0
+        limit = self.bound - kept
         for j, node in enumerate(candidates):
-            if len(self.evaluations) >= self.bound:
-                note += (f"; pruning stopped at the bound of {self.bound} evaluations with "
-                         f"{len(candidates) - j} member(s) untried")
+            if len(self.evaluations) >= limit:
+                note += (f"; pruning stopped at {limit} evaluations "
+                         + (f"(the bound {self.bound} less {kept} kept for the confirmation's "
+                            f"escalation) " if kept else "(the bound) ")
+                         + f"with {len(candidates) - j} member(s) untried")
                 break
             trial = frozenset(chosen) - {node}
             try:
@@ -374,7 +381,7 @@ def search_fp16_set(ranking: Sequence[str],
                 higher_is_better=higher_is_better)
     exhausted = False
     try:
-        k, chosen, pruned, note = s.run(prune)
+        k, chosen, pruned, note = s.run(prune, reserve=confirm is not None)
     except _Budget as stop:
         exhausted, k, chosen, pruned, note = True, None, [], [], str(stop)
     if exhausted:

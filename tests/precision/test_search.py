@@ -488,3 +488,19 @@ def test_no_confirmed_set_keeps_the_best_confirmation_with_its_status():
                           prune=False, confirm=confirm)
     assert cut.budget_exhausted and "escalation stopped" in cut.reason
     assert cut.fp16_nodes == ranking[:4] and len(cut.confirmation) == 2
+
+
+def test_pruning_leaves_the_escalation_its_evaluations():
+    """k*=5 of 16 in 7 evaluations (bound 10); the confirmation needs 10 nodes. Pruning
+    stops at 10 - ceil(log2(16 / 5)) = 8 evaluations, so S(10) still fits the budget of 10
+    and is confirmed; without a confirmation pruning would use all 10."""
+    ranking = names(16)
+    res = search_fp16_set(ranking, Oracle(ranking[:5]), max_full_evals=10,
+                          max_seconds=math.inf, confirm=Oracle(ranking[:10]))
+    phases = [e["phase"] for e in res.evaluations]
+    assert phases.count("prune") == 1 and phases[-1] == "escalate" and len(phases) == 9
+    assert res.status == "PASS" and res.fp16_nodes == ranking[:10]
+    assert "kept for the confirmation's escalation" in res.reason
+    plain = search_fp16_set(ranking, Oracle(ranking[:5]), max_full_evals=10,
+                            max_seconds=math.inf)
+    assert [e["phase"] for e in plain.evaluations].count("prune") == 3
