@@ -30,7 +30,7 @@ import onnx
 from quantkit.precision.plan import Plan
 from quantkit.ptq.proof import DEFAULT_TOLERANCE, StepProof, prove_rewrite
 from quantkit.settings.ptq_recipe import Recipe
-from quantkit.ptq.step_record import StepRecord
+from quantkit.ptq.step_record import StepRecord, groups_of
 
 Batches = Callable[[], Iterable[Mapping[str, np.ndarray]]]
 Memo = Callable[[str, dict, Callable[[], tuple[dict, dict]]], tuple[dict, dict]]
@@ -99,10 +99,6 @@ class Rewritten:
     steps: tuple[StepRecord, ...] = ()
     proofs: tuple[StepProof, ...] = ()
 
-    @property
-    def groups(self) -> tuple[tuple[str, ...], ...]:
-        return tuple(g for s in self.steps for g in s.groups)
-
 
 @dataclass(frozen=True)
 class Refined:
@@ -112,11 +108,6 @@ class Refined:
     plan: Plan
     model: onnx.ModelProto
     records: tuple[StepRecord, ...] = ()
-
-    @property
-    def groups(self) -> tuple[tuple[str, ...], ...]:
-        """The node groups the per-plan steps edited (rounding, bias correction)."""
-        return tuple(g for r in self.records for g in r.groups)
 
 
 # ---------------------------------------------------------------------------------------
@@ -277,8 +268,9 @@ def restored_for(refined: Refined, plan: Plan, *, calibrated: onnx.ModelProto,
     from quantkit.ptq.restore import revert_groups
 
     keep = plan.int8_nodes()
-    model, _ = revert_groups(refined.model, calibrated, refined.groups, keep)
-    model, restored = revert_groups(model, original, rewritten.groups, keep)
+    # the node groups the per-plan steps (rounding, bias correction) and the rewrites edited
+    model, _ = revert_groups(refined.model, calibrated, groups_of(refined.records), keep)
+    model, restored = revert_groups(model, original, groups_of(rewritten.steps), keep)
     if restored:
         plan = plan.on_nodes([n.name for n in model.graph.node], fallback)
     return Refined(plan=plan, model=model, records=refined.records)

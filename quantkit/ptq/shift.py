@@ -34,9 +34,9 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from quantkit.graph.facts import attr, consumers, ensure_node_names
-from quantkit.ptq.graphutil import InitializerEditor, copy_model, insert_nodes, reader_weights
-from quantkit.ptq.smoothquant import smoothable_inputs
+from quantkit.graph.facts import attr, consumers
+from quantkit.ptq.graphutil import InitializerEditor, reader_weights
+from quantkit.ptq.input_rewrite import InputRewrite
 from quantkit.ptq.step_record import StepRecord
 
 log = logging.getLogger(__name__)
@@ -59,17 +59,10 @@ def shift_activations(model: onnx.ModelProto, low: Mapping[str, np.ndarray],
     """A copy of ``model`` with every smoothable input that has per-channel ``low`` /
     ``high`` / ``mean`` (last axis, calibration data) centred (module doc). Returns the
     model and what was changed."""
-    m = copy_model(model)
-    ensure_node_names(m)
-    groups = smoothable_inputs(m)
-    ed = InitializerEditor(m)
-    by_name = {n.name: n for n in m.graph.node}
+    rw = InputRewrite(model)
+    m, ed, skipped = rw.model, rw.editor, rw.skipped
     readers_of = consumers(m.graph)
-    outputs = {o.name for o in m.graph.output}
-    changes, skipped = {}, {}
-    rewrites: list[tuple[str, ...]] = []
-    new_nodes: list[tuple[int, onnx.NodeProto]] = []
-    for x, names in groups.items():
+    for x, names in rw.groups.items():
         if x not in low or x not in high or x not in mean:
             skipped[x] = "no per-channel statistics"
             continue
@@ -81,7 +74,7 @@ def shift_activations(model: onnx.ModelProto, low: Mapping[str, np.ndarray],
         if not np.isfinite(before) or after <= 0 or before / after < min_gain:
             skipped[x] = f"centring narrows the range {before:.3g} -> {after:.3g} only"
             continue
-        readers = [by_name[n] for n in names]
+        readers = [rw.by_name[n] for n in names]
         found = reader_weights(ed, readers, lo.size)
         if isinstance(found, str):
             skipped[x] = found
@@ -92,20 +85,17 @@ def shift_activations(model: onnx.ModelProto, low: Mapping[str, np.ndarray],
         y = ed.fresh_tensor(f"{x}__shifted")
         sub = helper.make_node("Sub", [x, zc], [y], name=ed.fresh_node(f"{x}__shift_Sub"))
         group = [sub.name, *names]
-        first = min(i for i, n in enumerate(m.graph.node) if n.name in set(names))
-        new_nodes.append((first, sub))
+        rw.insert_before(sub, names)
         for r, w, ax in zip(readers, ws, axes):
             r.input[0] = y
             comp = (z.astype(np.float64) @ (w if ax == 0 else w.T)).astype(np.float32)
-            group += _compensate(m, ed, r, comp, readers_of, outputs, new_nodes)
-        rewrites.append(tuple(group))
-        changes[x] = (f"centred for {len(names)} reader(s) ({', '.join(names[:3])}"
-                      f"{' ...' if len(names) > 3 else ''}); range {before:.3g} -> "
-                      f"{after:.3g}")
-    insert_nodes(m, new_nodes)
-    log.info("shift: %d tensors centred, %d skipped", len(changes), len(skipped))
-    return m, StepRecord("shift", {"min_gain": float(min_gain)}, changes, skipped,
-                         tuple(rewrites))
+            group += _compensate(m, ed, r, comp, readers_of, rw.outputs, rw.new_nodes)
+        rw.rewrites.append(tuple(group))
+        rw.changes[x] = (f"centred for {len(names)} reader(s) ({', '.join(names[:3])}"
+                         f"{' ...' if len(names) > 3 else ''}); range {before:.3g} -> "
+                         f"{after:.3g}")
+    log.info("shift: %d tensors centred, %d skipped", len(rw.changes), len(skipped))
+    return rw.finish("shift", {"min_gain": float(min_gain)})
 
 
 def _compensate(m: onnx.ModelProto, ed: InitializerEditor, reader: onnx.NodeProto,

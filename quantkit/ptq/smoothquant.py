@@ -26,10 +26,10 @@ import onnx
 from onnx import helper
 
 from quantkit.errors import ConfigError
-from quantkit.ptq.graphutil import (InitializerEditor, copy_model, insert_nodes,
-                                    reader_weights, weight_k_axis)
+from quantkit.graph.facts import producers
+from quantkit.ptq.graphutil import reader_weights
+from quantkit.ptq.input_rewrite import InputRewrite, smoothable_inputs
 from quantkit.ptq.step_record import StepRecord
-from quantkit.graph.facts import ensure_node_names, producers
 
 log = logging.getLogger(__name__)
 
@@ -37,28 +37,6 @@ __all__ = ["smoothable_inputs", "smooth_activations"]
 
 #: scales are clipped into this range (a dead channel would otherwise give 0 or inf)
 _SCALE_LIMITS = (1e-4, 1e4)
-
-
-def smoothable_inputs(model: onnx.ModelProto, *, nodes: Iterable[str] | None = None
-                      ) -> dict[str, list[str]]:
-    """activation tensor -> names of the MatMul / Gemm nodes with a constant 2-D weight that
-    read it as their data input (restricted to ``nodes`` when given), in graph order."""
-    ensure_node_names(model)
-    ed = InitializerEditor(model)
-    only = set(nodes) if nodes is not None else None
-    out: dict[str, list[str]] = {}
-    for n in model.graph.node:
-        if n.op_type not in ("MatMul", "Gemm") or len(n.input) < 2:
-            continue
-        if only is not None and n.name not in only:
-            continue
-        x, w_name = n.input[0], n.input[1]
-        if ed.is_initializer(x) or not ed.is_initializer(w_name) or x == w_name:
-            continue
-        if weight_k_axis(n, ed.array(w_name)) is None:
-            continue
-        out.setdefault(x, []).append(n.name)
-    return out
 
 
 def smooth_activations(model: onnx.ModelProto, channel_absmax: Mapping[str, np.ndarray], *,
@@ -74,17 +52,10 @@ def smooth_activations(model: onnx.ModelProto, channel_absmax: Mapping[str, np.n
     if not 0.0 <= float(alpha) <= 1.0:
         raise ConfigError("SmoothQuant alpha must be in [0, 1]", where="ptq.smoothquant.alpha",
                           value=alpha, fix="use e.g. 0.5 (SmoothQuant's default)")
-    m = copy_model(model)
-    ensure_node_names(m)
-    groups = smoothable_inputs(m, nodes=nodes)
-    ed = InitializerEditor(m)
-    by_name = {n.name: n for n in m.graph.node}
-    prod = producers(m.graph)
-    outputs = {o.name for o in m.graph.output}
-    changes, skipped = {}, {}
-    rewrites: list[tuple[str, ...]] = []
-    new_nodes: list[tuple[int, onnx.NodeProto]] = []
-    for x, names in groups.items():
+    rw = InputRewrite(model, nodes=nodes)
+    ed, by_name, skipped = rw.editor, rw.by_name, rw.skipped
+    prod = producers(rw.model.graph)
+    for x, names in rw.groups.items():
         if x not in channel_absmax:
             skipped[x] = "no per-channel statistics"
             continue
@@ -109,29 +80,26 @@ def smooth_activations(model: onnx.ModelProto, channel_absmax: Mapping[str, np.n
         p = prod.get(x)
         all_readers = {r.name for r in ed.readers.get(x, [])}
         if (p is not None and p.op_type == "LayerNormalization" and len(p.input) >= 2
-                and p.output[0] == x and x not in outputs and all_readers == set(names)
+                and p.output[0] == x and x not in rw.outputs and all_readers == set(names)
                 and all(ed.is_initializer(t) for t in p.input[1:3] if t)):
             for slot in (1, 2):
                 if len(p.input) > slot and p.input[slot]:
                     v = ed.array(p.input[slot])
                     ed.replace(p, slot, v / s.reshape(v.shape) if v.size == s.size else v / s)
             how = f"folded 1/s into LayerNormalization {p.name}"
-            rewrites.append((p.name, *names))
+            rw.rewrites.append((p.name, *names))
         else:
             inv = ed.add(f"{x}__smooth_inv_scale", (1.0 / s).astype(np.float32))
             y = ed.fresh_tensor(f"{x}__smoothed")
             mul = helper.make_node("Mul", [x, inv], [y], name=ed.fresh_node(f"{x}__smooth_Mul"))
             for r in readers:
                 r.input[0] = y
-            first = min(i for i, n in enumerate(m.graph.node) if n.name in set(names))
-            new_nodes.append((first, mul))
-            rewrites.append((mul.name, *names))
+            rw.insert_before(mul, names)
+            rw.rewrites.append((mul.name, *names))
             how = "1/s in a new constant Mul"
-        changes[x] = (f"scaled {len(names)} reader(s) ({', '.join(names[:3])}"
-                      f"{' ...' if len(names) > 3 else ''}); {how}; outlier ratio "
-                      f"{ratio:.1f}; s in [{s.min():.3g}, {s.max():.3g}]")
-    insert_nodes(m, new_nodes)
-    log.info("smoothquant: %d tensors smoothed, %d skipped", len(changes), len(skipped))
-    return m, StepRecord("smoothquant", {"alpha": float(alpha),
-                                         "min_outlier_ratio": float(min_outlier_ratio)},
-                         changes, skipped, tuple(rewrites))
+        rw.changes[x] = (f"scaled {len(names)} reader(s) ({', '.join(names[:3])}"
+                         f"{' ...' if len(names) > 3 else ''}); {how}; outlier ratio "
+                         f"{ratio:.1f}; s in [{s.min():.3g}, {s.max():.3g}]")
+    log.info("smoothquant: %d tensors smoothed, %d skipped", len(rw.changes), len(skipped))
+    return rw.finish("smoothquant", {"alpha": float(alpha),
+                                     "min_outlier_ratio": float(min_outlier_ratio)})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,3 +36,8 @@ class StepRecord:
         return cls(name=d["name"], params=dict(d.get("params", {})),
                    changes=dict(d.get("changes", {})), skipped=dict(d.get("skipped", {})),
                    groups=tuple(tuple(g) for g in d.get("groups", ())))
+
+
+def groups_of(records: Iterable[StepRecord]) -> tuple[tuple[str, ...], ...]:
+    """Every node group of ``records``, in order."""
+    return tuple(g for r in records for g in r.groups)
