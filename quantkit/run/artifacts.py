@@ -260,7 +260,7 @@ def build_variant(ctx: RunContext, name: str, base: Artifact, plan: Plan,
     ``base`` was: its INT8 nodes keep ``base``'s ptq edits, every other node computes the
     original FP32 function (:meth:`QuantSource.restored_for`); ``fallback``: the original
     graph's plan (the FP16 candidate's), whose decisions restored nodes take."""
-    refined = source.variant_refined(ctx, base)
+    refined = source.variant_refined(ctx, base.refined)
     if refined is None:
         return build_artifact(ctx, name, plan, graph=source.graph, out_dir=out_dir,
                               int8_weights=source.recipe.int8_weights, steps=base.steps)

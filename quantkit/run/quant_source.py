@@ -9,7 +9,7 @@ import dataclasses
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -24,7 +24,6 @@ from quantkit.run.scope import QuantScope, quant_scope
 
 if TYPE_CHECKING:
     from quantkit.graph.model_graph import ModelGraph
-    from quantkit.run.artifacts import Artifact
     from quantkit.precision.plan import Plan
 
 __all__ = ["QuantSource", "calib_data", "ptq_key", "ptq_memo", "ptq_runners", "rewrite_for",
@@ -34,6 +33,12 @@ log = logging.getLogger(__name__)
 
 #: relative tolerance under which a comparison tensor counts as unchanged by the rewrite
 _SAME_RTOL = 1e-3
+
+
+class ParkedRefinement(Protocol):
+    """A refinement kept on disk until needed (``quantkit.run.artifacts.ParkedRefined``)."""
+
+    def load(self) -> Refined: ...
 
 
 @dataclass(frozen=True)
@@ -97,13 +102,15 @@ class QuantSource:
             return self.recipe
         return self.recipe.with_(weight_rounding="gptq_aware", range_search=False)
 
-    def variant_refined(self, ctx: RunContext, base: Artifact) -> Refined | None:
-        """The refinement the mixed plans of ``base`` (a full INT8 candidate) are restored
-        from: ``base``'s own, or its plan refined again with :attr:`variant_recipe`
-        (stage-cached); None when ``base`` is on the original graph without ptq edits."""
-        if base.refined is None:
+    def variant_refined(self, ctx: RunContext, parked: ParkedRefinement | None
+                        ) -> Refined | None:
+        """The refinement the mixed plans of a full INT8 candidate are restored from, given
+        its parked refinement (``Artifact.refined``): its own, or its plan refined again with
+        :attr:`variant_recipe` (stage-cached); None for a candidate on the original graph
+        without ptq edits (``parked`` None)."""
+        if parked is None:
             return None
-        refined = base.refined.load()
+        refined = parked.load()
         recipe = self.variant_recipe
         if recipe is self.recipe:
             return refined

@@ -182,7 +182,7 @@ def quantized_graph(ctx: RunContext, source: QuantSource, base: Artifact, fallba
     from quantkit.qdq.insert import insert_qdq
 
     s = ctx.settings
-    refined = source.variant_refined(ctx, base)
+    refined = source.variant_refined(ctx, base.refined)
     fp16 = emulate and s.precision.remainder == "fp16"
 
     def build(plan):

@@ -202,8 +202,9 @@ def test_mixed_plans_keep_one_pass_edits_where_the_recipe_rounds_sequentially(cn
     recipe = source.variant_recipe
     assert recipe.weight_rounding == "gptq_aware" and not recipe.range_search
     sequential = base.refined.load()
-    assert arts["fp16"].refined is None and source.variant_refined(c, arts["fp16"]) is None
-    aware = source.variant_refined(c, base)
+    assert arts["fp16"].refined is None
+    assert source.variant_refined(c, arts["fp16"].refined) is None
+    aware = source.variant_refined(c, base.refined)
     assert aware.plan.activation_amax == sequential.plan.activation_amax  # ranges kept
     rounding = next(r for r in aware.records if r.name == "weight_rounding")
     assert not rounding.params.get("sequential")
