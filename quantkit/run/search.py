@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING
 from quantkit.run.artifacts import Artifact, build_variant
 from quantkit.run.context import RunContext
 from quantkit.run.dev_halves import dev_halves
-from quantkit.run.evaluation import Evaluation, evaluate, evaluate_artifact
+from quantkit.run.evaluation import (Evaluation, evaluate, evaluate_artifact, gallery_info,
+                                     recall_gallery)
 from quantkit.run.format_fill import fp8_fill
 from quantkit.run.layerwise import LayerReport
 
@@ -242,14 +243,16 @@ def proxy_layer_stats(ctx: RunContext, art: Artifact, source: QuantSource,
     return {**stats, **extra}, list(extra)
 
 
-def half_test(ctx: RunContext, ev: Evaluation, reference: Evaluation, rows):
-    """``ev``'s paired test against FP32 on ``rows`` of dev only (quantkit/run/dev_halves.py)."""
-    from quantkit.run.evaluation import gallery_info, recall_gallery
+def half_test(ctx: RunContext, ev: Evaluation, reference: Evaluation, rows, *,
+              gallery: dict | None):
+    """``ev``'s paired test against FP32 on ``rows`` of dev only (quantkit/run/dev_halves.py);
+    ``gallery``: the recall@k gallery's ``gallery_info`` (None for logit outputs), drawn once
+    by the caller."""
     from quantkit.run.verdicts import candidate_test
 
     return candidate_test(ctx, "dev", reference.logits, ev.logits, name=ev.name,
                           ref_gallery=reference.gallery, gallery=ev.gallery,
-                          gallery_info=gallery_info(ctx, recall_gallery(ctx)), rows=rows)
+                          gallery_info=gallery, rows=rows)
 
 
 def gate_test_size(gate: dict, *, policy: TestPolicy) -> int | None:
@@ -375,12 +378,14 @@ def search_mixed(ctx: RunContext, artifacts: dict[str, Artifact],
 
     halves = dev_halves(ctx)
     read: dict[frozenset[str], tuple[Evaluation, float]] = {}  # each set's dev evaluation
+    gallery = gallery_info(ctx, recall_gallery(ctx)) if halves.split else None
 
     def on_rows(fp16: frozenset[str], rows) -> EvalResult:
         """The search's reading of the set's dev evaluation on ``rows`` of dev (None: all)."""
         ev, seconds = read[fp16]
         if rows is not None:
-            ev = dataclasses.replace(ev, test=half_test(ctx, ev, reference, rows))
+            ev = dataclasses.replace(ev, test=half_test(ctx, ev, reference, rows,
+                                                        gallery=gallery))
         return powered_eval(ctx, ev, seconds=seconds, accuracy=ev.metrics.get("accuracy"))
 
     def full_eval(fp16: frozenset[str]) -> EvalResult:

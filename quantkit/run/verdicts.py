@@ -190,13 +190,11 @@ def candidate_test(ctx: RunContext, split: str, ref_logits: np.ndarray, logits: 
 
     v = ctx.settings.verdict
     policy = ctx.policy
-    groups = split_groups(ctx, split)
-    labels = None
+    groups, y = split_groups(ctx, split), ctx.split(split).labels
     if rows is not None:
         ref_logits, logits = ref_logits[rows], logits[rows]
         groups = None if groups is None else groups[rows]
-        y_all = ctx.split(split).labels
-        labels = None if y_all is None else y_all[rows]
+        y = None if y is None else y[rows]
     common = dict(groups=groups, candidate=name,
                   policy=policy if alpha is None else policy.at(alpha))
     metric = decision_metric(ctx)
@@ -219,7 +217,6 @@ def candidate_test(ctx: RunContext, split: str, ref_logits: np.ndarray, logits: 
                              threshold=signoff_threshold(ctx.settings, metric),
                              quantile=v.score_quantile, **common)
     else:
-        y = ctx.split(split).labels if labels is None else labels
         margin = Margin(v.margin_kind, signoff_threshold(ctx.settings, metric))
         if metric == "macro_f1":
             test = macro_f1_signoff(y, ref_pred, pred, n_classes=len(ctx.splits.label_names),

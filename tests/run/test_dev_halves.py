@@ -42,10 +42,10 @@ def test_halves_are_seeded_disjoint_and_cover_dev(ctx):
 
 def test_a_half_test_is_the_paired_test_on_those_rows(ctx, evaluations, reference):
     ev = evaluations["int8.minmax"]
-    whole = half_test(ctx, ev, reference, np.arange(len(ctx.splits.dev)))
+    whole = half_test(ctx, ev, reference, np.arange(len(ctx.splits.dev)), gallery=None)
     assert whole.to_verdict_dict() == ev.test.to_verdict_dict()
     h = dev_halves(_with_min_n(ctx, 2))
-    part = half_test(ctx, ev, reference, h.selection)
+    part = half_test(ctx, ev, reference, h.selection, gallery=None)
     assert part.n == len(h.selection)
     y = ctx.splits.dev.labels[h.selection]
     ref_ok = reference.logits[h.selection].argmax(1) == y
