@@ -532,16 +532,20 @@ class StageCache:
                         self.root / LOG_NAME, e.strerror or e)
 
 
+_PF_EXITING = 0x4  # Linux task flag: set when do_exit() starts, before it closes files
+
+
 def _pid_alive(pid: int) -> bool:
     """Whether process ``pid`` runs on this host. A zombie (killed, not yet reaped by its
-    parent) is dead: its locks are released already, so its staging directory is debris."""
+    parent) is dead: its locks are released already, so its staging directory is debris.
+    So is a process still inside exit (PF_EXITING): the kernel closes its files -- and
+    releases its locks, waking a waiter -- before it turns the task into a zombie."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+        return _stat_says_running(Path(f"/proc/{pid}/stat").read_text())
     except FileNotFoundError:
         if Path("/proc/self/stat").exists():
             return False
-    except (OSError, IndexError):
+    except (OSError, IndexError, ValueError):
         pass
     try:  # no /proc: ask the kernel
         os.kill(pid, 0)
@@ -550,6 +554,12 @@ def _pid_alive(pid: int) -> bool:
     except OSError:
         return True
     return True
+
+
+def _stat_says_running(stat: str) -> bool:
+    """Read a ``/proc/<pid>/stat`` line: not a zombie / dead task, not exiting."""
+    fields = stat.rsplit(")", 1)[1].split()  # the command name may hold spaces and ')'
+    return fields[0] not in ("Z", "X", "x") and not int(fields[6]) & _PF_EXITING
 
 
 def _save_arrays(path: Path, arrays: Mapping[str, np.ndarray]) -> None:

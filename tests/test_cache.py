@@ -387,6 +387,30 @@ def test_a_writer_killed_mid_write_leaves_nothing_a_reader_takes_for_a_result(tm
     assert [e["pid"] for e in cache.events() if e["event"] == "stored"] == [waiters[0].pid]
 
 
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+def test_a_process_inside_exit_or_a_zombie_counts_as_gone():
+    """A SIGKILLed writer's lock is released when the kernel closes its files, before the
+    task becomes a zombie; in that window its stat line still says running but carries
+    PF_EXITING. A waiter woken by the lock must read that writer as gone (CI once left the
+    writer's staging behind when the waiter won this race on a 2-core host)."""
+    own = Path("/proc/self/stat").read_text()
+    assert cache_mod._stat_says_running(own)
+    head, tail = own.rsplit(")", 1)
+    fields = tail.split()
+    fields[6] = str(int(fields[6]) | 0x4)  # this very line, with the exiting flag set
+    assert not cache_mod._stat_says_running(f"{head}) {' '.join(fields)}\n")
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 60
+    while cache_mod._pid_alive(child.pid):  # exits, unreaped: a zombie, then dead
+        assert time.monotonic() < deadline, Path(f"/proc/{child.pid}/stat").read_text()
+        time.sleep(0.01)
+    assert Path(f"/proc/{child.pid}/stat").exists()  # still there, not reaped
+    child.wait()
+    assert not cache_mod._pid_alive(child.pid)
+    assert cache_mod._pid_alive(os.getpid())
+
+
 def test_problems_names_half_written_and_corrupt_entries(tmp_path):
     cache = StageCache(tmp_path)
     good = cache.put("calibrate", _key(1), json_obj={"v": 1})
