@@ -22,6 +22,7 @@ from quantkit.report.fmt import (
     text,
 )
 from quantkit.report.status import engine_lines, verdict_view
+from quantkit.verdict.margin import LABELLED_METRICS
 
 __all__ = ["calibrator_rows", "thresholds", "verdict_block"]
 
@@ -56,7 +57,7 @@ def verdict_block(record: RecordView) -> dict[str, Any]:
         reasons = [str(r) for r in v.reasons]
         metric = v.decision_metric
         d = v.delta(metric) if metric else None
-        what = (f"{metric} delta" if metric in ("accuracy", "macro_f1") else
+        what = (f"{metric} delta" if metric in LABELLED_METRICS else
                 f"{metric}: share of examples within the tolerance"
                 if v.margin.quantile is not None else str(metric))
         headline = f"{what} {interval(d)}" if d is not None else (reasons[0] if reasons else "")
@@ -137,7 +138,7 @@ def _budget_rows(record: RecordView) -> list[tuple[str, str]]:
               if c.backend_check is not None and c.backend_check.budget is not None), None)
     if not b or not b.share:
         return []
-    if b.metric in ("accuracy", "macro_f1") and record.config.margin_kind == "relative":
+    if b.metric in LABELLED_METRICS and record.config.margin_kind == "relative":
         rel = " (relative: x FP32 accuracy)"
         return [("declared margin (bounds the deployed artifact)", cfg(b.declared) + rel),
                 ("the sign-off decides at", cfg(b.signoff) + rel),

@@ -29,6 +29,7 @@ import numpy as np
 
 from quantkit.run.artifacts import Artifact
 from quantkit.run.context import RunContext
+from quantkit.verdict.margin import LABELLED_METRICS
 
 __all__ = ["BackendCheck", "check_backend", "gate_outputs"]
 
@@ -119,7 +120,7 @@ def _tolerance(ctx: RunContext, budget, reference) -> float:
     """The engine tolerance in the gate's units: a relative accuracy margin times FP32's dev
     accuracy is a flip rate; every other budget is in its units already."""
     v = ctx.settings.verdict
-    if budget.metric in ("accuracy", "macro_f1") and v.margin_kind == "relative":
+    if budget.metric in LABELLED_METRICS and v.margin_kind == "relative":
         return budget.tolerance * float(reference.metric("accuracy"))
     return budget.tolerance
 

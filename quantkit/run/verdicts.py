@@ -25,6 +25,7 @@ import numpy as np
 
 from quantkit.errors import ConfigError, DataError
 from quantkit.run.context import RunContext
+from quantkit.verdict.margin import LABELLED_METRICS
 
 __all__ = ["candidate_test", "decision_metric", "decision_value", "example_scores",
            "signoff_threshold",
@@ -33,8 +34,6 @@ __all__ = ["candidate_test", "decision_metric", "decision_value", "example_score
 #: label-free metrics by output kind
 LOGIT_METRICS = ("agreement", "kl", "abs_logit")
 EMBEDDING_METRICS = ("cosine", "recall_at_k")
-#: metrics computed against labels
-LABELLED_METRICS = ("accuracy", "macro_f1")
 
 
 def _output_kind(ctx: RunContext) -> str:

@@ -16,7 +16,11 @@ from typing import Any
 
 from quantkit.errors import ConfigError
 
-__all__ = ["Margin", "check_alpha", "check_n_boot", "margin_abs"]
+__all__ = ["LABELLED_METRICS", "Margin", "check_alpha", "check_n_boot", "margin_abs"]
+
+# Metrics scored against labels: the verdict reads the candidate's paired delta to FP32, a
+# relative margin is a fraction of FP32's own score, and a delta's gain is never promised.
+LABELLED_METRICS = ("accuracy", "macro_f1")
 
 #: Fewer resamples make the percentile bounds too unstable to sign off on.
 MIN_N_BOOT = 100

@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from quantkit.verdict.margin import LABELLED_METRICS
 from quantkit.verdict.policy import TestPolicy
 from quantkit.verdict.power import PowerPlan, required_agreement_size, required_test_size
 
@@ -76,7 +77,7 @@ class SignoffTest:
 
     def describe(self) -> str:
         return (f"{self.point:+.4f} [{100 * self.level:g}% CI {self.low:+.4f}, "
-                f"{self.high:+.4f}]" if self.metric in ("accuracy", "macro_f1") else
+                f"{self.high:+.4f}]" if self.metric in LABELLED_METRICS else
                 f"{self.point:.4f} [{100 * self.level:g}% CI {self.low:.4f}, {self.high:.4f}]")
 
     def to_verdict_dict(self) -> dict[str, Any]:
