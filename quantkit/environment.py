@@ -1,11 +1,13 @@
 """Facts about the machine and runtime that produced a number.
 
-Every stage-cache key of a measured value (evaluation, backend check, latency, per-layer
-run) includes :func:`execution_environment`, so a result is never reused on another CPU ISA,
-ONNX Runtime version, GPU or TensorRT version. ``record.host`` shows :func:`host_facts`.
+Every stage-cache key of a measured or float-computed value (evaluation, backend check,
+latency, per-layer run, calibration statistics, the ptq passes, the FP16 range check)
+includes :func:`execution_environment`, so a result is never reused on another CPU ISA,
+BLAS kernel, ONNX Runtime version, GPU or TensorRT version. ``record.host`` shows
+:func:`host_facts`.
 
-Bottom layer: imports only the standard library (and onnxruntime / the TensorRT backend
-lazily, inside functions).
+Bottom layer: imports only the standard library (and numpy, threadpoolctl, onnxruntime and
+the TensorRT backend lazily, inside functions).
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["cpu_name", "cpu_isa", "host_facts", "gpu_facts", "execution_environment", "ISA_FLAGS"]
+__all__ = ["cpu_name", "cpu_isa", "numpy_blas", "host_facts", "gpu_facts",
+           "execution_environment", "ISA_FLAGS"]
 
 # The /proc/cpuinfo flags that change ONNX Runtime's x86 integer kernels (u8s8 VPMADDUBSW on
 # AVX2 can saturate; VNNI / AMX compute int8 dot products exactly).
@@ -49,13 +52,40 @@ def cpu_isa() -> list[str]:
     return []
 
 
+def numpy_blas() -> str:
+    """numpy's BLAS library, its version and the kernel it dispatched to on this CPU, e.g.
+    ``"openblas 0.3.31.188.0 SkylakeX"`` (threadpoolctl, a scikit-learn dependency).
+
+    numpy's matrix products (GPTQ's Hessians and solves, the channel statistics) round
+    differently per kernel: the same AVX-512 host with ``OPENBLAS_CORETYPE=Haswell`` in the
+    environment built other INT8 weights for bert_int8 than without it (README, CNN
+    experiment). Only the BLAS numpy itself loads is named (its ``numpy.libs`` copy when
+    there is one), so the answer does not change when scipy loads its own later.
+    """
+    import importlib
+
+    importlib.import_module("numpy")  # loads numpy's BLAS, so threadpoolctl can see it
+
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return "unknown (threadpoolctl not installed)"
+    blas = [i for i in threadpool_info() if i.get("user_api") == "blas"]
+    own = [i for i in blas if Path(str(i.get("filepath", ""))).parent.name == "numpy.libs"]
+    pick = own[0] if own else (blas[0] if len(blas) == 1 else None)
+    if pick is None:
+        return "unknown"
+    return " ".join(str(pick[k]) for k in ("internal_api", "version", "architecture")
+                    if pick.get(k))
+
+
 def host_facts(backend: Any = None) -> dict[str, Any]:
     """What ``record.host`` says about the machine. On ``backend.name == "trt"`` (a
     BackendConfig), ``gpu`` is :func:`quantkit.backends.trt.gpu_environment` of
     ``backend.trt.device`` (GPU, compute capability, driver, CUDA and TensorRT versions)."""
     return {"hostname": socket.gethostname(), "platform": platform.platform(),
             "python": sys.version.split()[0], "cpu": cpu_name(), "cpu_isa": cpu_isa(),
-            "cpu_count": os.cpu_count(), "gpu": gpu_facts(backend)}
+            "blas": numpy_blas(), "cpu_count": os.cpu_count(), "gpu": gpu_facts(backend)}
 
 
 def gpu_facts(backend: Any) -> dict[str, Any] | None:
@@ -71,14 +101,15 @@ def gpu_facts(backend: Any) -> dict[str, Any] | None:
 def execution_environment(backend: Any) -> dict[str, Any]:
     """What a cached measurement on ``backend`` (a BackendConfig) depends on beyond its inputs.
 
-    CPU model and ISA, the ONNX Runtime version and, for ``backend.name == "trt"``, what
+    CPU model and ISA, numpy's BLAS kernel (:func:`numpy_blas`), the ONNX Runtime version
+    and, for ``backend.name == "trt"``, what
     :func:`quantkit.backends.trt.gpu_environment` reports (TensorRT version, GPU name,
     compute capability, driver and CUDA versions). Hostnames are left out on purpose: two
     machines of the same kind share results.
     """
     import onnxruntime
 
-    env: dict[str, Any] = {"cpu": cpu_name(), "cpu_isa": cpu_isa(),
+    env: dict[str, Any] = {"cpu": cpu_name(), "cpu_isa": cpu_isa(), "blas": numpy_blas(),
                            "onnxruntime": onnxruntime.__version__}
     if getattr(backend, "name", None) == "trt":
         env["gpu"] = gpu_facts(backend)

@@ -151,7 +151,7 @@ def cached_stats(ctx: RunContext, graph: ModelGraph, tensors: list[str], collect
     inputs = {"model": graph.sha256, "calib": ctx.splits.calib.sha256, "tensors": tensors,
               "num_bins": c.num_bins, "batch_size": c.batch_size,
               "max_length": s.data.max_length, "backend": list(s.backend.providers),
-              **ctx.feeds_key()}
+              **ctx.feeds_key(), **ctx.measured_key()}
 
     def compute():
         res = collect()

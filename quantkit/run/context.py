@@ -120,8 +120,8 @@ class RunContext:
             self.cache.invalidate(stage, stage_key(stage, **inputs))
 
     def measured_key(self) -> dict[str, Any]:
-        """What every cached MEASURED value depends on beyond its inputs: CPU, ISA, ORT
-        version (and GPU / TensorRT facts on backend=trt)."""
+        """What every cached measured or float-computed value depends on beyond its inputs:
+        CPU, ISA, numpy's BLAS kernel, ORT version (and GPU / TensorRT facts on backend=trt)."""
         from quantkit.environment import execution_environment
 
         return {"environment": execution_environment(self.settings.backend)}

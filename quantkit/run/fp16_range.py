@@ -34,7 +34,8 @@ def check_fp16_range(ctx: RunContext, graph: ModelGraph | None = None) -> Fp16Ra
     n = ctx.settings.compare.fp16_range_samples
     inputs = {"model": graph.sha256, "calib": ctx.splits.calib.sha256, "n": n,
               "batch": ctx.settings.compare.batch_size,
-              "max_length": ctx.settings.data.max_length, **ctx.feeds_key()}
+              "max_length": ctx.settings.data.max_length, **ctx.feeds_key(),
+              **ctx.measured_key()}
     obj, _, _ = ctx.cached("fp16_range", inputs, lambda: (_overflow(ctx, graph, n), None))
     return Fp16Range(fp32_nodes=obj)
 

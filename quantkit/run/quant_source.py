@@ -171,9 +171,12 @@ def ptq_runners(ctx: RunContext, graph: ModelGraph | None = None) -> Runners:
 
 
 def ptq_memo(ctx: RunContext):
-    """The pipeline's memo on the run's stage cache (``stage_cache=false``: computes)."""
+    """The pipeline's memo on the run's stage cache (``stage_cache=false``: computes); its
+    keys name the execution environment (the passes run ONNX Runtime and numpy's BLAS)."""
+    env = ctx.measured_key()
+
     def memo(kind: str, key: dict, compute):
-        obj, arrays, _ = ctx.cached(kind, key, compute)
+        obj, arrays, _ = ctx.cached(kind, {**key, **env}, compute)
         return obj, arrays
     return memo
 

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import numpy as np
+import pytest
 from onnx import numpy_helper
+
+import quantkit.environment as cache_env
 
 from quantkit.cache import StageCache
 from quantkit.run import RunContext
@@ -37,6 +41,58 @@ def test_measured_key_names_the_execution_environment(ctx):
     env = ctx.measured_key()["environment"]
     assert env["onnxruntime"] == onnxruntime.__version__
     assert isinstance(env["cpu_isa"], list) and env["cpu"]
+
+
+def test_float_computed_stages_are_keyed_by_numpys_blas_kernel(ctx, tmp_path, monkeypatch):
+    """numpy's BLAS kernel changes GPTQ's and the statistics' rounding (OPENBLAS_CORETYPE=
+    Haswell on an AVX-512 host built other bert_int8 weights): the calibration statistics,
+    the FP16 range check and the ptq passes are cached per kernel, like measured values."""
+    from types import SimpleNamespace
+
+    from quantkit.run.calibration import cached_stats
+    from quantkit.run.fp16_range import check_fp16_range
+    from quantkit.run.quant_source import ptq_memo
+
+    c = dataclasses.replace(ctx, cache=StageCache(tmp_path / "cache"))
+    assert c.measured_key()["environment"]["blas"] == cache_env.numpy_blas()
+    calls = []
+
+    def collect():
+        calls.append("stats")
+        return SimpleNamespace(stats={}, samples_seen=0, seconds=0.0)
+
+    memo = ptq_memo(c)
+    for _ in range(2):  # the second reads the cache
+        cached_stats(c, c.graph, [], collect)
+        check_fp16_range(c)
+        memo("ptq_channel_stats", {"k": 1}, lambda: (calls.append("ptq") or {"v": 1}, {}))
+    assert calls == ["stats", "ptq"]
+    monkeypatch.setattr(cache_env, "numpy_blas", lambda: "openblas 0.0 OtherCore")
+    misses = c.cache.stats()
+    cached_stats(c, c.graph, [], collect)
+    check_fp16_range(c)
+    ptq_memo(c)("ptq_channel_stats", {"k": 1}, lambda: (calls.append("ptq") or {"v": 1}, {}))
+    assert calls == ["stats", "ptq", "stats", "ptq"]  # another kernel: computed again
+    assert c.cache.stats() != misses
+
+
+def test_numpy_blas_names_the_kernel_the_environment_forces():
+    """Real processes: OPENBLAS_CORETYPE=Haswell makes numpy's OpenBLAS use its Haswell
+    kernels on any x86 host that can run them; the name says so."""
+    import subprocess
+    import sys
+
+    code = "from quantkit.environment import numpy_blas; print(numpy_blas())"
+    here = cache_env.numpy_blas()
+    if not here.startswith("openblas"):
+        pytest.skip(f"numpy's BLAS here is {here!r}, not OpenBLAS")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    forced = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env={**env, "OPENBLAS_CORETYPE": "Haswell"}, check=True).stdout
+    assert forced.split()[0] == "openblas" and forced.split()[-1] == "Haswell", forced
+    free = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, check=True).stdout.split()
+    assert free[:2] == forced.split()[:2] and free[-1]  # same library, its own choice
 
 
 def test_runner_marks_fp32_tensors_from_the_graph(ctx):
