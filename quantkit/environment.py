@@ -58,8 +58,8 @@ def numpy_blas() -> str:
 
     numpy's matrix products (GPTQ's Hessians and solves, the channel statistics) round
     differently per kernel: the same AVX-512 host with ``OPENBLAS_CORETYPE=Haswell`` in the
-    environment built other INT8 weights for bert_int8 than without it (README, CNN
-    experiment). Only the BLAS numpy itself loads is named (its ``numpy.libs`` copy when
+    environment built other INT8 weights for bert_int8 than without it (README, "What a
+    run does, prints and writes"). Only the BLAS numpy itself loads is named (its ``numpy.libs`` copy when
     there is one), so the answer does not change when scipy loads its own later.
     """
     import importlib

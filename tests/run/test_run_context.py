@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from onnx import numpy_helper
 
-import quantkit.environment as cache_env
+import quantkit.environment as environment
 
 from quantkit.cache import StageCache
 from quantkit.run import RunContext
@@ -54,7 +54,7 @@ def test_float_computed_stages_are_keyed_by_numpys_blas_kernel(ctx, tmp_path, mo
     from quantkit.run.quant_source import ptq_memo
 
     c = dataclasses.replace(ctx, cache=StageCache(tmp_path / "cache"))
-    assert c.measured_key()["environment"]["blas"] == cache_env.numpy_blas()
+    assert c.measured_key()["environment"]["blas"] == environment.numpy_blas()
     calls = []
 
     def collect():
@@ -67,7 +67,7 @@ def test_float_computed_stages_are_keyed_by_numpys_blas_kernel(ctx, tmp_path, mo
         check_fp16_range(c)
         memo("ptq_channel_stats", {"k": 1}, lambda: (calls.append("ptq") or {"v": 1}, {}))
     assert calls == ["stats", "ptq"]
-    monkeypatch.setattr(cache_env, "numpy_blas", lambda: "openblas 0.0 OtherCore")
+    monkeypatch.setattr(environment, "numpy_blas", lambda: "openblas 0.0 OtherCore")
     misses = c.cache.stats()
     cached_stats(c, c.graph, [], collect)
     check_fp16_range(c)
@@ -83,7 +83,7 @@ def test_numpy_blas_names_the_kernel_the_environment_forces():
     import sys
 
     code = "from quantkit.environment import numpy_blas; print(numpy_blas())"
-    here = cache_env.numpy_blas()
+    here = environment.numpy_blas()
     if not here.startswith("openblas"):
         pytest.skip(f"numpy's BLAS here is {here!r}, not OpenBLAS")
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
