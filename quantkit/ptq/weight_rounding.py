@@ -212,11 +212,14 @@ def accumulate(layer: RoundingLayer, st: InputStats, x: np.ndarray,
             c0, c1 = (g0 * (s.shape[1] // g), g1 * (s.shape[1] // g)) if g > 1 else (None, None)
             p = _patches(sub, s[:, c0:c1])
             pq = p if same else _patches(sub, sq[:, c0:c1])
-            st.h = _add(st.h, np.matmul(pq.transpose(0, 2, 1), pq).astype(np.float64),
-                        g0, g1, g)
+            # float64 products: exact for float32 rows, so the sums differ between BLAS
+            # kernels (OpenBLAS Haswell vs SkylakeX) only at 1e-16, not at float32's 1e-7,
+            # which GPTQ's column updates amplified into other rounded weights per kernel
+            pq64 = pq.astype(np.float64)
+            st.h = _add(st.h, np.matmul(pq64.transpose(0, 2, 1), pq64), g0, g1, g)
             if pq is not p:
-                st.cross = _add(st.cross, np.matmul((p - pq).transpose(0, 2, 1), pq)
-                                .astype(np.float64), g0, g1, g)
+                st.cross = _add(st.cross, np.matmul((p.astype(np.float64) - pq64)
+                                                    .transpose(0, 2, 1), pq64), g0, g1, g)
                 st.total = _add(st.total, p.sum(axis=1, dtype=np.float64), g0, g1, g)
                 st.total_q = _add(st.total_q, pq.sum(axis=1, dtype=np.float64), g0, g1, g)
             rows = p.shape[1]

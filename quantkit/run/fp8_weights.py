@@ -14,9 +14,11 @@ full FP8 candidate 0.0297 -> 0.0153 (agreement 0.956 -> 0.968).
 
 ``precision.fp8_weight_rounding``: ``nearest`` | ``gptq`` | ``auto`` (default). ``auto`` scores
 both full-FP8 candidates of one FP8 calibrator's plan (:data:`FP8_CHOOSER`, else the first)
-on the first ``ptq.auto.subset`` dev examples by the recipe score (mean KL or 1 - mean
-cosine vs FP32, :func:`quantkit.run.recipe_choice.subset_score`; never test) and keeps GPTQ
-only when it scores lower. Not INT8's ``ptq.auto.calibrator`` (percentile): E4M3 has the
+on all of dev by the recipe score (mean KL or 1 - mean cosine vs FP32,
+:func:`quantkit.run.recipe_choice.subset_score`; never test) and keeps GPTQ only when it
+scores lower. All of dev, not the recipe trials' ``ptq.auto.subset``: two evaluations, and
+on 512 snippets the choice was noise (bert_int8, AMD EPYC avx512_vnni: nearest 0.0004591 vs
+GPTQ 0.0004608 there, 0.000540 vs 0.000443 on all 3,079 dev snippets). Not INT8's ``ptq.auto.calibrator`` (percentile): E4M3 has the
 dynamic range for the tensor's max, and a clipped plan's error hides the weights' (bert_int8,
 512 dev: fp8.percentile 0.006204 nearest vs 0.006187 GPTQ, fp8.minmax 0.000567 vs 0.000434
 on all of dev). The decision holds for every FP8 calibrator; each
@@ -47,7 +49,7 @@ if TYPE_CHECKING:
     from quantkit.graph.model_graph import ModelGraph
     from quantkit.run.evaluation import Evaluation
 
-__all__ = ["FP8_CHOOSER", "Fp8Weights", "fp8_weights"]
+__all__ = ["FP8_CHOOSER", "Fp8Weights", "fp8_weights", "rounding_key"]
 
 log = logging.getLogger(__name__)
 
@@ -115,13 +117,16 @@ def _with(record: dict, **params) -> StepRecord:
     return StepRecord.from_dict(dict(record, params={**record["params"], **params}))
 
 
-def _key(ctx: RunContext, graph: ModelGraph, nodes: list[str]) -> dict:
+def rounding_key(ctx: RunContext, graph: ModelGraph, nodes: list[str]) -> dict:
+    """The stage-cache key of the FP8 GPTQ rounding of ``nodes`` on ``graph``: the model, the
+    calibration data and everything float-computed statistics depend on (numpy's BLAS
+    kernel among them, ``RunContext.measured_key``)."""
     from quantkit.ptq.pipeline import source_sha
 
     s = ctx.settings
     return {"model": graph.sha256, "calib": ctx.splits.calib.sha256,
             "batch_size": s.calibrator.batch_size, "nodes": nodes, "code": source_sha(),
-            **ctx.feeds_key()}
+            **ctx.feeds_key(), **ctx.measured_key()}
 
 
 def _rounded_codes(ctx: RunContext, graph: ModelGraph, plan: Plan
@@ -149,24 +154,24 @@ def _rounded_codes(ctx: RunContext, graph: ModelGraph, plan: Plan
             arrays[f"q{i}"] = quantize_fp8(w, fp8_weight_scale(w, where=name)).view(np.uint8)
         return {"record": rec.to_dict(), "nodes": changed}, arrays
 
-    obj, arrays, _ = ctx.cached("fp8_rounding", _key(ctx, graph, nodes), compute)
+    obj, arrays, _ = ctx.cached("fp8_rounding", rounding_key(ctx, graph, nodes), compute)
     return {n: arrays[f"q{i}"] for i, n in enumerate(obj["nodes"])}, obj["record"]
 
 
 def _dev_scores(ctx: RunContext, graph: ModelGraph, plan: Plan, rounded: Fp8Weights,
                 reference: Evaluation | None) -> dict:
     """The recipe score of ``plan``'s full-FP8 candidate with nearest and with GPTQ weights
-    on the first ``ptq.auto.subset`` dev examples (stage-cached)."""
+    on all of dev (stage-cached)."""
     from quantkit.qdq.casts import emulate_fp16
     from quantkit.qdq.insert import insert_qdq
     from quantkit.run.evaluation import evaluate_reference
     from quantkit.run.recipe_choice import subset_score
 
     s = ctx.settings
-    n = min(s.ptq.auto.subset, len(ctx.splits.dev))
-    key = {**_key(ctx, graph, sorted(plan.nodes_with(Precision.FP8))), "dev": ctx.splits.dev.sha256,
+    n = len(ctx.splits.dev)
+    key = {**rounding_key(ctx, graph, sorted(plan.nodes_with(Precision.FP8))), "dev": ctx.splits.dev.sha256,
            "n": n, "plan": plan.to_dict(), "remainder": s.precision.remainder,
-           "scale_dtype": s.precision.qdq_scale_dtype, **ctx.measured_key()}
+           "scale_dtype": s.precision.qdq_scale_dtype}
 
     def compute():
         ref = (reference if reference is not None else evaluate_reference(ctx, "dev")).logits[:n]

@@ -46,7 +46,8 @@ def test_measured_key_names_the_execution_environment(ctx):
 def test_float_computed_stages_are_keyed_by_numpys_blas_kernel(ctx, tmp_path, monkeypatch):
     """numpy's BLAS kernel changes GPTQ's and the statistics' rounding (OPENBLAS_CORETYPE=
     Haswell on an AVX-512 host built other bert_int8 weights): the calibration statistics,
-    the FP16 range check and the ptq passes are cached per kernel, like measured values."""
+    the FP16 range check, the ptq passes and the FP8 weight rounding are cached per kernel,
+    like measured values."""
     from types import SimpleNamespace
 
     from quantkit.run.calibration import cached_stats
@@ -61,6 +62,9 @@ def test_float_computed_stages_are_keyed_by_numpys_blas_kernel(ctx, tmp_path, mo
         calls.append("stats")
         return SimpleNamespace(stats={}, samples_seen=0, seconds=0.0)
 
+    from quantkit.run.fp8_weights import rounding_key
+
+    fp8_key = rounding_key(c, c.graph, ["n"])
     memo = ptq_memo(c)
     for _ in range(2):  # the second reads the cache
         cached_stats(c, c.graph, [], collect)
@@ -73,6 +77,7 @@ def test_float_computed_stages_are_keyed_by_numpys_blas_kernel(ctx, tmp_path, mo
     check_fp16_range(c)
     ptq_memo(c)("ptq_channel_stats", {"k": 1}, lambda: (calls.append("ptq") or {"v": 1}, {}))
     assert calls == ["stats", "ptq", "stats", "ptq"]  # another kernel: computed again
+    assert rounding_key(c, c.graph, ["n"]) != fp8_key  # the FP8 GPTQ rounding too
     assert c.cache.stats() != misses
 
 

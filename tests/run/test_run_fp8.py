@@ -148,8 +148,8 @@ def _fp8_weights(artifact) -> dict[str, np.ndarray]:
 
 def test_fp8_weights_are_gptq_rounded_where_dev_scores_it_lower_and_nearest_on_request(
         fp8_run, tiny, tmp_path):
-    """``precision.fp8_weight_rounding=auto``: both full-FP8 candidates are scored on the dev
-    subset, the rounding is kept only when it scores lower, both scores are recorded; the
+    """``precision.fp8_weight_rounding=auto``: both full-FP8 candidates are scored on all of
+    dev, the rounding is kept only when it scores lower, both scores are recorded; the
     FP8 codes of a node it changed differ from round-to-nearest's. ``nearest``: no step, the
     codes are the original weights' nearest FP8 values."""
     from quantkit.qdq.fp8 import fp8_scale, quantize_fp8
@@ -159,7 +159,7 @@ def test_fp8_weights_are_gptq_rounded_where_dev_scores_it_lower_and_nearest_on_r
     ctx, _, arts, *_ = fp8_run
     step = arts["fp8.mse"].steps[0]
     scores = step.params["dev_scores"]
-    assert step.params["chosen_by"] == "dev" and scores["examples"] > 0
+    assert step.params["chosen_by"] == "dev" and scores["examples"] == len(ctx.splits.dev)
     assert bool(step.changes) == (scores["gptq"] < scores["nearest"])
     assert all(a.steps == (step,) for n, a in arts.items() if n.startswith("fp8."))
 
