@@ -16,13 +16,13 @@ full FP8 candidate 0.0297 -> 0.0153 (agreement 0.956 -> 0.968).
 both full-FP8 candidates of one FP8 calibrator's plan (:data:`FP8_CHOOSER`, else the first)
 on all of dev by the recipe score (mean KL or 1 - mean cosine vs FP32,
 :func:`quantkit.run.recipe_choice.subset_score`; never test) and keeps GPTQ only when it
-scores lower. All of dev, not the recipe trials' ``ptq.auto.subset``: two evaluations, and
-on 512 snippets the choice was noise (bert_int8, AMD EPYC avx512_vnni: nearest 0.0004591 vs
-GPTQ 0.0004608 there, 0.000540 vs 0.000443 on all 3,079 dev snippets). Not INT8's ``ptq.auto.calibrator`` (percentile): E4M3 has the
-dynamic range for the tensor's max, and a clipped plan's error hides the weights' (bert_int8,
-512 dev: fp8.percentile 0.006204 nearest vs 0.006187 GPTQ, fp8.minmax 0.000567 vs 0.000434
-on all of dev). The decision holds for every FP8 calibrator; each
-candidate gets the rounded weights of its own FP8 nodes only, so every node it leaves out of
+scores lower. All of dev, not the recipe trials' ``ptq.auto.subset``: it costs two
+evaluations, and on 512 snippets the choice was noise (bert_int8, AMD EPYC avx512_vnni:
+nearest 0.0004591 vs GPTQ 0.0004608 there; on all 3,079 dev snippets 0.0005605 vs 0.0004637).
+Not INT8's ``ptq.auto.calibrator`` (percentile): E4M3 has the dynamic range for the
+tensor's max, and a clipped plan's error hides the weights' (bert_int8, 512 dev:
+fp8.percentile 0.006204 nearest vs 0.006187 GPTQ, fp8.minmax 0.000567 vs 0.000434 on all of
+dev). The decision holds for every FP8 calibrator; each candidate gets the rounded weights of its own FP8 nodes only, so every node it leaves out of
 FP8 computes the original FP32 function. The statistics pass, the rounding (FP8 codes per
 node) and the scores are stage-cached. The FP8 artifacts' ``weight_rounding`` step records
 the method, the grid, both scores and each node's output error.
@@ -169,8 +169,8 @@ def _dev_scores(ctx: RunContext, graph: ModelGraph, plan: Plan, rounded: Fp8Weig
 
     s = ctx.settings
     n = len(ctx.splits.dev)
-    key = {**rounding_key(ctx, graph, sorted(plan.nodes_with(Precision.FP8))), "dev": ctx.splits.dev.sha256,
-           "n": n, "plan": plan.to_dict(), "remainder": s.precision.remainder,
+    key = {**rounding_key(ctx, graph, sorted(plan.nodes_with(Precision.FP8))),
+           "dev": ctx.splits.dev.sha256, "n": n, "plan": plan.to_dict(), "remainder": s.precision.remainder,
            "scale_dtype": s.precision.qdq_scale_dtype}
 
     def compute():
