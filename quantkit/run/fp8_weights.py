@@ -22,8 +22,9 @@ nearest 0.0004591 vs GPTQ 0.0004608 there; on all 3,079 dev snippets 0.0005605 v
 Not INT8's ``ptq.auto.calibrator`` (percentile): E4M3 has the dynamic range for the
 tensor's max, and a clipped plan's error hides the weights' (bert_int8, 512 dev:
 fp8.percentile 0.006204 nearest vs 0.006187 GPTQ, fp8.minmax 0.000567 vs 0.000434 on all of
-dev). The decision holds for every FP8 calibrator; each candidate gets the rounded weights of its own FP8 nodes only, so every node it leaves out of
-FP8 computes the original FP32 function. The statistics pass, the rounding (FP8 codes per
+dev). The decision holds for every FP8 calibrator; each candidate gets the rounded weights
+of its own FP8 nodes only, so every node it leaves out of FP8 computes the original FP32
+function. The statistics pass, the rounding (FP8 codes per
 node) and the scores are stage-cached. The FP8 artifacts' ``weight_rounding`` step records
 the method, the grid, both scores and each node's output error.
 
@@ -170,8 +171,8 @@ def _dev_scores(ctx: RunContext, graph: ModelGraph, plan: Plan, rounded: Fp8Weig
     s = ctx.settings
     n = len(ctx.splits.dev)
     key = {**rounding_key(ctx, graph, sorted(plan.nodes_with(Precision.FP8))),
-           "dev": ctx.splits.dev.sha256, "n": n, "plan": plan.to_dict(), "remainder": s.precision.remainder,
-           "scale_dtype": s.precision.qdq_scale_dtype}
+           "dev": ctx.splits.dev.sha256, "n": n, "plan": plan.to_dict(),
+           "remainder": s.precision.remainder, "scale_dtype": s.precision.qdq_scale_dtype}
 
     def compute():
         ref = (reference if reference is not None else evaluate_reference(ctx, "dev")).logits[:n]
