@@ -169,15 +169,14 @@ def _dev_scores(ctx: RunContext, graph: ModelGraph, plan: Plan, rounded: Fp8Weig
     from quantkit.run.recipe_choice import subset_score
 
     s = ctx.settings
-    n = len(ctx.splits.dev)
+    dev = ctx.splits.dev
     key = {**rounding_key(ctx, graph, sorted(plan.nodes_with(Precision.FP8))),
-           "dev": ctx.splits.dev.sha256, "n": n, "plan": plan.to_dict(),
+           "dev": dev.sha256, "plan": plan.to_dict(),
            "remainder": s.precision.remainder, "scale_dtype": s.precision.qdq_scale_dtype}
 
     def compute():
-        ref = (reference if reference is not None else evaluate_reference(ctx, "dev")).logits[:n]
-        sub = ctx.head(ctx.splits.dev, n)
-        out = {"examples": n}
+        ref = (reference if reference is not None else evaluate_reference(ctx, "dev")).logits
+        out = {"examples": len(dev)}
         for label, model in (("nearest", graph.model),
                              ("gptq", rounded.model_for(graph.model, plan))):
             q, _ = insert_qdq(model, plan, target=s.target,
@@ -185,7 +184,7 @@ def _dev_scores(ctx: RunContext, graph: ModelGraph, plan: Plan, rounded: Fp8Weig
                               int8_weights=True)
             if s.precision.remainder == "fp16" and plan.nodes_with("fp16"):
                 q = emulate_fp16(q, plan, qdq_scale_dtype=s.precision.qdq_scale_dtype)
-            out[label] = subset_score(ctx, q, sub, ref)
+            out[label] = subset_score(ctx, q, dev, ref)
         return out, None
 
     obj, _, _ = ctx.cached("fp8_rounding_trial", key, compute)
