@@ -183,9 +183,15 @@ def compare_model(experiment: str, limit: int | None, venv_python: Path | None,
 
     import peers
     from quantkit.errors import BackendError
-    from quantkit.run import (apply_ptq, build_artifacts, calibrate, check_fp16_range,
-                              evaluate, evaluate_artifact, evaluate_reference, family_members,
-                              prepared_context, quant_scope)
+    from quantkit.run.stages.ptq import ptq as apply_ptq
+    from quantkit.run.stages.artifacts import artifacts as build_artifacts
+    from quantkit.run.stages.calibration import calibration as calibrate
+    from quantkit.run.stages.fp16_range_check import fp16_range_check as check_fp16_range
+    from quantkit.run.evaluation import evaluate_model as evaluate, evaluate_artifact
+    from quantkit.run.stages.fp32_reference import fp32_reference as evaluate_reference
+    from quantkit.run.stages.signoff import family_members
+    from quantkit.app import prepared_context
+    from quantkit.run.scope import quant_scope
 
     overrides = [f"data.test.limit={limit}", f"data.dev.limit={limit}"] if limit else []
     if fp8:  # an FP8 GPU: the run builds fp8.<calibrator> beside int8.<calibrator>
@@ -238,7 +244,7 @@ def compare_model(experiment: str, limit: int | None, venv_python: Path | None,
 
         def evaluate_peer(path: Path, name: str, fmt: str = "int8") -> tuple[float, float]:
             # accuracy and agreement from the logits: no paired test on test, so no look in
-            # the test ledger (quantkit.run.evaluation.evaluate refuses one without it)
+            # the test ledger (quantkit.run.evaluation.evaluate_model refuses one without it)
             return measured(evaluate(ctx8 if fmt == "fp8" else ctx, name, path, split="test"))
 
         kw = {"pad_to": s.data.max_length} if text else {}

@@ -42,7 +42,8 @@ def child(side: str, samples: int, padding: str, experiment: str = "bert_int8") 
         from quantkit.calibrate import collect_stats, compute_ranges, make_calibrator
 
         from quantkit.graph.model_graph import ModelGraph
-        from quantkit.run import RunContext, quant_scope
+        from quantkit.run.context import RunContext
+        from quantkit.run.scope import quant_scope
 
         t0 = time.perf_counter()
         proto = onnx.load(model.path)

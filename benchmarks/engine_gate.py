@@ -32,8 +32,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from quantkit.run.backend_check import BackendCheck  # noqa: E402
-from quantkit.run.signoff import blocked_by_engine  # noqa: E402
+from quantkit.run.stages.backend_check import BackendCheck
+from quantkit.run.stages.recommend import blocked_by_engine
 from quantkit.verdict import (Margin, TestPolicy, decide_family, declare_family,  # noqa: E402
                               paired_signoff, recommend_candidate)
 from quantkit.verdict.engine_gate import flip_gate, score_gate, split_budget  # noqa: E402

@@ -66,7 +66,7 @@ def main() -> None:
     from quantkit.qdq.casts import emulate_fp16, to_opset
     from quantkit.qdq.fp8 import FP8_OPSET, fake_quantize_fp8, fp8_weight_scale
     from quantkit.qdq.insert import insert_qdq
-    from quantkit.run.artifacts import fp8_plan
+    from quantkit.run.artifact import fp8_plan
 
     p, c = s.precision, s.calibrator
     base = onnx.load(model.path)

@@ -108,8 +108,10 @@ def main(argv=None) -> None:
 
     import peers
     from quantkit.backends.ort import OrtRunner
-    from quantkit.run import (build_artifact, calibrate, plan_for_ranges, prepared_context,
-                              quant_scope)
+    from quantkit.run.artifact import build_artifact, plan_for_ranges
+    from quantkit.run.stages.calibration import calibration as calibrate
+    from quantkit.app import prepared_context
+    from quantkit.run.scope import quant_scope
 
     ropts = dict(disabled_optimizers=s_trt.backend.disabled_optimizers,
                  intra_op_threads=a.threads, providers=s_trt.backend.providers)

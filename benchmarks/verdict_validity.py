@@ -9,9 +9,9 @@ replaced by synthetic ones, as ``tests/run/test_macro_f1_signoff.py`` does):
 * dev: every candidate's paired test by ``quantkit.run.verdicts.candidate_test`` (the
   declared metric, the run's margin / floor / ceiling after the engine check's share,
   churn gate, min_n / min_groups, the run's seed); the family by
-  ``quantkit.run.signoff.family_members`` (fp16, the INT8 of three calibrators with the highest
+  ``quantkit.run.stages.signoff.family_members`` (fp16, the INT8 of three calibrators with the highest
   planned power on dev evidence, then its dev-metric tie rule, mixed);
-* test: ``quantkit.run.signoff.sign_off`` itself: the persistent test ledger (a fresh
+* test: ``quantkit.run.stages.signoff.signoff`` itself: the persistent test ledger (a fresh
   SQLite file per simulated experiment, ``verdict.ledger_path``) reserves the look and its
   alpha, the family is declared and power-planned at that alpha, each member is tested once
   (``evaluate_member`` hands the simulated outputs to the same ``candidate_test`` at the
@@ -19,7 +19,7 @@ replaced by synthetic ones, as ``tests/run/test_macro_f1_signoff.py`` does):
 * the recommendation: ``check_backend`` (here: engine check not run, target=tensorrt on
   ONNX Runtime), ``recommend_signed`` (``blocked_by_engine``, ``recommend_candidate``);
   the engine row runs the engine gate on simulated engine-vs-emulation outputs
-  (``quantkit.run.backend_check.gate_outputs``, target=ort_cpu with qdq_mode=exact: the
+  (``quantkit.run.stages.backend_check.gate_outputs``, target=ort_cpu with qdq_mode=exact: the
   check runs here and gates).
 
 Settings: the run's defaults (``verdict.n_boot=2000``, alpha 0.05 two-sided = 0.025 one-sided,
@@ -338,7 +338,7 @@ class Bench:
         sys.path.insert(0, str(ROOT / "tests" / "reliability"))
         import tinyworld
 
-        from quantkit.run import prepared_context
+        from quantkit.app import prepared_context
 
         self.tmp = tmp
         self.tiny = tinyworld.make_world(tmp / "tiny")
@@ -433,8 +433,9 @@ def experiment(ctx, dev: Draw, test: Draw, *, shas: dict[str, str],
                gallery: np.ndarray | None = None,
                engine: Callable[[Any, Any], dict] | None = None) -> Outcome:
     """One run's choices on dev and its sign-off on test, through the run's functions."""
-    from quantkit.run.backend_check import BackendCheck, check_backend
-    from quantkit.run.signoff import family_members, recommend_signed, sign_off
+    from quantkit.run.stages.backend_check import BackendCheck, backend_check as check_backend
+    from quantkit.run.stages.signoff import family_members, signoff as sign_off
+    from quantkit.run.stages.recommend import recommend as recommend_signed
 
     ref_dev = _evaluation(ctx, "dev", "fp32", dev.ref, None, gallery=gallery)
     dev_evals = {c: _evaluation(ctx, "dev", c, dev.ref, dev.cands[c], gallery=gallery)
@@ -555,7 +556,7 @@ def run_row(bench: Bench, row: str, sims: int, seed: int, *, loss_factor: float 
                                gallery=gallery).recommended is not None
         return hits / sims
     if row == "engine":
-        from quantkit.run.backend_check import gate_outputs
+        from quantkit.run.stages.backend_check import gate_outputs
         from quantkit.run.deployment import declared_budget, engine_check_plan
 
         s = bench.row_settings("target=ort_cpu", "backend.qdq_mode=exact",

@@ -24,6 +24,7 @@ import hydra
 from omegaconf import DictConfig
 
 from quantkit.settings import register
+from quantkit.settings.overrides import check_overrides
 
 register()
 
@@ -117,32 +118,6 @@ def _config_error(exc: BaseException):
                            value=m.group(2) if m else None,
                            fix=f"use one of {', '.join(options)}")
     return ConfigError(head, fix="see `python -m quantkit --help` for the groups and options")
-
-
-_OVERRIDE = re.compile(r"^[+~]*(?P<key>[A-Za-z0-9_.@/\[\]-]+)=(?P<value>.*)$")
-
-
-def check_overrides(argv: list[str]) -> None:
-    """Refuse dangerous command-line overrides before Hydra acts on them (ConfigError)."""
-    from quantkit.errors import ConfigError
-    from quantkit.settings import check_plain_name
-
-    for arg in argv:
-        m = _OVERRIDE.match(arg)
-        if not m:
-            continue
-        key, value = m.group("key"), m.group("value").strip().strip("'\"")
-        if key == "_target_" or key.endswith("._target_"):
-            if not value.startswith("quantkit."):
-                raise ConfigError("only quantkit.* targets may be instantiated", where=key,
-                                  value=value, fix="point _target_ at a quantkit class or "
-                                  "function, or remove the override")
-        if key == "experiment_name":
-            check_plain_name("experiment_name", value)
-        if key.startswith("target."):  # target is the deployment target's name
-            raise ConfigError("target is the deployment target's name (tensorrt | ort_cpu); "
-                              "the target GPU is gpu.sm", where=key, value=value,
-                              fix=f"write gpu.sm={value} (a compute capability or a GPU name)")
 
 
 def cli() -> None:

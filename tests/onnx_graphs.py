@@ -32,7 +32,7 @@ def cnn_run_context(root: Path, model_path: Path, name: str, *overrides: str):
     folder under ``root`` (no stage cache), with the ptq ``overrides``."""
     from hydra import compose, initialize_config_dir
 
-    from quantkit.run import prepared_context
+    from quantkit.app import prepared_context
     from quantkit.settings import build, register
     from test_app_images import CONF, image_folder
 

@@ -1,5 +1,5 @@
 """The run context every stage takes explicitly: settings, directories, the stage cache, and
-(after :func:`quantkit.run.prepare.prepare`) the model, splits, feeds and ModelGraph.
+(after the model stage, :func:`quantkit.run.stages.model.model`) the model, splits, feeds and ModelGraph.
 
 Nothing here is module-level state: two runs in one process (a test, a reused joblib
 worker) each build their own RunContext and share nothing by accident.
@@ -12,19 +12,23 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 
+from quantkit.backends.ort import evaluation_qdq_mode
+from quantkit.backends.runners import ort_runner
+from quantkit.cache import ARRAYS_NAME, JSON_NAME, StageCache, save_arrays, stage_key
+from quantkit.data.feeds import ImageFeeds, TextFeeds
+from quantkit.data.splits import Splits
+from quantkit.environment import execution_environment
+from quantkit.fsutil import atomic_write_json
+from quantkit.graph.model_graph import ModelGraph
+from quantkit.models.model import Model
 from quantkit.settings import Settings
 from quantkit.verdict.policy import TestPolicy
-
-if TYPE_CHECKING:
-    from quantkit.cache import StageCache
-    from quantkit.data.feeds import ImageFeeds, TextFeeds
-    from quantkit.data.splits import Splits
-    from quantkit.graph.model_graph import ModelGraph
-    from quantkit.models.model import Model
 
 __all__ = ["RunContext", "make_context"]
 
@@ -79,8 +83,6 @@ class RunContext:
     def qdq_mode(self) -> str:
         """How evaluation runs Q/DQ: ``backend.qdq_mode``, or (auto) exact for
         target=tensorrt and ORT's fused kernels for target=ort_cpu (backends/ort.py)."""
-        from quantkit.backends.ort import evaluation_qdq_mode
-
         mode = self.settings.backend.qdq_mode
         return evaluation_qdq_mode(self.settings.target) if mode == "auto" else mode
 
@@ -93,9 +95,6 @@ class RunContext:
         the settings that matter); a corrupted entry is detected by the cache's per-file
         sha256 and recomputed.
         """
-        from quantkit.cache import ARRAYS_NAME, JSON_NAME, save_arrays, stage_key
-        from quantkit.fsutil import atomic_write_json
-
         if self.cache is None:
             obj, arrays = compute()
             return obj, arrays or {}, False
@@ -115,15 +114,11 @@ class RunContext:
     def invalidate(self, stage: str, inputs: dict) -> None:
         """Drop the cache entry of ``inputs`` (``bench.remeasure``)."""
         if self.cache is not None:
-            from quantkit.cache import stage_key
-
             self.cache.invalidate(stage, stage_key(stage, **inputs))
 
     def measured_key(self) -> dict[str, Any]:
         """What every cached measured or float-computed value depends on beyond its inputs:
         CPU, ISA, numpy's BLAS kernel, ORT version (and GPU / TensorRT facts on backend=trt)."""
-        from quantkit.environment import execution_environment
-
         return {"environment": execution_environment(self.settings.backend)}
 
     # -- feeds ----------------------------------------------------------------------------
@@ -162,8 +157,6 @@ class RunContext:
         artifact as the backend deploys it (backend check, kernel census);
         ``memory_arena=False``: no ORT CPU memory arena (per-layer debug runs); ``graph``:
         the ModelGraph ``model`` belongs to when it is not the run's (the ptq graph)."""
-        from quantkit.backends.runners import ort_runner
-
         return ort_runner(self.settings.backend, model, name=name, extra_outputs=extra_outputs,
                           optimized_to=optimized_to, disable_unsafe=disable_unsafe,
                           graph=graph or self.graph, qdq_mode=qdq_mode or self.qdq_mode(),
@@ -173,9 +166,6 @@ class RunContext:
 def is_sweep_job() -> bool:
     """True inside a Hydra multirun job (``python -m quantkit -m ...``)."""
     try:
-        from hydra.core.hydra_config import HydraConfig
-        from hydra.types import RunMode
-
         return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
     except Exception:  # pragma: no cover - Hydra internals; a plain run is not a sweep job
         return False
@@ -183,8 +173,6 @@ def is_sweep_job() -> bool:
 
 def make_context(settings: Settings, run_dir: Path, cache_dir: Path) -> RunContext:
     """The run's context with its StageCache (``stage_cache=false``: a disabled cache)."""
-    from quantkit.cache import StageCache
-
     root = (Path(settings.stage_cache_dir).expanduser() if settings.stage_cache_dir
             else cache_dir / "stages")
     return RunContext(settings=settings, run_dir=Path(run_dir), cache_dir=Path(cache_dir),

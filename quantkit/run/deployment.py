@@ -21,6 +21,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
+from quantkit.backends.ort import evaluation_qdq_mode
+from quantkit.verdict.engine_gate import DeploymentBudget, split_budget
+
 __all__ = ["EngineCheckPlan", "engine_check_plan", "signoff_budget", "declared_budget"]
 
 
@@ -43,8 +46,6 @@ class EngineCheckPlan:
 
 
 def _eval_qdq_mode(settings) -> str:
-    from quantkit.backends.ort import evaluation_qdq_mode
-
     mode = settings.backend.qdq_mode
     return evaluation_qdq_mode(settings.target) if mode == "auto" else mode
 
@@ -102,8 +103,6 @@ def signoff_budget(settings, metric: str):
     """:class:`~quantkit.verdict.engine_gate.DeploymentBudget` of ``metric``: split by
     ``compare.numerics_margin_share`` when an engine check is part of the bound, else kept
     whole (share 0). An absolute margin of 0 (nothing may be lost) has nothing to split."""
-    from quantkit.verdict.engine_gate import DeploymentBudget, split_budget
-
     declared = declared_budget(settings, metric)
     share = settings.compare.numerics_margin_share if engine_check_plan(settings).required \
         else 0.0

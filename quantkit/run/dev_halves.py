@@ -27,6 +27,7 @@ import numpy as np
 
 from quantkit.data.partition import Part, partition_groups
 from quantkit.run.context import RunContext
+from quantkit.run.verdicts import split_groups
 
 __all__ = ["DevHalves", "dev_halves"]
 
@@ -56,8 +57,6 @@ class DevHalves:
 
 def dev_halves(ctx: RunContext) -> DevHalves:
     """Seeded (``seed``), group-disjoint halves of the dev split (module doc)."""
-    from quantkit.run.verdicts import split_groups
-
     dev, v = ctx.splits.dev, ctx.settings.verdict
     n = len(dev)
     groups = split_groups(ctx, "dev")

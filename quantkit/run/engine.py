@@ -4,6 +4,7 @@ evaluation and latency stages read (never the record). The work is
 
 from __future__ import annotations
 
+from quantkit.backends.trt.infer import build_for_run
 from quantkit.run.context import RunContext
 
 __all__ = ["build_trt_engine"]
@@ -13,7 +14,5 @@ def build_trt_engine(ctx: RunContext, onnx_path, planned_int8: list[str] | None,
                      planned_fp8: list[str] | None = None):
     """Engine for ``onnx_path`` (cached by ONNX, settings, TensorRT, GPU under cache_dir),
     on ``backend.trt.device``, with the INT8 / FP8 layer checks when such nodes are planned."""
-    from quantkit.backends.trt.infer import build_for_run
-
     return build_for_run(ctx.settings, onnx_path, planned_int8, planned_fp8=planned_fp8,
                          cache_dir=ctx.cache_dir / "engines")

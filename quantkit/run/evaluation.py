@@ -1,33 +1,38 @@
-"""Stage "evaluate" (and the FP32 reference): task evidence of one artifact on one split (dev
-for every choice, test only for the sign-off), with a paired test against the FP32 reference
-on the same split. Logits and evidence are cached by artifact, split, settings and the
+"""Task evidence of one artifact on one split (dev for every choice, test only for the
+sign-off), with a paired test against the FP32 reference on the same split: what the stages
+fp32_reference, evaluate, search and signoff run. Logits and evidence are cached by artifact, split, settings and the
 execution environment; the paired test (run/verdicts.py) is recomputed from them."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
+import onnx
 
+from quantkit.assets import sha256_file
+from quantkit.backends.batched import run_split
 from quantkit.backends.engine_meta import EngineFile
+from quantkit.backends.ort import kernel_census, qdq_mode_note
+from quantkit.backends.trt.infer import engine_numerics_note, runner_for
+from quantkit.compare.embedding import embedding_evidence
+from quantkit.compare.task import agreement, mean_kl, slice_metrics, task_metrics
+from quantkit.data.gallery import recall_gallery as draw
+from quantkit.environment import cpu_isa
 from quantkit.run.context import RunContext
+from quantkit.run.engine import build_trt_engine
+from quantkit.run.verdicts import candidate_test
+from quantkit.verdict import TestSplitReuse
+from quantkit.verdict.ledger import LookAlpha
+from quantkit.verdict.outcome import SignoffTest
 
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    import onnx
-
-    from quantkit.verdict.ledger import LookAlpha
-    from quantkit.verdict.outcome import SignoffTest
-
-__all__ = ["Evaluation", "evaluate", "evaluate_artifact", "evaluate_reference", "numerics_note"]
+__all__ = ["Evaluation", "evaluate_artifact", "evaluate_model", "gallery_info", "numerics_note",
+           "recall_gallery"]
 
 log = logging.getLogger(__name__)
 
@@ -74,20 +79,7 @@ class Evaluation:
         return {**self.evidence, **({"verdict": verdict} if verdict is not None else {})}
 
 
-def evaluate_reference(ctx: RunContext, split: str = "dev") -> Evaluation:
-    """The FP32 model's evidence on ``split``: what every paired test on it compares against."""
-    ev = evaluate(ctx, "fp32", ctx.model.path, split=split, artifact_sha=ctx.model.sha256)
-    from quantkit.data.checks import chance_level_note
-
-    note = chance_level_note(ev.metrics.get("accuracy"),
-                             ctx.splits.label_names, split=split)
-    if note:
-        log.warning("%s", note)
-        ev = dataclasses.replace(ev, notes=(*ev.notes, note))
-    return ev
-
-
-def evaluate(ctx: RunContext, name: str, path, *, split: str = "dev",
+def evaluate_model(ctx: RunContext, name: str, path, *, split: str = "dev",
              reference: Evaluation | None = None, plan_int8: list[str] | None = None,
              plan_fp8: list[str] | None = None,
              emulated: onnx.ModelProto | Callable[[], onnx.ModelProto] | bool | None = None,
@@ -99,7 +91,7 @@ def evaluate(ctx: RunContext, name: str, path, *, split: str = "dev",
 
     A paired test on the **test** split is a decision: it needs ``look``, the
     :class:`~quantkit.verdict.ledger.LookAlpha` the persistent ledger reserved for it
-    (:func:`quantkit.run.signoff.sign_off`), and runs at that look's alpha. Without one it
+    (:func:`quantkit.run.stages.signoff.signoff`), and runs at that look's alpha. Without one it
     is refused (TestSplitReuse), cached test outputs included: no silent re-decision.
 
     ``plan_int8`` / ``plan_fp8``: the nodes planned INT8 / FP8, checked against the TensorRT
@@ -110,17 +102,13 @@ def evaluate(ctx: RunContext, name: str, path, *, split: str = "dev",
     a cached evaluation needs no file; ``emulated`` then says whether it will have an FP16
     emulation).
     """
-    from quantkit.assets import sha256_file
-
     s = ctx.settings
     if reference is not None and reference.split != split:
         raise ValueError(f"reference evaluated on {reference.split}, candidate on {split}")
     if split == "test" and reference is not None and look is None:
-        from quantkit.verdict import TestSplitReuse
-
         raise TestSplitReuse("a decision on the test split outside the persistent test ledger",
                              where=f"evaluate({name}, split=test)", value=name,
-                             fix="sign off through quantkit.run.signoff.sign_off: each look is "
+                             fix="sign off through quantkit.run.stages.signoff.signoff: each look is "
                                  "recorded and charged in the ledger")
     # the artifact's bytes decide its evidence, not its name: calibrators whose searched
     # ranges converged write byte-identical files, evaluated once (the file name is set below)
@@ -161,8 +149,6 @@ def evaluate(ctx: RunContext, name: str, path, *, split: str = "dev",
     evidence = {**evidence, "split": split, "artifact": Path(path).name}
     test = None
     if reference is not None:
-        from quantkit.run.verdicts import candidate_test
-
         info = gallery_info(ctx, gallery)
         evidence.update(label_free_evidence(ctx, evidence, reference.logits, logits,
                                             split=split, ref_gallery=reference.gallery,
@@ -180,7 +166,6 @@ def recall_gallery(ctx: RunContext):
     None (and None when the train split it is drawn from is empty)."""
     if getattr(ctx.model, "output_kind", "logits") != "embedding":
         return None
-    from quantkit.data.gallery import recall_gallery as draw
 
     return draw(ctx.splits, size=ctx.settings.verdict.gallery_size, seed=ctx.settings.seed)
 
@@ -206,8 +191,6 @@ def label_free_evidence(ctx: RunContext, evidence: dict, ref_out: np.ndarray,
     metrics = dict(evidence.get("metrics") or {})
     extra: dict = {}
     if getattr(ctx.model, "output_kind", "logits") == "embedding":
-        from quantkit.compare.embedding import embedding_evidence
-
         k = ctx.settings.verdict.recall_k
         emb = embedding_evidence(ref_out, out, k=k, ref_gallery=ref_gallery,
                                  cand_gallery=gallery, gallery=info)
@@ -216,8 +199,6 @@ def label_free_evidence(ctx: RunContext, evidence: dict, ref_out: np.ndarray,
             metrics["recall_at_k"] = emb[f"recall_at_{k}"]["mean"]
         extra["embedding_fp32"] = {**emb, "recall_k": k}
     elif "mean_kl_fp32" in evidence:
-        from quantkit.compare.task import slice_metrics
-
         metrics["kl"] = evidence["mean_kl_fp32"]
         metrics["abs_logit"] = evidence["mean_abs_logit_fp32"]
         ref_pred, pred = ref_out.argmax(axis=1), out.argmax(axis=1)
@@ -244,11 +225,6 @@ def _evaluate(ctx: RunContext, name: str, path, *, split: str, reference: Evalua
     and the artifact itself is only loaded for the kernel census. On TensorRT the engine
     built from the artifact is evaluated directly.
     """
-    from quantkit.backends.batched import run_split
-    from quantkit.backends.ort import kernel_census
-    from quantkit.compare.task import agreement, mean_kl, slice_metrics, task_metrics
-    from quantkit.run.engine import build_trt_engine
-
     s, splits = ctx.settings, ctx.splits
     data, lengths = ctx.split(split), ctx.split_lengths(split)
     labels = list(range(len(splits.label_names)))
@@ -264,8 +240,6 @@ def _evaluate(ctx: RunContext, name: str, path, *, split: str, reference: Evalua
                             qdq_mode="fused"):
                 pass
         if engine is not None:
-            from quantkit.backends.trt.infer import runner_for
-
             runner = runner_for(s, engine, name=name)
         else:
             runner = ctx.runner(emulated if use_emulation else path, name=name,
@@ -320,17 +294,12 @@ def numerics_note(name: str, settings, *, emulated: bool = False, qdq_mode: str 
     on ONNX Runtime, how its Q/DQ ran and on which CPU ISA that holds)."""
     note = _numerics_note(name, settings, emulated=emulated)
     if settings.backend.name != "trt" and name not in ("fp32", "fp16"):
-        from quantkit.backends.ort import qdq_mode_note
-        from quantkit.environment import cpu_isa
-
         note += "; " + qdq_mode_note(qdq_mode, cpu_isa())
     return note
 
 
 def _numerics_note(name: str, settings, *, emulated: bool = False) -> str:
     if settings.backend.name == "trt":
-        from quantkit.backends.trt.infer import engine_numerics_note
-
         return engine_numerics_note(name, settings)
     prov = "+".join(p.replace("ExecutionProvider", "") for p in settings.backend.providers)
     off = ",".join(settings.backend.disabled_optimizers) or "none"
@@ -352,10 +321,11 @@ def _numerics_note(name: str, settings, *, emulated: bool = False) -> str:
 
 def evaluate_artifact(ctx: RunContext, artifact, reference: Evaluation, *,
                       plan_int8: bool = True) -> Evaluation:
-    """:func:`evaluate` of a built Artifact against the FP32 reference, on the reference's
+    """:func:`evaluate_model` of a built Artifact against the FP32 reference, on the reference's
     split (``plan_int8=False``: do not check the engine's INT8 layers against the plan, as
     for a search step)."""
-    return evaluate(ctx, artifact.name, artifact.path, split=reference.split, reference=reference,
+    return evaluate_model(ctx, artifact.name, artifact.path, split=reference.split,
+                          reference=reference,
                     plan_int8=artifact.plan.int8_nodes() if plan_int8 else None,
                     plan_fp8=artifact.plan.nodes_with("fp8") if plan_int8 else None,
                     emulated=artifact.emulated, artifact_sha=artifact.sha256)

@@ -17,16 +17,21 @@ import logging
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from quantkit.precision.plan import NodeDecision, Plan
-from quantkit.run.artifacts import Artifact, build_artifact
+from quantkit.graph.facts import opset_version, quant_slots
+from quantkit.graph.model_graph import ModelGraph
+from quantkit.precision.cost import estimate_layer
+from quantkit.precision.fp8_rules import fp8_exclusions
+from quantkit.precision.plan import NodeDecision, Plan, Precision
+from quantkit.qdq.casts import to_opset
+from quantkit.qdq.fp8 import FP8_OPSET
+from quantkit.run.artifact import Artifact, build_artifact
 from quantkit.run.context import RunContext
+from quantkit.run.cost import run_gemm_shapes
 from quantkit.run.evaluation import Evaluation, evaluate_artifact
-
-if TYPE_CHECKING:
-    from quantkit.graph.model_graph import ModelGraph
-    from quantkit.run.quant_source import QuantSource
+from quantkit.run.quant_source import QuantSource
+from quantkit.run.ranges import fp8_ranges_on
+from quantkit.run.verdicts import decision_value
 
 __all__ = ["FillResult", "fp8_fill"]
 
@@ -48,10 +53,6 @@ class FillResult:
 def _cheaper_in_fp8(ctx: RunContext, layers: list[str]) -> tuple[list[str], dict]:
     """The layers the cost model finds faster in FP8 than in FP16 on ``gpu.sm``, and the
     per-layer estimates (ms) it compared."""
-    from quantkit.precision.cost import estimate_layer
-    from quantkit.precision.fp8_rules import fp8_exclusions
-    from quantkit.run.signoff import run_gemm_shapes
-
     s = ctx.settings
     shapes, _ = run_gemm_shapes(ctx)
     out_of_fp8 = fp8_exclusions(ctx.graph.model, layers)  # no FP8 kernel: never offered
@@ -73,11 +74,6 @@ def _cheaper_in_fp8(ctx: RunContext, layers: list[str]) -> tuple[list[str], dict
 def _at_fp8_opset(model, plan: Plan, remainder: str) -> tuple["ModelGraph", Plan]:
     """``model`` at opset 19 as a ModelGraph, and ``plan`` with a decision (the remainder)
     for every node the conversion added."""
-    from quantkit.graph.facts import opset_version
-    from quantkit.graph.model_graph import ModelGraph
-    from quantkit.qdq.casts import to_opset
-    from quantkit.qdq.fp8 import FP8_OPSET
-
     if opset_version(model) < FP8_OPSET:
         model = to_opset(model, FP8_OPSET, why="FP8 Q/DQ")
     graph = ModelGraph.build(model)
@@ -93,11 +89,6 @@ def fp8_fill(ctx: RunContext, base: Artifact, plan: Plan, kept: list[str],
     """Move the ``kept`` layers of the search's ``plan`` (built on ``base``) that FP8 runs
     faster than FP16 to FP8; ``powered(ev)`` is the search's dev criterion (the planned
     power on test at the margin)."""
-    from quantkit.graph.facts import quant_slots
-    from quantkit.precision.plan import Precision
-    from quantkit.run.calibration import fp8_ranges_on
-    from quantkit.run.verdicts import decision_value
-
     s = ctx.settings
     fp8 = [n for n in artifacts if n.startswith("fp8.")]
     if not fp8:  # an INT8-only run: nothing to fill, nothing recorded

@@ -1,17 +1,16 @@
-"""Stage "fp16_range_check": nodes whose FP32 values exceed the FP16 range on a few
-calibration samples stay FP32."""
+"""The FP16 range check of a graph: nodes whose FP32 values exceed the FP16 range on a few
+calibration samples stay FP32 (the stage fp16_range_check on the original graph; the ptq stage
+on a rewritten one)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from quantkit.graph.model_graph import ModelGraph
+from quantkit.qdq.casts import fp16_overflow_nodes
 from quantkit.run.context import RunContext
-
-if TYPE_CHECKING:
-    from quantkit.graph.model_graph import ModelGraph
 
 __all__ = ["Fp16Range", "check_fp16_range"]
 
@@ -26,11 +25,9 @@ class Fp16Range:
         return {"fp32_nodes": len(self.fp32_nodes)}
 
 
-def check_fp16_range(ctx: RunContext, graph: ModelGraph | None = None) -> Fp16Range:
+def check_fp16_range(ctx: RunContext, graph: ModelGraph) -> Fp16Range:
     """Max |x| of every float tensor on ``compare.fp16_range_samples`` calibration examples
-    (cached by graph, data and count) -> the nodes that would overflow FP16. ``graph``: a
-    ModelGraph other than ``ctx.graph`` (the ptq-rewritten graph)."""
-    graph = graph or ctx.graph
+    of ``graph`` (cached by graph, data and count) -> the nodes that would overflow FP16."""
     n = ctx.settings.compare.fp16_range_samples
     inputs = {"model": graph.sha256, "calib": ctx.splits.calib.sha256, "n": n,
               "batch": ctx.settings.compare.batch_size,
@@ -41,8 +38,6 @@ def check_fp16_range(ctx: RunContext, graph: ModelGraph | None = None) -> Fp16Ra
 
 
 def _overflow(ctx: RunContext, graph: ModelGraph, n: int) -> dict[str, str]:
-    from quantkit.qdq.casts import fp16_overflow_nodes
-
     outs = graph.float32_outputs()
     absmax: dict[str, float] = {}
     # every float tensor is an output: the per-layer debug run's small batches bound memory

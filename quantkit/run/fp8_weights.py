@@ -37,18 +37,23 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx
 
+from quantkit.graph.model_graph import ModelGraph
 from quantkit.precision.plan import Plan, Precision
+from quantkit.ptq.graphutil import InitializerEditor, copy_model
+from quantkit.ptq.pipeline import source_sha
 from quantkit.ptq.step_record import StepRecord
+from quantkit.ptq.weight_rounding import input_hessians, round_weights, rounding_layers
+from quantkit.qdq.casts import emulate_fp16
+from quantkit.qdq.fp8 import FP8_DTYPE, fp8_weight_scale, quantize_fp8
+from quantkit.qdq.insert import insert_qdq
 from quantkit.run.context import RunContext
-
-if TYPE_CHECKING:
-    from quantkit.graph.model_graph import ModelGraph
-    from quantkit.run.evaluation import Evaluation
+from quantkit.run.evaluation import Evaluation
+from quantkit.run.quant_source import ptq_runners
+from quantkit.run.recipe_choice import subset_score
 
 __all__ = ["FP8_CHOOSER", "Fp8Weights", "fp8_weights", "rounding_key"]
 
@@ -68,9 +73,6 @@ class Fp8Weights:
     def model_for(self, model: onnx.ModelProto, plan: Plan) -> onnx.ModelProto | None:
         """``model`` with the rounded weights of ``plan``'s FP8 nodes (None: nothing to
         change, the artifact quantizes ``model`` itself)."""
-        from quantkit.ptq.graphutil import InitializerEditor, copy_model
-        from quantkit.qdq.fp8 import FP8_DTYPE, fp8_weight_scale
-
         nodes = [n for n in plan.nodes_with(Precision.FP8) if n in self.codes]
         if not nodes:
             return None
@@ -90,10 +92,9 @@ class Fp8Weights:
 
 
 def fp8_weights(ctx: RunContext, graph: ModelGraph, plan: Plan,
-                reference: Evaluation | None) -> Fp8Weights:
+                reference: Evaluation) -> Fp8Weights:
     """The FP8 weights of the candidates planned like ``plan`` on ``graph`` (module doc);
-    ``reference``: the FP32 dev evaluation the ``auto`` scores compare against (None: read
-    from the evaluation cache)."""
+    ``reference``: the FP32 dev evaluation the ``auto`` scores compare against."""
     mode = ctx.settings.precision.fp8_weight_rounding
     if mode == "nearest":
         return Fp8Weights({}, None)
@@ -122,8 +123,6 @@ def rounding_key(ctx: RunContext, graph: ModelGraph, nodes: list[str]) -> dict:
     """The stage-cache key of the FP8 GPTQ rounding of ``nodes`` on ``graph``: the model, the
     calibration data and everything float-computed statistics depend on (numpy's BLAS
     kernel among them, ``RunContext.measured_key``)."""
-    from quantkit.ptq.pipeline import source_sha
-
     s = ctx.settings
     return {"model": graph.sha256, "calib": ctx.splits.calib.sha256,
             "batch_size": s.calibrator.batch_size, "nodes": nodes, "code": source_sha(),
@@ -133,11 +132,6 @@ def rounding_key(ctx: RunContext, graph: ModelGraph, nodes: list[str]) -> dict:
 def _rounded_codes(ctx: RunContext, graph: ModelGraph, plan: Plan
                    ) -> tuple[dict[str, np.ndarray], dict]:
     """node -> FP8 codes (uint8) of its GPTQ-rounded weight, and the step's record dict."""
-    from quantkit.ptq.weight_rounding import input_hessians, round_weights, rounding_layers
-    from quantkit.ptq.graphutil import InitializerEditor
-    from quantkit.qdq.fp8 import fp8_weight_scale, quantize_fp8
-    from quantkit.run.quant_source import ptq_runners
-
     s = ctx.settings
     nodes = sorted(plan.nodes_with(Precision.FP8))
     layers, skipped = rounding_layers(graph.model, nodes)
@@ -160,14 +154,9 @@ def _rounded_codes(ctx: RunContext, graph: ModelGraph, plan: Plan
 
 
 def _dev_scores(ctx: RunContext, graph: ModelGraph, plan: Plan, rounded: Fp8Weights,
-                reference: Evaluation | None) -> dict:
+                reference: Evaluation) -> dict:
     """The recipe score of ``plan``'s full-FP8 candidate with nearest and with GPTQ weights
     on all of dev (stage-cached)."""
-    from quantkit.qdq.casts import emulate_fp16
-    from quantkit.qdq.insert import insert_qdq
-    from quantkit.run.evaluation import evaluate_reference
-    from quantkit.run.recipe_choice import subset_score
-
     s = ctx.settings
     dev = ctx.splits.dev
     key = {**rounding_key(ctx, graph, sorted(plan.nodes_with(Precision.FP8))),
@@ -175,7 +164,7 @@ def _dev_scores(ctx: RunContext, graph: ModelGraph, plan: Plan, rounded: Fp8Weig
            "remainder": s.precision.remainder, "scale_dtype": s.precision.qdq_scale_dtype}
 
     def compute():
-        ref = (reference if reference is not None else evaluate_reference(ctx, "dev")).logits
+        ref = reference.logits
         out = {"examples": len(dev)}
         for label, model in (("nearest", graph.model),
                              ("gptq", rounded.model_for(graph.model, plan))):

@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hydra.core.hydra_config import HydraConfig
+
 __all__ = ["ATTEMPTS_NAME", "job_facts", "launcher_name"]
 
 log = logging.getLogger(__name__)
@@ -36,10 +38,6 @@ def launcher_name(target: str | None) -> str | None:
 
 def _hydra_job() -> tuple[str | None, Path | None]:
     """(the launcher's ``_target_``, the job's Hydra output subdir) when Hydra runs this job."""
-    try:
-        from hydra.core.hydra_config import HydraConfig
-    except ImportError:  # pragma: no cover - hydra-core is a dependency
-        return None, None
     if not HydraConfig.initialized():
         return None, None
     hc = HydraConfig.get()

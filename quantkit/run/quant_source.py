@@ -9,22 +9,30 @@ import dataclasses
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
-from quantkit.ptq.pipeline import CalibData, Refined, Rewritten, Runners, refine, restored_for
+from quantkit.backends.runners import ort_runner
+from quantkit.graph.model_graph import ModelGraph
+from quantkit.precision.plan import Plan
+from quantkit.ptq.capture import capture_tensors
+from quantkit.ptq.pipeline import (
+    CalibData,
+    Refined,
+    Rewritten,
+    Runners,
+    refine,
+    restored_for,
+    rewrite,
+)
 from quantkit.ptq.proof import StepProof
-from quantkit.settings.ptq_recipe import Recipe
 from quantkit.ptq.step_record import StepRecord
 from quantkit.run.context import RunContext
-from quantkit.run.fp16_range import Fp16Range
+from quantkit.run.fp16_range import Fp16Range, check_fp16_range
 from quantkit.run.recipe_trial import RecipeChoice
 from quantkit.run.scope import QuantScope, quant_scope
-
-if TYPE_CHECKING:
-    from quantkit.graph.model_graph import ModelGraph
-    from quantkit.precision.plan import Plan
+from quantkit.settings.ptq_recipe import Recipe
 
 __all__ = ["QuantSource", "calib_data", "ptq_key", "ptq_memo", "ptq_runners", "rewrite_for",
            "source_for"]
@@ -36,7 +44,7 @@ _SAME_RTOL = 1e-3
 
 
 class ParkedRefinement(Protocol):
-    """A refinement kept on disk until needed (``quantkit.run.artifacts.ParkedRefined``)."""
+    """A refinement kept on disk until needed (``quantkit.run.artifact.ParkedRefined``)."""
 
     def load(self) -> Refined: ...
 
@@ -156,8 +164,6 @@ def calib_data(ctx: RunContext, *, limit: int | None = None) -> CalibData:
 def ptq_runners(ctx: RunContext, graph: ModelGraph | None = None) -> Runners:
     """The pipeline's ONNX Runtime runners with the run's backend settings: FP32 capture
     typed from ``graph``'s one shape inference, exact Q/DQ for the sequential rounding."""
-    from quantkit.backends.runners import ort_runner
-
     b = ctx.settings.backend
 
     def capture(m, outs):
@@ -183,8 +189,6 @@ def ptq_memo(ctx: RunContext):
 
 def rewrite_for(ctx: RunContext, recipe: Recipe) -> Rewritten:
     """``recipe``'s rewrites of the FP32 graph, each proven on the calibration data."""
-    from quantkit.ptq.pipeline import rewrite
-
     return rewrite(ctx.graph.model, recipe, calib_data(ctx), output=ctx.model.output_name,
                    logits=ctx.model.output_kind == "logits", runners=ptq_runners(ctx),
                    memo=ptq_memo(ctx))
@@ -194,9 +198,6 @@ def source_for(ctx: RunContext, scope: QuantScope, fp16: Fp16Range, name: str,
                recipe: Recipe, rewritten: Rewritten) -> QuantSource:
     """The QuantSource of ``recipe`` whose rewrites are ``rewritten``: the graph they made
     (with its own scope and FP16 range check), or the original graph when none applied."""
-    from quantkit.graph.model_graph import ModelGraph
-    from quantkit.run.fp16_range import check_fp16_range
-
     if rewritten.model is ctx.graph.model:
         return QuantSource(recipe=recipe, recipe_name=name, graph=ctx.graph,
                            original=ctx.graph, scope=scope, fp16=fp16, rewritten=rewritten)
@@ -217,8 +218,6 @@ def source_for(ctx: RunContext, scope: QuantScope, fp16: Fp16Range, name: str,
 def _changed_tensors(ctx: RunContext, graph: ModelGraph, tensors) -> dict[str, str]:
     """Comparison tensors of the original graph missing from ``graph`` or with other FP32
     values there (first calibration batch)."""
-    from quantkit.ptq.capture import capture_tensors
-
     names = set(graph.infos) | {i.name for i in graph.model.graph.input}
     out = {t: "not in the ptq-rewritten graph" for t in tensors if t not in names}
     keep = [t for t in tensors if t not in out]

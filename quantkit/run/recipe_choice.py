@@ -51,24 +51,40 @@ into the record (``ptq.choice``) and the report.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 import numpy as np
 
-from quantkit.ptq.pipeline import source_sha
-from quantkit.settings.ptq_recipe import Recipe, named_recipes
+from quantkit.backends.batched import run_split
+from quantkit.calibrate import collect_stats, compute_ranges, make_calibrator
+from quantkit.compare.embedding import cosine_per_example
+from quantkit.compare.task import mean_kl
+from quantkit.ptq.equalization import find_pairs
+from quantkit.ptq.pipeline import channel_summary, source_sha
+from quantkit.ptq.smoothquant import smoothable_inputs
+from quantkit.ptq.stream_scaling import stream_tensors
+from quantkit.qdq.casts import emulate_fp16
+from quantkit.qdq.insert import insert_qdq
+from quantkit.run.artifact import plan_for_ranges
 from quantkit.run.context import RunContext
+from quantkit.run.evaluation import Evaluation
 from quantkit.run.fp16_range import Fp16Range
-from quantkit.run.quant_source import QuantSource, calib_data, ptq_memo, ptq_runners, \
-    rewrite_for, source_for
+from quantkit.run.quant_source import (
+    QuantSource,
+    calib_data,
+    ptq_memo,
+    ptq_runners,
+    rewrite_for,
+    source_for,
+)
+from quantkit.run.ranges import cached_stats
 from quantkit.run.recipe_trial import RecipeChoice, RecipeTrial
 from quantkit.run.scope import QuantScope
-
-if TYPE_CHECKING:
-    from quantkit.run.evaluation import Evaluation
+from quantkit.settings.ptq_recipe import Recipe, named_recipes
 
 __all__ = ["choose_recipe", "dimensions", "greedy_choice", "subset_score", "OUTLIER_RATIO",
            "REFINED", "REFINED_ALPHAS", "RUNNER_UP_RTOL"]
@@ -83,9 +99,6 @@ OUTLIER_RATIO = 8.0
 def dimensions(ctx: RunContext, scope: QuantScope) -> list[tuple[str, list[dict]]]:
     """The dimensions auto tries on this model, in order, each as (name, [field changes]);
     the first value of each is the one the generic recipe has."""
-    from quantkit.ptq.equalization import find_pairs
-    from quantkit.ptq.stream_scaling import stream_tensors
-
     model = ctx.graph.model
     ops = {t.op_type for t in scope.targets}
     out: list[tuple[str, list[dict]]] = []
@@ -116,9 +129,6 @@ def dimensions(ctx: RunContext, scope: QuantScope) -> list[tuple[str, list[dict]
 def _has_outliers(ctx: RunContext, model) -> bool:
     """Some MatMul / Gemm input has outlier channels on the calibration data (stage-cached
     channel statistics, the pass SmoothQuant reads anyway)."""
-    from quantkit.ptq.pipeline import channel_summary
-    from quantkit.ptq.smoothquant import smoothable_inputs
-
     groups = smoothable_inputs(model)
     if not groups:
         return False
@@ -315,10 +325,6 @@ def subset_score(ctx: RunContext, model, sub, ref: np.ndarray) -> float:
     """The recipe score of the Q/DQ graph ``model`` (FP16 remainder emulated) on the dev
     subset ``sub`` against the FP32 outputs ``ref``: mean KL(FP32 || candidate) for logits,
     1 - mean cosine for embeddings (lower is better)."""
-    from quantkit.backends.batched import run_split
-    from quantkit.compare.embedding import cosine_per_example
-    from quantkit.compare.task import mean_kl
-
     with ctx.runner(model, name="recipe-trial") as r:
         out = run_split(r, ctx.feeds, sub, output=ctx.model.output_name,
                         batch_size=ctx.settings.backend.batch_size, progress=False)
@@ -331,12 +337,6 @@ def _full_int8(ctx: RunContext, source: QuantSource, fp16: Fp16Range):
     """The Q/DQ graph (FP16 remainder emulated) of ``ptq.auto.calibrator``'s plan on
     ``source``, refined by its recipe and restored where it is not INT8, as the artifacts
     stage builds it; None without an INT8 node. ``fp16``: the original graph's check."""
-    from quantkit.calibrate import collect_stats, compute_ranges, make_calibrator
-    from quantkit.qdq.casts import emulate_fp16
-    from quantkit.qdq.insert import insert_qdq
-    from quantkit.run.artifacts import plan_for_ranges
-    from quantkit.run.calibration import cached_stats
-
     s, c = ctx.settings, ctx.settings.calibrator
     graph, tensors = source.graph, list(source.scope.tensors)
 
@@ -366,7 +366,4 @@ def _full_int8(ctx: RunContext, source: QuantSource, fp16: Fp16Range):
 
 
 def _own_sha() -> str:
-    import hashlib
-    from pathlib import Path
-
     return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()

@@ -6,12 +6,15 @@ fuses). Calibration, plan building and Q/DQ insertion read this one value."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from quantkit.calibrate.collect import activation_tensors, select_tensors
+from quantkit.errors import ModelError
+from quantkit.graph.facts import ancestor_nodes
+from quantkit.graph.model_graph import ModelGraph
+from quantkit.graph.selection import NodeSelection
+from quantkit.precision.plan import build_plan
+from quantkit.qdq.placement import ort_cpu_output_tensors, residual_add_inputs
 from quantkit.run.context import RunContext
-
-if TYPE_CHECKING:
-    from quantkit.graph.model_graph import ModelGraph
 
 __all__ = ["QuantScope", "quant_scope"]
 
@@ -40,9 +43,6 @@ def quant_scope(ctx: RunContext, graph: ModelGraph | None = None) -> QuantScope:
 
     ConfigError when an include / exclude pattern matches no node (quantkit.graph.selection).
     """
-    from quantkit.calibrate.collect import activation_tensors, select_tensors
-    from quantkit.graph.selection import NodeSelection
-
     p, graph = ctx.settings.precision, graph or ctx.graph
     NodeSelection.from_patterns(p.include_nodes, p.exclude_nodes).check_matches(graph.node_names)
     targets = select_tensors(graph.model, op_types=tuple(p.op_types),
@@ -64,9 +64,6 @@ def _fused_tensors(ctx: RunContext, graph: ModelGraph, tensors: list[str]) -> li
     """Skip-branch inputs of residual Adds after INT8 Convs (TRT rule 6), plus for ort_cpu
     the Conv / residual-Add outputs ORT fuses (qdq/targets.py): the nodes that run INT8 once
     every scoped tensor has a range decide them."""
-    from quantkit.precision.plan import build_plan
-    from quantkit.qdq.placement import ort_cpu_output_tensors, residual_add_inputs
-
     p = ctx.settings.precision
     if "Conv" not in p.op_types:
         return []
@@ -83,9 +80,6 @@ def _fused_tensors(ctx: RunContext, graph: ModelGraph, tensors: list[str]) -> li
 def _check_output_depends_on(ctx: RunContext, graph: ModelGraph, targets) -> None:
     """The compared output must be computed from at least one quantizable node: else every
     candidate equals FP32 on it by construction and its verdict says nothing (ModelError)."""
-    from quantkit.errors import ModelError
-    from quantkit.graph.facts import ancestor_nodes
-
     if ctx.model is None or not targets:
         return
     name = ctx.model.output_name

@@ -21,10 +21,24 @@ logit outputs, cosine and recall@k of FP32's neighbours in the fixed gallery
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
+from quantkit.compare.embedding import cosine_per_example, gallery_recall_at_k
+from quantkit.compare.metrics import kl_per_example
 from quantkit.errors import ConfigError, DataError
 from quantkit.run.context import RunContext
+from quantkit.run.deployment import signoff_budget
+from quantkit.verdict import (
+    Margin,
+    agreement_signoff,
+    churn_gate,
+    paired_signoff,
+    score_signoff,
+    with_gate,
+)
+from quantkit.verdict.macro_f1 import macro_f1_signoff
 from quantkit.verdict.margin import LABELLED_METRICS
 
 __all__ = ["candidate_test", "decision_metric", "decision_value", "example_scores",
@@ -116,9 +130,6 @@ def example_scores(metric: str, reference: np.ndarray, candidate: np.ndarray, *,
 
     recall_at_k searches the gallery (``ref_gallery`` / ``gallery``: the gallery embedded by
     FP32 and by the candidate)."""
-    from quantkit.compare.embedding import cosine_per_example, gallery_recall_at_k
-    from quantkit.compare.metrics import kl_per_example
-
     if metric == "agreement":
         return (reference.argmax(axis=1) == candidate.argmax(axis=1)).astype(np.float64)
     if metric == "kl":
@@ -150,8 +161,6 @@ def signoff_threshold(settings, metric: str) -> float:
     floor or the ceiling, after the engine check's share of the declared budget
     (:func:`quantkit.run.deployment.signoff_budget`; the whole budget when no engine check
     stands between the signed numbers and the deployment)."""
-    from quantkit.run.deployment import signoff_budget
-
     left = signoff_budget(settings, metric).signoff
     if metric in ("accuracy", "macro_f1", "kl", "abs_logit"):
         return left
@@ -181,12 +190,6 @@ def candidate_test(ctx: RunContext, split: str, ref_logits: np.ndarray, logits: 
     margin / floor / ceiling tested here is what is left after the engine's tolerance
     (:func:`signoff_threshold`), on dev and on test alike.
     """
-    from dataclasses import replace
-
-    from quantkit.verdict import (Margin, agreement_signoff, churn_gate,
-                                  paired_signoff, score_signoff, with_gate)
-    from quantkit.verdict.macro_f1 import macro_f1_signoff
-
     v = ctx.settings.verdict
     policy = ctx.policy
     groups, y = split_groups(ctx, split), ctx.split(split).labels

@@ -1,7 +1,7 @@
 """Looks at the test split across runs: what one look is, which earlier looks it is charged
 against, and the one-sided alpha it is tested at. The one place these rules live; the
 SQLite store that keeps the looks is :mod:`quantkit.ledger_store`, the stage that uses both
-is :func:`quantkit.run.signoff.sign_off`.
+is :func:`quantkit.run.stages.signoff.signoff`.
 
 Definitions
 -----------

@@ -224,7 +224,8 @@ def test_latency_reused_from_the_stage_cache_for_the_same_artifact(tmp_path):
     settings comes from the stage cache (marked reused, same numbers); another artifact or
     bench.remeasure=true times afresh."""
     from quantkit.cache import StageCache
-    from quantkit.run import RunContext, latency_reuse
+    from quantkit.run.context import RunContext
+    from quantkit.run.stages.latency import latency_reuse
 
     cache = StageCache(tmp_path / "stages")  # quantkit's own cache, passed in the run context
 
@@ -253,7 +254,7 @@ def test_latency_reused_from_the_stage_cache_for_the_same_artifact(tmp_path):
 
 
 def test_recommended_slower_than_fp32_is_flagged():
-    from quantkit.run import slower_than_fp32
+    from quantkit.run.stages.record import slower_than_fp32
 
     def lat(b1, b32):
         return {"1": {"throughput": b1}, "32": {"throughput": b32}}

@@ -44,7 +44,7 @@ def test_unknown_targets_are_refused(bad):
 
 
 def test_record_target_note_names_gpu_and_formats_only_when_set():
-    from quantkit.run.assemble import target_note
+    from quantkit.run.identity import target_note
     from quantkit.settings import Settings
 
     s = Settings()

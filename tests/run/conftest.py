@@ -14,6 +14,16 @@ import tinyworld  # noqa: E402
 
 from runworld import compose_cfg, settings_for  # noqa: E402,F401
 
+from quantkit.app import prepared_context  # noqa: E402
+from quantkit.run.scope import quant_scope  # noqa: E402
+from quantkit.run.stages.artifacts import artifacts as run_artifacts  # noqa: E402
+from quantkit.run.stages.calibration import calibration as run_calibration  # noqa: E402
+from quantkit.run.stages.evaluate import evaluate as run_evaluate  # noqa: E402
+from quantkit.run.stages.fp16_range_check import fp16_range_check as run_fp16_range_check  # noqa: E402
+from quantkit.run.stages.fp32_reference import fp32_reference as run_fp32_reference  # noqa: E402
+from quantkit.run.stages.layerwise import layerwise as run_layerwise  # noqa: E402
+from quantkit.run.stages.ptq import ptq as run_ptq  # noqa: E402
+
 
 @pytest.fixture(scope="session")
 def tiny(tmp_path_factory) -> dict:
@@ -24,65 +34,48 @@ def tiny(tmp_path_factory) -> dict:
 @pytest.fixture(scope="session")
 def ctx(tiny, tmp_path_factory):
     """A prepared RunContext on the tiny world, stage cache off (every stage computes)."""
-    from quantkit.run import prepared_context
-
     s = settings_for(tiny, "stage_cache=false")
     return prepared_context(s, tmp_path_factory.mktemp("tiny-run-dir"))
 
 
 # -- upstream stage results, computed once per session for the tests of later stages ------
+# (each stage function is imported under a name of its own: the fixtures carry the stages' names)
 
 @pytest.fixture(scope="session")
 def scope(ctx):
-    from quantkit.run import quant_scope
-
-    return quant_scope(ctx)
+    return quant_scope(ctx, ctx.graph)
 
 
 @pytest.fixture(scope="session")
 def overflow(ctx):
-    from quantkit.run import check_fp16_range
-
-    return check_fp16_range(ctx)
-
-
-@pytest.fixture(scope="session")
-def source(ctx, scope, overflow):
-    from quantkit.run import apply_ptq
-
-    return apply_ptq(ctx, scope, overflow)
-
-
-@pytest.fixture(scope="session")
-def calibration(ctx, source):
-    from quantkit.run import calibrate
-
-    return calibrate(ctx, source)
-
-
-@pytest.fixture(scope="session")
-def artifacts(ctx, calibration, overflow, source):
-    from quantkit.run import build_artifacts
-
-    return build_artifacts(ctx, calibration, overflow, source)
+    return run_fp16_range_check(ctx)
 
 
 @pytest.fixture(scope="session")
 def reference(ctx):
-    from quantkit.run import evaluate_reference
+    return run_fp32_reference(ctx)
 
-    return evaluate_reference(ctx)
+
+@pytest.fixture(scope="session")
+def source(ctx, scope, overflow, reference):
+    return run_ptq(ctx, scope, overflow, reference)
+
+
+@pytest.fixture(scope="session")
+def calibration(ctx, source):
+    return run_calibration(ctx, source)
+
+
+@pytest.fixture(scope="session")
+def artifacts(ctx, calibration, overflow, source, reference):
+    return run_artifacts(ctx, calibration, overflow, source, reference)
 
 
 @pytest.fixture(scope="session")
 def evaluations(ctx, artifacts, reference):
-    from quantkit.run import evaluate_artifact
-
-    return {n: evaluate_artifact(ctx, a, reference) for n, a in artifacts.items()}
+    return run_evaluate(ctx, artifacts, reference)
 
 
 @pytest.fixture(scope="session")
 def layers(ctx, source, artifacts):
-    from quantkit.run import compare_layers
-
-    return compare_layers(ctx, source.scope, artifacts)
+    return run_layerwise(ctx, source.scope, artifacts)

@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 
 from quantkit.run.dev_halves import dev_halves
-from quantkit.run.search import half_test
+from quantkit.run.sensitivity import half_test
 
 
 def _with_min_n(ctx, min_n: int):

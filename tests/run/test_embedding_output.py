@@ -160,7 +160,7 @@ def test_cli_cosine_on_logits_is_one_clear_error(embed_world):
 def test_cosine_on_logits_is_refused_before_any_inference(embed_world, tmp_path):
     from runworld import settings_for
 
-    from quantkit.run import prepared_context
+    from quantkit.app import prepared_context
 
     s = settings_for(embed_world, "verdict.metric=cosine", "model.output.name=sentence",
                      "model.output.kind=logits", "data.label_column=null",

@@ -58,12 +58,17 @@ def cnn_ctx(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def built(cnn_ctx):
-    from quantkit.run import apply_ptq, build_artifacts, calibrate, check_fp16_range, quant_scope
+    from quantkit.run.stages.ptq import ptq as apply_ptq
+    from quantkit.run.stages.fp32_reference import fp32_reference as evaluate_reference
+    from quantkit.run.stages.artifacts import artifacts as build_artifacts
+    from quantkit.run.stages.calibration import calibration as calibrate
+    from quantkit.run.stages.fp16_range_check import fp16_range_check as check_fp16_range
+    from quantkit.run.scope import quant_scope
 
     c = cnn_ctx
     overflow = check_fp16_range(c)
-    source = apply_ptq(c, quant_scope(c), overflow)
-    return source, build_artifacts(c, calibrate(c, source), overflow, source)
+    source = apply_ptq(c, quant_scope(c), overflow, evaluate_reference(c))
+    return source, build_artifacts(c, calibrate(c, source), overflow, source, evaluate_reference(c))
 
 
 def _outputs(c, art):
@@ -97,7 +102,7 @@ def test_the_rewrites_ran_and_were_proven(built):
 
 def test_every_weighted_node_in_fp16_is_exactly_the_fp16_candidate(cnn_ctx, built, tmp_path):
     """The acceptance case: no INT8 node left, built from the rewritten, rounded graph."""
-    from quantkit.run.artifacts import build_variant
+    from quantkit.run.artifact import build_variant
 
     c = cnn_ctx
     source, arts = built
@@ -117,7 +122,7 @@ def test_a_conv_kept_out_of_int8_runs_its_original_constants(cnn_ctx, built, tmp
     """conv3 alone left out of INT8: its equalization group (tied to conv1 through conv2)
     still has INT8 nodes, so the equalized weights stay (the pair's function needs both);
     the rounding's added bias and rounded weight of conv3 go."""
-    from quantkit.run.artifacts import build_variant
+    from quantkit.run.artifact import build_variant
 
     c = cnn_ctx
     source, arts = built
@@ -194,7 +199,7 @@ def test_mixed_plans_keep_one_pass_edits_where_the_recipe_rounds_sequentially(cn
     their mean error); a mixed plan is restored from the same plan refined with the one-pass
     gptq_aware instead, whose edits hold whatever the other nodes' precision: the plan
     without conv3 keeps conv1 and conv2 INT8 with the aware edits, not the sequential ones."""
-    from quantkit.run.artifacts import build_variant
+    from quantkit.run.artifact import build_variant
 
     c = cnn_ctx
     source, arts = built

@@ -9,7 +9,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from quantkit.run import apply_ptq, check_fp16_range, evaluate_reference, quant_scope
+from quantkit.run.stages.ptq import ptq as apply_ptq
+from quantkit.run.stages.fp16_range_check import fp16_range_check as check_fp16_range
+from quantkit.run.stages.fp32_reference import fp32_reference as evaluate_reference
+from quantkit.run.scope import quant_scope
 
 
 def _auto(ctx, tmp_path, **auto):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import onnx
 
 from quantkit.assets import sha256_file
-from quantkit.run import build_artifact, plan_for_ranges
+from quantkit.run.artifact import build_artifact, plan_for_ranges
 
 
 def test_one_fp16_and_one_int8_artifact_per_calibrator(ctx, artifacts):
@@ -54,9 +54,14 @@ def test_fp16_scale_artifacts_are_selectable_and_linted(tiny, tmp_path):
     import numpy as np
     import onnx
 
-    from quantkit.run import (apply_ptq, build_artifacts, calibrate, check_fp16_range,
-                              evaluate_artifact, evaluate_reference, prepared_context,
-                              quant_scope)
+    from quantkit.run.stages.ptq import ptq as apply_ptq
+    from quantkit.run.stages.artifacts import artifacts as build_artifacts
+    from quantkit.run.stages.calibration import calibration as calibrate
+    from quantkit.run.stages.fp16_range_check import fp16_range_check as check_fp16_range
+    from quantkit.run.evaluation import evaluate_artifact
+    from quantkit.run.stages.fp32_reference import fp32_reference as evaluate_reference
+    from quantkit.app import prepared_context
+    from quantkit.run.scope import quant_scope
     from runworld import settings_for
 
     out = {}
@@ -65,8 +70,8 @@ def test_fp16_scale_artifacts_are_selectable_and_linted(tiny, tmp_path):
                                             f"precision.qdq_scale_dtype={dtype}"),
                                tmp_path / dtype)
         overflow = check_fp16_range(ctx)
-        source = apply_ptq(ctx, quant_scope(ctx), overflow)
-        arts = build_artifacts(ctx, calibrate(ctx, source), overflow, source)
+        source = apply_ptq(ctx, quant_scope(ctx), overflow, evaluate_reference(ctx))
+        arts = build_artifacts(ctx, calibrate(ctx, source), overflow, source, evaluate_reference(ctx))
         art = arts["int8.minmax"]
         m = onnx.load(art.path)
         producers = {o: n for n in m.graph.node for o in n.output}

@@ -9,8 +9,13 @@ import dataclasses
 
 import pytest
 
-from quantkit.run import (apply_ptq, build_artifacts, calibrate, check_backend,
-                          check_fp16_range, quant_scope)
+from quantkit.run.stages.ptq import ptq as apply_ptq
+from quantkit.run.stages.fp32_reference import fp32_reference as evaluate_reference
+from quantkit.run.stages.artifacts import artifacts as build_artifacts
+from quantkit.run.stages.calibration import calibration as calibrate
+from quantkit.run.stages.backend_check import backend_check as check_backend
+from quantkit.run.stages.fp16_range_check import fp16_range_check as check_fp16_range
+from quantkit.run.scope import quant_scope
 from quantkit.run.deployment import engine_check_plan, signoff_budget
 from quantkit.run.verdicts import signoff_threshold
 
@@ -57,8 +62,8 @@ def ort_exact(ctx, tmp_path_factory):
               precision=dataclasses.replace(ctx.settings.precision, remainder="fp32"),
               backend=dataclasses.replace(ctx.settings.backend, qdq_mode="exact"))
     overflow = check_fp16_range(c)
-    source = apply_ptq(c, quant_scope(c), overflow)
-    return c, build_artifacts(c, calibrate(c, source), overflow, source)
+    source = apply_ptq(c, quant_scope(c), overflow, evaluate_reference(c))
+    return c, build_artifacts(c, calibrate(c, source), overflow, source, evaluate_reference(c))
 
 
 def test_the_check_gates_on_the_deployment_runtime(ort_exact, reference):

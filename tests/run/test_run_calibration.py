@@ -8,7 +8,8 @@ import math
 import pytest
 
 from quantkit.errors import CalibrationError
-from quantkit.run import QuantScope, calibrate
+from quantkit.run.scope import QuantScope
+from quantkit.run.stages.calibration import calibration as calibrate
 
 
 def test_ranges_for_every_calibrator_and_scope_tensor(ctx, scope, calibration):

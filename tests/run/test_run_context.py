@@ -12,7 +12,7 @@ from onnx import numpy_helper
 import quantkit.environment as environment
 
 from quantkit.cache import StageCache
-from quantkit.run import RunContext
+from quantkit.run.context import RunContext
 
 
 def test_cached_without_a_cache_computes_every_time(ctx):
@@ -50,7 +50,7 @@ def test_float_computed_stages_are_keyed_by_numpys_blas_kernel(ctx, tmp_path, mo
     like measured values."""
     from types import SimpleNamespace
 
-    from quantkit.run.calibration import cached_stats
+    from quantkit.run.ranges import cached_stats
     from quantkit.run.fp16_range import check_fp16_range
     from quantkit.run.quant_source import ptq_memo
 
@@ -68,13 +68,13 @@ def test_float_computed_stages_are_keyed_by_numpys_blas_kernel(ctx, tmp_path, mo
     memo = ptq_memo(c)
     for _ in range(2):  # the second reads the cache
         cached_stats(c, c.graph, [], collect)
-        check_fp16_range(c)
+        check_fp16_range(c, c.graph)
         memo("ptq_channel_stats", {"k": 1}, lambda: (calls.append("ptq") or {"v": 1}, {}))
     assert calls == ["stats", "ptq"]
     monkeypatch.setattr(environment, "numpy_blas", lambda: "openblas 0.0 OtherCore")
     misses = c.cache.stats()
     cached_stats(c, c.graph, [], collect)
-    check_fp16_range(c)
+    check_fp16_range(c, c.graph)
     ptq_memo(c)("ptq_channel_stats", {"k": 1}, lambda: (calls.append("ptq") or {"v": 1}, {}))
     assert calls == ["stats", "ptq", "stats", "ptq"]  # another kernel: computed again
     assert rounding_key(c, c.graph, ["n"]) != fp8_key  # the FP8 GPTQ rounding too
@@ -112,7 +112,7 @@ def test_runner_marks_fp32_tensors_from_the_graph(ctx):
 
 def test_make_context_respects_stage_cache_off(tiny, tmp_path):
     from runworld import settings_for
-    from quantkit.run import make_context
+    from quantkit.run.context import make_context
 
     c = make_context(settings_for(tiny, "stage_cache=false"), tmp_path, tmp_path / "cache")
     assert isinstance(c, RunContext) and c.cache is not None and not c.cache.enabled

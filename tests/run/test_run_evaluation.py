@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 
 from quantkit.cache import StageCache
-from quantkit.run import evaluate_artifact, numerics_note
+from quantkit.run.evaluation import evaluate_artifact, numerics_note
 
 
 def test_reference_evidence(ctx, reference):
@@ -45,7 +45,7 @@ def test_fp32_at_chance_level_on_the_data_is_a_record_note(ctx):
     import dataclasses
 
     from quantkit.data.splits import TextSplit
-    from quantkit.run import evaluate_reference
+    from quantkit.run.stages.fp32_reference import fp32_reference as evaluate_reference
 
     dev = ctx.splits.dev
     flipped = TextSplit(dev.name, list(dev.texts), 1 - dev.labels, list(dev.groups))

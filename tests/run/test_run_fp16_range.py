@@ -6,7 +6,8 @@ import onnx
 from onnx import numpy_helper
 
 import tinyworld
-from quantkit.run import check_fp16_range, prepared_context
+from quantkit.run.stages.fp16_range_check import fp16_range_check as check_fp16_range
+from quantkit.app import prepared_context
 
 
 def test_tiny_model_fits_fp16(overflow):

@@ -14,16 +14,22 @@ from runworld import settings_for
 
 @pytest.fixture(scope="module")
 def fp8_run(tiny, tmp_path_factory):
-    from quantkit.run import (build_artifacts, calibrate, check_fp16_range, evaluate_artifact,
-                              evaluate_reference, prepared_context, quant_scope, apply_ptq)
+    from quantkit.run.stages.artifacts import artifacts as build_artifacts
+    from quantkit.run.stages.calibration import calibration as calibrate
+    from quantkit.run.stages.fp16_range_check import fp16_range_check as check_fp16_range
+    from quantkit.run.evaluation import evaluate_artifact
+    from quantkit.run.stages.fp32_reference import fp32_reference as evaluate_reference
+    from quantkit.app import prepared_context
+    from quantkit.run.scope import quant_scope
+    from quantkit.run.stages.ptq import ptq as apply_ptq
 
     s = settings_for(tiny, "stage_cache=false", "gpu.sm=L4", "precision.formats=[int8,fp8]",
                      "calibrator.methods=[minmax,entropy,mse]")
     ctx = prepared_context(s, tmp_path_factory.mktemp("fp8-run"))
     overflow = check_fp16_range(ctx)
-    source = apply_ptq(ctx, quant_scope(ctx), overflow)
+    source = apply_ptq(ctx, quant_scope(ctx), overflow, evaluate_reference(ctx))
     cal = calibrate(ctx, source)
-    arts = build_artifacts(ctx, cal, overflow, source)
+    arts = build_artifacts(ctx, cal, overflow, source, evaluate_reference(ctx))
     ref = evaluate_reference(ctx)
     evals = {n: evaluate_artifact(ctx, a, ref) for n, a in arts.items()}
     return ctx, cal, arts, evals, source, ref
@@ -66,7 +72,7 @@ def test_an_fp8_artifact_is_float8_qdq_at_opset_19_on_the_original_graph(fp8_run
 
 
 def test_fp8_candidates_evaluate_on_ort_and_join_the_family(fp8_run):
-    from quantkit.run import family_members
+    from quantkit.run.stages.signoff import family_members
 
     ctx, _, arts, evals, *_ = fp8_run
     for name in ("fp8.minmax", "fp8.mse"):
@@ -153,8 +159,13 @@ def test_fp8_weights_are_gptq_rounded_where_dev_scores_it_lower_and_nearest_on_r
     FP8 codes of a node it changed differ from round-to-nearest's. ``nearest``: no step, the
     codes are the original weights' nearest FP8 values."""
     from quantkit.qdq.fp8 import fp8_scale, quantize_fp8
-    from quantkit.run import apply_ptq, build_artifacts, calibrate, check_fp16_range, \
-        prepared_context, quant_scope
+    from quantkit.run.stages.ptq import ptq as apply_ptq
+    from quantkit.run.stages.artifacts import artifacts as build_artifacts
+    from quantkit.run.stages.calibration import calibration as calibrate
+    from quantkit.run.stages.fp16_range_check import fp16_range_check as check_fp16_range
+    from quantkit.app import prepared_context
+    from quantkit.run.scope import quant_scope
+    from quantkit.run.stages.fp32_reference import fp32_reference as evaluate_reference
 
     ctx, _, arts, *_ = fp8_run
     step = arts["fp8.mse"].steps[0]
@@ -168,8 +179,9 @@ def test_fp8_weights_are_gptq_rounded_where_dev_scores_it_lower_and_nearest_on_r
                      "precision.fp8_weight_rounding=nearest")
     c = prepared_context(s, tmp_path)
     overflow = check_fp16_range(c)
-    source = apply_ptq(c, quant_scope(c), overflow)
-    near = build_artifacts(c, calibrate(c, source), overflow, source)["fp8.mse"]
+    ref = evaluate_reference(c)
+    source = apply_ptq(c, quant_scope(c), overflow, ref)
+    near = build_artifacts(c, calibrate(c, source), overflow, source, ref)["fp8.mse"]
     assert near.steps == () and near.plan == arts["fp8.mse"].plan
     originals = {i.name: numpy_helper.to_array(i) for i in c.graph.model.graph.initializer}
     weights = {n.name: originals[n.input[1]] for n in c.graph.model.graph.node

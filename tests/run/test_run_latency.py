@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from quantkit.cache import StageCache
-from quantkit.run import measure
+from quantkit.run.stages.latency import latency as measure
 
 
 def test_latency_measured_then_reused(ctx, artifacts, tmp_path):

@@ -22,7 +22,7 @@ def test_fetching_tensors_in_chunks_gives_the_same_statistics(ctx, scope, layers
     passes over each batch: every statistic is the same as fetching all at once."""
     import dataclasses
 
-    from quantkit.run.layerwise import _run
+    from quantkit.run.stages.layerwise import _run
 
     tensors = list(scope.compare_tensors)
     assert len(tensors) > 2

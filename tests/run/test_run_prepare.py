@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 
 from quantkit.errors import QuantkitError
-from quantkit.run import check_preflight, load_data, make_context, prepare_model
+from quantkit.run.stages.preflight import preflight as check_preflight
+from quantkit.run.stages.data import data as load_data
+from quantkit.run.context import make_context
+from quantkit.run.stages.model import model as prepare_model
 
 
 def test_prepare_builds_one_model_graph(ctx):

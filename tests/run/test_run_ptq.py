@@ -14,7 +14,12 @@ import pytest
 
 from quantkit.assets import sha256_file
 from quantkit.qdq.lint import lint_for_target
-from quantkit.run import apply_ptq, build_artifacts, calibrate, check_fp16_range, quant_scope
+from quantkit.run.stages.ptq import ptq as apply_ptq
+from quantkit.run.stages.fp32_reference import fp32_reference as evaluate_reference
+from quantkit.run.stages.artifacts import artifacts as build_artifacts
+from quantkit.run.stages.calibration import calibration as calibrate
+from quantkit.run.stages.fp16_range_check import fp16_range_check as check_fp16_range
+from quantkit.run.scope import quant_scope
 from quantkit.settings import PtqConfig
 
 OFF = PtqConfig(recipe="custom", range_search=False, int8_weights=False)
@@ -31,9 +36,9 @@ def _with(ctx, tmp_path, ptq: PtqConfig, **settings):
 
 def _run(c):
     overflow = check_fp16_range(c)
-    source = apply_ptq(c, quant_scope(c), overflow)
+    source = apply_ptq(c, quant_scope(c), overflow, evaluate_reference(c))
     cal = calibrate(c, source)
-    return source, cal, build_artifacts(c, cal, overflow, source)
+    return source, cal, build_artifacts(c, cal, overflow, source, evaluate_reference(c))
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +50,7 @@ def on(ctx, tmp_path_factory):
 def test_a_recipe_without_steps_quantizes_the_original_graph(ctx, tmp_path):
     """No step, no int8 weights: the source is the run's own graph and the artifacts are
     the plain Q/DQ of each calibrator's plan, byte for byte."""
-    from quantkit.run.artifacts import build_artifact, plan_for_ranges
+    from quantkit.run.artifact import build_artifact, plan_for_ranges
 
     c = _with(ctx, tmp_path, OFF)
     source, cal, arts = _run(c)
@@ -136,7 +141,7 @@ def test_calibration_is_keyed_by_the_graph_not_the_recipe_name(ctx, tmp_path):
     for i, ptq in enumerate((OFF, dataclasses.replace(OFF, bias_correction=True), ON)):
         c = dataclasses.replace(_with(ctx, tmp_path / str(i), ptq), cache=cache)
         overflow = check_fp16_range(c)
-        calibrate(c, apply_ptq(c, quant_scope(c), overflow))
+        calibrate(c, apply_ptq(c, quant_scope(c), overflow, evaluate_reference(c)))
     keys = [k for d in (tmp_path / "stages" / "calibration_stats").iterdir() if d.is_dir()
             for k in d.iterdir() if k.is_dir()]
     assert len(keys) == 2, keys
@@ -179,7 +184,7 @@ def test_rescaled_comparison_tensors_are_found_by_value(ctx, scope):
 def test_a_variant_with_every_int8_node_is_the_candidate_byte_for_byte(on, tmp_path):
     """The search builds plan variants of the best INT8 artifact: the variant with the same
     INT8 nodes is that artifact exactly (smoothed graph, int8 weights, ptq edits)."""
-    from quantkit.run.artifacts import build_variant
+    from quantkit.run.artifact import build_variant
 
     c, source, _, arts = on
     art = arts["int8.percentile"]
@@ -192,7 +197,7 @@ def test_a_variant_without_int8_nodes_is_the_fp16_candidate(on, tmp_path):
     """Every node out of INT8: the equalization / SmoothQuant groups and the per-plan edits
     are all put back, so the variant computes exactly what the fp16 candidate computes."""
     from quantkit.backends.batched import run_split
-    from quantkit.run.artifacts import build_variant
+    from quantkit.run.artifact import build_variant
 
     c, source, _, arts = on
     art = arts["int8.minmax"]
@@ -221,8 +226,8 @@ def test_bias_correction_edits_the_int8_graph_as_the_pipeline_does(tmp_path):
 
     from quantkit.ptq.pipeline import refine
     from quantkit.settings.ptq_recipe import Recipe
-    from quantkit.run import prepared_context
-    from quantkit.run.artifacts import build_variant
+    from quantkit.app import prepared_context
+    from quantkit.run.artifact import build_variant
     from quantkit.run.quant_source import calib_data
     from runworld import settings_for
 
@@ -294,7 +299,7 @@ def test_weight_rounding_is_cached_and_variants_restore_weights(ctx, tmp_path, m
     from quantkit.cache import StageCache
     from quantkit.ptq.pipeline import refine
     from quantkit.settings.ptq_recipe import Recipe
-    from quantkit.run.artifacts import build_variant
+    from quantkit.run.artifact import build_variant
     from quantkit.run.quant_source import calib_data
 
     cache = StageCache(tmp_path / "stages", enabled=True)

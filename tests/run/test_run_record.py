@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from quantkit.record.run_record import SCHEMA_VERSION, RunRecord
-from quantkit.run import (Prepared, RunResults, assemble_record, check_backend, recorded_config,
-                          summary_lines)
+from quantkit.run.stages.model import Prepared
+from quantkit.run.stages.record import RunResults, record as assemble_record
+from quantkit.run.stages.backend_check import backend_check as check_backend
+from quantkit.run.identity import recorded_config
+from quantkit.report.summary import summary_lines
 
 
 def test_record_from_results(ctx, reference, artifacts, evaluations, layers, calibration):
@@ -13,14 +16,16 @@ def test_record_from_results(ctx, reference, artifacts, evaluations, layers, cal
                      backend_checks={n: check_backend(ctx, a, reference) for n, a in artifacts.items()},
                      layers=layers)
     rec = assemble_record(RunRecord(experiment="t", run_dir=str(ctx.run_dir), command="",
-                                    config={}, seed=0), res)
+                                    config={}, seed=0), res, ctx.run_dir)
     assert rec.schema_version == SCHEMA_VERSION
     assert list(rec.candidates) == ["fp32", *artifacts]
     c = rec.candidates["int8.mse"]
     assert c["metrics"] == evaluations["int8.mse"].evidence["metrics"]
     assert c["plan_counts"] == artifacts["int8.mse"].plan.counts() and "layers" in c
     assert c["backend_check"]["status"] == "not_run" and "layers" not in rec.candidates["fp32"]
-    assert rec.artifacts == {f"model.{n}.onnx": a.sha256 for n, a in artifacts.items()}
+    models = {k: v for k, v in rec.artifacts.items() if k.startswith("model.")}
+    assert models == {f"model.{n}.onnx": a.sha256 for n, a in artifacts.items()}
+    assert (ctx.run_dir / "SHA256SUMS").is_file()
     assert rec.recommended is None  # no sign-off ran: nothing is recommended on dev alone
     assert c["verdict"]["split"] == "dev"
     assert any(line.startswith("recommended:") for line in summary_lines(rec))

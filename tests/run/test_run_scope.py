@@ -9,7 +9,9 @@ import pytest
 
 from quantkit.errors import ConfigError
 from quantkit.graph.model_graph import ModelGraph
-from quantkit.run import RunContext, plan_for_ranges, quant_scope
+from quantkit.run.context import RunContext
+from quantkit.run.artifact import plan_for_ranges
+from quantkit.run.scope import quant_scope
 
 
 def _with_precision(ctx, **kw):

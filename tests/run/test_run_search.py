@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from quantkit.run import search_mixed, search_skip_reason
+from quantkit.run.stages.search import search as search_mixed, search_skip_reason
 
 
 def test_search_builds_and_evaluates_the_mixed_candidate(ctx, artifacts, evaluations, layers,
@@ -36,8 +36,14 @@ def test_proxy_scores_the_inputs_ptq_renamed(ctx, tmp_path):
     scoring that input as noise-free (issue 16)."""
     import dataclasses
 
-    from quantkit.run import (apply_ptq, build_artifacts, calibrate, check_fp16_range,
-                              compare_layers, evaluate_artifact, evaluate_reference, quant_scope)
+    from quantkit.run.stages.ptq import ptq as apply_ptq
+    from quantkit.run.stages.artifacts import artifacts as build_artifacts
+    from quantkit.run.stages.calibration import calibration as calibrate
+    from quantkit.run.stages.fp16_range_check import fp16_range_check as check_fp16_range
+    from quantkit.run.stages.layerwise import layerwise as compare_layers
+    from quantkit.run.evaluation import evaluate_artifact
+    from quantkit.run.stages.fp32_reference import fp32_reference as evaluate_reference
+    from quantkit.run.scope import quant_scope
     from quantkit.settings import PtqConfig
 
     ptq = PtqConfig(recipe="custom", smoothquant_alpha=0.8, range_search=False,
@@ -45,8 +51,8 @@ def test_proxy_scores_the_inputs_ptq_renamed(ctx, tmp_path):
     c = dataclasses.replace(ctx, settings=dataclasses.replace(ctx.settings, ptq=ptq),
                             run_dir=tmp_path)
     overflow = check_fp16_range(c)
-    source = apply_ptq(c, quant_scope(c), overflow)
-    arts = build_artifacts(c, calibrate(c, source), overflow, source)
+    source = apply_ptq(c, quant_scope(c), overflow, evaluate_reference(c))
+    arts = build_artifacts(c, calibrate(c, source), overflow, source, evaluate_reference(c))
     ref = evaluate_reference(c)
     evs = {n: evaluate_artifact(c, a, ref) for n, a in arts.items()}
     out = search_mixed(c, arts, evs, compare_layers(c, source.scope, arts), ref, source)
@@ -74,7 +80,7 @@ def test_measured_sensitivity_only_mode_scores_each_layer_alone_int8(ctx, artifa
                                                                     reference, source):
     """mode=only: the baseline keeps every ranked layer out of INT8 (layers outside the
     measured top too), each step puts exactly one layer back; INT8 damage is positive."""
-    from quantkit.run.search import measure_sensitivity, quantized_graph
+    from quantkit.run.sensitivity import measure_sensitivity, quantized_graph
 
     art = artifacts["int8.minmax"]
     nodes = sorted(art.plan.int8_nodes())
@@ -95,7 +101,7 @@ def test_only_mode_measures_each_layer_against_an_fp32_rest(ctx, artifacts, refe
     FP32 function itself (damage 0 up to kernel order), below the FP16-emulated baseline."""
     from onnx import TensorProto
 
-    from quantkit.run.search import measure_sensitivity, quantized_graph
+    from quantkit.run.sensitivity import measure_sensitivity, quantized_graph
 
     art = artifacts["int8.minmax"]
     nodes = sorted(art.plan.int8_nodes())
@@ -117,7 +123,7 @@ def test_only_mode_measures_each_layer_against_an_fp32_rest(ctx, artifacts, refe
 def test_the_search_plans_power_for_the_churn_gate_too():
     """A candidate needs both its metric test and the churn gate (verdict.max_flip_rate) to
     PASS on test: the search's power plan sizes the gate as well (run/search.py)."""
-    from quantkit.run.search import gate_test_size
+    from quantkit.run.sensitivity import gate_test_size
     from quantkit.verdict import TestPolicy
 
     policy = TestPolicy(alpha=0.0125, power=0.8, min_n=100)
@@ -139,11 +145,11 @@ def test_a_warm_search_builds_and_runs_nothing(ctx, artifacts, layers, reference
     but the chosen one, and reads the same evaluations."""
     import dataclasses
 
-    import quantkit.backends.batched as batched
     import quantkit.run.evaluation as evaluation
-    import quantkit.run.search as search
+    import quantkit.run.sensitivity as sensitivity
+    import quantkit.run.stages.search as search
     from quantkit.cache import StageCache
-    from quantkit.run import evaluate_artifact
+    from quantkit.run.evaluation import evaluate_artifact
 
     s = ctx.settings
     s = dataclasses.replace(
@@ -170,7 +176,7 @@ def test_a_warm_search_builds_and_runs_nothing(ctx, artifacts, layers, reference
         raise AssertionError("a warm search ran a session")
     monkeypatch.setattr(search, "build_variant", counting_build)
     monkeypatch.setattr(evaluation, "_evaluate", refuse)
-    monkeypatch.setattr(batched, "run_split", refuse)
+    monkeypatch.setattr(sensitivity, "run_split", refuse)  # the damages' sessions
     second = search_mixed(warm, artifacts, evs, layers, reference, source)
     assert built == ["mixed"]  # the chosen candidate's file; no search variant
     def timeless(evals):
@@ -190,8 +196,8 @@ def test_the_mixed_candidate_reuses_the_search_evaluation_of_its_set(ctx, artifa
     import dataclasses
 
     from quantkit.cache import StageCache
-    from quantkit.run import evaluate_artifact
-    from quantkit.run.evaluation import evaluate
+    from quantkit.run.evaluation import evaluate_artifact
+    from quantkit.run.evaluation import evaluate_model as evaluate
 
     assert ctx.settings.backend.name == "ort"
     fresh = dataclasses.replace(ctx, cache=StageCache(tmp_path / "cache"),

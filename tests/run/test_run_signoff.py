@@ -6,8 +6,10 @@ from __future__ import annotations
 import pytest
 
 from quantkit.record.run_record import RunRecord
-from quantkit.run import (RunResults, assemble_record, evaluate_reference, family_members,
-                          recommend_signed, sign_off)
+from quantkit.run.stages.record import RunResults, record as assemble_record
+from quantkit.run.stages.fp32_reference import fp32_reference as evaluate_reference
+from quantkit.run.stages.signoff import family_members, signoff as sign_off
+from quantkit.run.stages.recommend import recommend as recommend_signed
 from quantkit.verdict import TestSplitReuse
 
 
@@ -41,7 +43,7 @@ def test_family_is_fp16_and_the_best_int8_by_dev(ctx, evaluations, signed):
 
 def test_a_mixed_candidate_without_a_quantized_node_is_not_declared(ctx, artifacts,
                                                                     evaluations, signed):
-    from quantkit.run import SearchOutcome, declared_mixed
+    from quantkit.run.stages.search import SearchOutcome, declared_mixed
 
     members = signed[0]
     int8 = next(n for n in artifacts if n.startswith("int8."))
@@ -79,7 +81,7 @@ def test_record_shows_family_order_power_plan_and_test_evidence(ctx, reference, 
     res = RunResults(reference=reference, reference_test=ref_test, artifacts=artifacts,
                      evaluations=evaluations, signoff=so, recommendation=rec, notes=notes)
     out = assemble_record(RunRecord(experiment="t", run_dir=str(ctx.run_dir), command="",
-                                    config={}, seed=0), res)
+                                    config={}, seed=0), res, ctx.run_dir)
     s = out.signoff
     assert s["family"]["candidates"] == list(so.family.candidates)
     # look 1 of this model on these test examples: 0.9 of the declared one-sided alpha
@@ -135,7 +137,7 @@ def test_a_re_test_is_another_look_linked_to_the_one_it_replaces(artifacts, eval
 def test_a_test_split_decision_outside_the_ledger_is_refused(ctx, artifacts, signed):
     """Cached test outputs cannot be re-decided silently: a paired test on the test split
     needs the look the ledger reserved (sign_off); evaluate() without one refuses."""
-    from quantkit.run import evaluate
+    from quantkit.run.evaluation import evaluate_model as evaluate
 
     members, ref_test, so, _ = signed
     art = artifacts[members[0]]
@@ -158,7 +160,7 @@ def test_the_int8_member_is_the_one_most_likely_to_pass_on_test(ctx):
 
     from quantkit.data.splits import TextSplit
     from quantkit.run.evaluation import Evaluation
-    from quantkit.run.signoff import POWER_TIE, planned_powers
+    from quantkit.run.stages.signoff import POWER_TIE, planned_powers
     from quantkit.verdict import Margin, churn_gate, paired_signoff, with_gate
 
     v = ctx.settings.verdict

@@ -45,15 +45,20 @@ def residual_cnn(path) -> None:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    from quantkit.run import apply_ptq, build_artifacts, calibrate, check_fp16_range, quant_scope
+    from quantkit.run.stages.ptq import ptq as apply_ptq
+    from quantkit.run.stages.fp32_reference import fp32_reference as evaluate_reference
+    from quantkit.run.stages.artifacts import artifacts as build_artifacts
+    from quantkit.run.stages.calibration import calibration as calibrate
+    from quantkit.run.stages.fp16_range_check import fp16_range_check as check_fp16_range
+    from quantkit.run.scope import quant_scope
 
     root = tmp_path_factory.mktemp("residual")
     residual_cnn(root / "cnn.onnx")
     c = cnn_run_context(root, root / "cnn.onnx", "residual", "ptq.recipe=custom",
                         "ptq.stream_alpha=0.5", "ptq.range_search=true")
     overflow = check_fp16_range(c)
-    source = apply_ptq(c, quant_scope(c), overflow)
-    return c, source, build_artifacts(c, calibrate(c, source), overflow, source)
+    source = apply_ptq(c, quant_scope(c), overflow, evaluate_reference(c))
+    return c, source, build_artifacts(c, calibrate(c, source), overflow, source, evaluate_reference(c))
 
 
 def _weight(model, node):
@@ -82,7 +87,7 @@ def test_the_stream_is_scaled_and_proven(built):
 
 
 def test_every_weighted_node_in_fp16_is_exactly_the_fp16_candidate(built, tmp_path):
-    from quantkit.run.artifacts import build_variant
+    from quantkit.run.artifact import build_variant
 
     c, source, arts = built
     base = arts["int8.minmax"]

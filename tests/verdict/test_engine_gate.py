@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from quantkit.errors import ConfigError
-from quantkit.run.backend_check import BackendCheck
-from quantkit.run.signoff import blocked_by_engine
+from quantkit.run.stages.backend_check import BackendCheck
+from quantkit.run.stages.recommend import blocked_by_engine
 from quantkit.verdict import (Margin, TestPolicy, decide_family, declare_family,
                               paired_signoff, recommend_candidate)
 from quantkit.verdict.engine_gate import flip_gate, score_gate, split_budget

@@ -20,19 +20,21 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
-from quantkit.run.context import RunContext
-from quantkit.run.evaluation import Evaluation, evaluate
+from quantkit.compare.ties import DEV_TIE_SHARE, best_with_ties
+from quantkit.ledger_store import LedgerStore, example_hashes, ledger_path
+from quantkit.run.context import RunContext, is_sweep_job
+from quantkit.run.evaluation import Evaluation, evaluate_model
+from quantkit.run.verdicts import decision_metric, decision_value, split_groups
+from quantkit.verdict import TestLedger, decide_family, declare_powered_family, signoff_record
+from quantkit.verdict.ledger import decision_key, model_key, same_data_rule
+from quantkit.verdict.outcome import SignoffTest
+from quantkit.verdict.protocol import FamilyDecision, FamilyPlan, SignoffFamily, _json_safe
+from quantkit.verdict.rule_power import rule_power
 
-if TYPE_CHECKING:
-    from quantkit.verdict.protocol import (FamilyDecision, FamilyPlan, Recommendation,
-                                           SignoffFamily, TestLedger)
-    from quantkit.verdict.outcome import SignoffTest
-
-__all__ = ["SignOff", "family_members", "planned_powers", "POWER_TIE", "sign_off",
-           "signoff_skip_reason", "recommend_signed", "target_throughput", "blocked_by_engine",
-           "deployment_note"]
+__all__ = ["POWER_TIE", "SignOff", "evaluate_on_test", "family_members", "planned_powers",
+           "signoff", "signoff_skip_reason"]
 
 log = logging.getLogger(__name__)
 
@@ -64,9 +66,6 @@ class SignOff:
                 if not r.get("tested", True)}
 
     def to_record(self, recommendation) -> dict:
-        from quantkit.verdict import signoff_record
-        from quantkit.verdict.protocol import _json_safe
-
         if self.family is None:  # nothing tested: the plan and the ledger facts only
             return _json_safe({
                 "alpha_one_sided": self.look.get("alpha_one_sided"), "method": None,
@@ -87,7 +86,7 @@ def family_members(ctx: RunContext, evaluations: dict[str, Evaluation],
     """The sign-off family, chosen on dev: fp16, the INT8 candidate most likely to PASS on
     test (and the FP8 one, where the target has FP8: ``precision.formats``), and ``mixed``
     when given (the search's candidate when it is declared:
-    :func:`quantkit.run.search.declared_mixed`).
+    :func:`quantkit.run.stages.search.declared_mixed`).
 
     The INT8 candidate most likely to PASS: the highest planned power of the sign-off's own
     rule (margin and churn gate, :func:`quantkit.verdict.rule_power.rule_power`) on the test
@@ -99,9 +98,6 @@ def family_members(ctx: RunContext, evaluations: dict[str, Evaluation],
     amx_int8) the best dev accuracy, int8.percentile (+0.0029, flip rate 0.0153), planned
     0.49 and went untested, while int8.minmax (+0.0019, flip rate 0.0123) is what the
     churn gate and the paired interval favour."""
-    from quantkit.compare.ties import DEV_TIE_SHARE, best_with_ties
-    from quantkit.run.verdicts import decision_value
-
     names = [n for n in ("fp16",) if n in evaluations]
     for fmt in ("int8.", "fp8."):  # the best candidate of each quantized format
         cands = [n for n in evaluations if n.startswith(fmt)]
@@ -129,8 +125,6 @@ def planned_powers(ctx: RunContext, evaluations: dict[str, Evaluation]) -> dict[
     """name -> the planned power of the sign-off's rule on the test split's size from the
     dev evidence, at the declared alpha (0.0 without dev evidence). Reads the test split's
     size and groups, never its examples' outputs."""
-    from quantkit.verdict.rule_power import rule_power
-
     n_test, n_groups = len(ctx.splits.test), _test_groups(ctx)
     return {n: 0.0 if ev.test is None else
             float(rule_power(ev.test, n=n_test, policy=ctx.policy, n_groups=n_groups).power)
@@ -140,8 +134,6 @@ def planned_powers(ctx: RunContext, evaluations: dict[str, Evaluation]) -> dict[
 def _test_groups(ctx: RunContext) -> int | None:
     """How many groups the test split has (grouped data), else None: what the power plan
     reads of the test split besides its size."""
-    from quantkit.run.verdicts import split_groups
-
     codes = split_groups(ctx, "test")
     return None if codes is None else int(len(set(codes.tolist())))
 
@@ -153,8 +145,6 @@ def signoff_skip_reason(settings) -> str | None:
     test results would choose on test. Sweep jobs therefore rank on dev and sign nothing
     off; the sweep report names the chosen job's command, whose plain run signs off once
     (``verdict.signoff_in_sweeps=true`` signs off in every job)."""
-    from quantkit.run.context import is_sweep_job
-
     if settings.verdict.signoff_in_sweeps or not is_sweep_job():
         return None
     return ("sweep job (python -m quantkit -m ...): jobs are compared on dev and the test split "
@@ -164,8 +154,6 @@ def signoff_skip_reason(settings) -> str | None:
 def _decision_key(ctx: RunContext, members: list[str], artifacts: dict,
                   dev_tests: dict) -> str:
     """Everything the test decision depends on (quantkit.verdict.ledger.decision_key)."""
-    from quantkit.verdict.ledger import decision_key
-
     s = ctx.settings
     return decision_key(
         model=ctx.model.sha256, test_split=ctx.splits.test.sha256,
@@ -180,8 +168,6 @@ def _decision_key(ctx: RunContext, members: list[str], artifacts: dict,
 def _ledger_facts(res, *, read: bool, key: str, key_basis: str) -> dict:
     """``record.signoff.ledger``: where the ledger is, which look this is, its alpha, the
     earlier looks it was charged against (the same for a run that reads it)."""
-    from quantkit.verdict.ledger import same_data_rule
-
     la, look = res.alpha, res.look
     facts = {"path": str(res.path), "model_key": key, "model_key_basis": key_basis,
              "rule": la.rule, "same_data": same_data_rule(),
@@ -209,15 +195,15 @@ def evaluate_on_test(ctx: RunContext, name: str, artifact, reference_test: Evalu
                      look) -> Evaluation:
     """One declared member's test Evaluation: the artifact run on the test split, its paired
     test at the look's alpha (``look``: the ledger's LookAlpha)."""
-    return evaluate(ctx, name, artifact.path, split="test", reference=reference_test,
+    return evaluate_model(ctx, name, artifact.path, split="test", reference=reference_test,
                     plan_int8=artifact.plan.int8_nodes(),
                     plan_fp8=artifact.plan.nodes_with("fp8"), emulated=artifact.emulated,
                     artifact_sha=artifact.sha256, look=look)
 
 
-def sign_off(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str, Evaluation],
-             reference_test: Evaluation, *,
-             evaluate_member: Callable[..., Evaluation] | None = None) -> SignOff:
+def signoff(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str, Evaluation],
+            reference_test: Evaluation, *,
+            evaluate_member: Callable[..., Evaluation] | None = None) -> SignOff:
     """Plan and declare ``members`` on their dev tests at the look's alpha, evaluate each
     once on test, decide, and record the look in the persistent ledger (module docstring).
 
@@ -227,12 +213,6 @@ def sign_off(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str
     artifact run on the test split); ``benchmarks/verdict_validity.py`` passes simulated
     outputs through the same ``candidate_test`` so that everything else here is the run's.
     """
-    from quantkit.ledger_store import LedgerStore, example_hashes, ledger_path
-    from quantkit.run.verdicts import decision_metric
-    from quantkit.verdict import TestLedger, decide_family, declare_powered_family
-    from quantkit.verdict.ledger import model_key
-    from quantkit.verdict.protocol import FamilyDecision, FamilyPlan, SignoffFamily
-
     s, v = ctx.settings, ctx.settings.verdict
     policy = ctx.policy
     dev_tests = {n: dev[n].test for n in members}
@@ -324,96 +304,3 @@ def sign_off(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str
                                                           key_basis=key_basis))
 
 
-def target_throughput(ctx: RunContext, latency) -> dict | None:
-    """Throughput per candidate and batch, only when measured on the target's own runtime
-    (ONNX Runtime CPU for target=ort_cpu, a TensorRT engine for backend=trt); else None."""
-    s = ctx.settings
-    on_target = s.backend.name == "trt" or (
-        s.target == "ort_cpu" and list(s.backend.providers) == ["CPUExecutionProvider"])
-    if latency is None or not on_target:
-        return None
-    return {n: {b: st["throughput"] for b, st in per.items()
-                if isinstance(st, dict) and "throughput" in st}
-            for n, per in latency.candidates.items()}
-
-
-def recommend_signed(ctx: RunContext, signoff: SignOff, artifacts: dict, backend_checks: dict,
-                     latency) -> tuple[Recommendation, list[str]]:
-    """The recommendation among test PASSes (not slower than FP16 where latency is on the
-    target runtime) whose engine check PASSed where it gates (run/backend_check.py: on the
-    deployment runtime, a check that did not pass blocks), and the notes a reviewer must
-    read beside it: the deployed artifact's bound, or that the engine check has not run and
-    what to run (quantkit/run/deployment.py)."""
-    from quantkit.verdict import recommend_candidate
-    from quantkit.verdict.protocol import Recommendation
-
-    if signoff.decision is None:
-        basis = "test-split sign-off of the declared family (no member tested)"
-        return Recommendation(None, "no candidate recommended: no declared member has the "
-                                    "planned power to be tested on this test split "
-                                    "(verdict.min_power); see the power plan for the size "
-                                    "that would do", [], dict(signoff.not_tested), basis), []
-    counts = {n: a.plan.counts().get("int8", 0) for n, a in artifacts.items()}
-    blocked = blocked_by_engine(backend_checks)
-    estimates = estimated_cost(ctx, artifacts)
-    label = next(iter(estimates.values())).label if estimates else ""
-    rec = recommend_candidate(signoff.decision, int8_nodes=counts,
-                              throughput=target_throughput(ctx, latency), blocked=blocked,
-                              cost={n: e.ms for n, e in estimates.items()} or None,
-                              cost_label=label)
-    check = backend_checks.get(rec.candidate) if rec.candidate else None
-    notes = [deployment_note(rec.candidate, check)] if check is not None else []
-    if estimates:
-        e = next(iter(estimates.values()))
-        notes.append(f"GEMM time {e.label} (cost model: {e.basis}; {e.shape}; not measured): "
-                     + ", ".join(f"{n} {v.ms:.4g} ms" for n, v in estimates.items()))
-    return rec, notes
-
-
-def estimated_cost(ctx: RunContext, artifacts: dict) -> dict:
-    """name -> PlanEstimate of each candidate's GEMM time on ``gpu.sm`` (empty when no target
-    GPU is set): at the largest ``bench.batch_sizes`` and ``data.max_length``."""
-    from quantkit.precision.plan_cost import estimate_plan
-
-    s = ctx.settings
-    if s.gpu.sm is None:
-        return {}
-    shapes, where = run_gemm_shapes(ctx)
-    return {n: estimate_plan(a.plan, shapes, s.gpu.sm, shape=where) for n, a in artifacts.items()}
-
-
-def run_gemm_shapes(ctx: RunContext) -> tuple[dict, str]:
-    """The run graph's GEMM shapes for the cost model (``plan_cost.gemm_shapes``) at the
-    largest ``bench.batch_sizes`` and ``data.max_length``, and a line saying so."""
-    from quantkit.precision.plan_cost import gemm_shapes
-
-    s = ctx.settings
-    batch, length = max(s.bench.batch_sizes), int(s.data.max_length or 1)
-    shapes = gemm_shapes(ctx.graph.model, ctx.graph.infos, batch=batch, length=length)
-    return shapes, f"batch {batch}, length {length} where the model's shape is symbolic"
-
-
-def blocked_by_engine(backend_checks: dict) -> dict[str, str]:
-    """name -> why it may not be recommended: its engine check gates (it ran, or should
-    have, on the deployment runtime) and did not PASS (run/backend_check.py)."""
-    return {n: f"engine check {c.status} on the deployment runtime: {c.what_to_run}"
-            for n, c in backend_checks.items() if c.blocks}
-
-
-def deployment_note(name: str, check) -> str:
-    """One line for the recommended candidate: the bound of the deployed artifact, or that
-    the engine check has not run and what to run."""
-    r = check.to_record()
-    b = r.get("budget") or {}
-    if check.not_run:
-        return (f"deployment of {name}: {check.what_to_run}; until then the sign-off "
-                f"(at {b.get('signoff', 0):.4g} of the declared {b.get('declared', 0):.4g}) "
-                f"bounds the emulation, not the deployed engine")
-    if r.get("status") == "not_needed":
-        return (f"deployment of {name}: signed on {r.get('deployment')}, the "
-                f"deployment runtime itself: the sign-off bounds the deployed artifact")
-    return (f"deployment of {name}: the deployed artifact is bounded by the declared "
-            f"{b.get('declared', 0):.4g} ({b.get('metric')}): sign-off at "
-            f"{b.get('signoff', 0):.4g} + engine check PASS within "
-            f"{r.get('engine_tolerance', b.get('tolerance', 0)):.4g} ({b.get('units')}; "
-            f"{b.get('composition')})")

@@ -27,11 +27,19 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from quantkit.run.artifacts import Artifact
+from quantkit.backends.batched import run_split
+from quantkit.backends.trt.infer import runner_for
+from quantkit.compare.embedding import neighbour_recall_at_k
+from quantkit.run.artifact import Artifact
 from quantkit.run.context import RunContext
+from quantkit.run.deployment import engine_check_plan, signoff_budget
+from quantkit.run.engine import build_trt_engine
+from quantkit.run.evaluation import Evaluation
+from quantkit.run.verdicts import decision_metric, example_scores
+from quantkit.verdict.engine_gate import FLIP_METRICS, flip_gate, score_gate
 from quantkit.verdict.margin import LABELLED_METRICS
 
-__all__ = ["BackendCheck", "check_backend", "gate_outputs"]
+__all__ = ["BackendCheck", "backend_check", "gate_outputs"]
 
 log = logging.getLogger(__name__)
 
@@ -74,12 +82,10 @@ class BackendCheck:
         return dict(self.result)
 
 
-def check_backend(ctx: RunContext, artifact: Artifact, reference) -> BackendCheck:
+def backend_check(ctx: RunContext, artifact: Artifact, reference: Evaluation) -> BackendCheck:
     """Cached by artifact, dev data, compare + backend + verdict settings and the execution
     environment. ``reference``: the FP32 evaluation on dev (its accuracy converts a
     relative margin into a flip rate)."""
-    from quantkit.run.deployment import engine_check_plan
-
     s = ctx.settings
     plan = engine_check_plan(s)
     if not plan.required or not plan.runs_here:
@@ -94,14 +100,10 @@ def check_backend(ctx: RunContext, artifact: Artifact, reference) -> BackendChec
 
 
 def _metric(ctx: RunContext) -> str:
-    from quantkit.run.verdicts import decision_metric
-
     return decision_metric(ctx)
 
 
 def _base(ctx: RunContext, plan) -> dict:
-    from quantkit.run.deployment import signoff_budget
-
     metric = _metric(ctx)
     return {"plan": plan.to_dict(), "deployment": plan.deployment, "compared": plan.compared,
             "metric": metric, "budget": signoff_budget(ctx.settings, metric).to_dict()}
@@ -139,8 +141,6 @@ def _what_to_run(status: str, gate, n: int, plan) -> str:
 
 
 def _check(ctx: RunContext, art: Artifact, reference, plan) -> dict:
-    from quantkit.backends.batched import run_split
-
     s, dev = ctx.settings, ctx.splits.dev
     base = _base(ctx, plan)
     n = min(s.compare.backend_check_subset, len(dev))
@@ -158,9 +158,6 @@ def _check(ctx: RunContext, art: Artifact, reference, plan) -> dict:
 
     signed = art.emulated() if art.emulated is not None else art.path
     if s.backend.name == "trt":
-        from quantkit.backends.trt.infer import runner_for
-        from quantkit.run.engine import build_trt_engine
-
         engine = build_trt_engine(ctx, art.path, None)
         deployed = predict(runner_for(s, engine, name="check-engine"))
     else:  # target=ort_cpu on ONNX Runtime CPU: its fused integer kernels
@@ -177,10 +174,6 @@ def gate_outputs(ctx: RunContext, plan, deployed: np.ndarray, emulated: np.ndarr
     the gate at the engine's tolerance in the decision metric's units (what
     :func:`check_backend` records; ``benchmarks/verdict_validity.py`` feeds it simulated
     outputs)."""
-    from quantkit.run.deployment import signoff_budget
-    from quantkit.run.verdicts import example_scores
-    from quantkit.verdict.engine_gate import FLIP_METRICS, flip_gate, score_gate
-
     s = ctx.settings
     base = _base(ctx, plan)
     n = int(len(deployed))
@@ -198,7 +191,6 @@ def gate_outputs(ctx: RunContext, plan, deployed: np.ndarray, emulated: np.ndarr
             # the neighbours are searched among the checked examples themselves (each query
             # excluded): the engine's deficit in recall@k units at the fixed size
             # compare.backend_check_subset, without embedding the sign-off's gallery twice more
-            from quantkit.compare.embedding import neighbour_recall_at_k
 
             scores = neighbour_recall_at_k(emulated, deployed,
                                            k=max(1, min(s.verdict.recall_k, n - 1)))

@@ -1,30 +1,28 @@
-"""Record assembly: every stage's typed result -> the one RunRecord, built once at the end;
-plus the run's policy lines (target note, recommendation, slower-than-FP32 warning)."""
+"""Stage "record": every stage's typed result -> the one RunRecord, built once at the end (with
+the slower-than-FP32 warning), the ranges/ and plans/ files hashed, SHA256SUMS written."""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from quantkit.assets import sha256_file
+from quantkit.calibrate.io import atomic_write_text
 from quantkit.record.run_record import SCHEMA_VERSION, RunRecord
+from quantkit.run.artifact import Artifact
+from quantkit.run.evaluation import Evaluation
+from quantkit.run.quant_source import QuantSource
+from quantkit.run.stages.backend_check import BackendCheck
+from quantkit.run.stages.calibration import Calibration
+from quantkit.run.stages.latency import LatencyReport
+from quantkit.run.stages.layerwise import LayerReport
+from quantkit.run.stages.model import Prepared
+from quantkit.run.stages.search import SearchOutcome
+from quantkit.run.stages.signoff import SignOff
+from quantkit.verdict.protocol import Recommendation
 
-if TYPE_CHECKING:
-    from quantkit.run.artifacts import Artifact
-    from quantkit.run.backend_check import BackendCheck
-    from quantkit.run.calibration import Calibration
-    from quantkit.run.evaluation import Evaluation
-    from quantkit.run.latency import LatencyReport
-    from quantkit.run.layerwise import LayerReport
-    from quantkit.run.prepare import Prepared
-    from quantkit.run.quant_source import QuantSource
-    from quantkit.run.search import SearchOutcome
-    from quantkit.run.signoff import SignOff
-    from quantkit.verdict.protocol import Recommendation
-
-__all__ = ["RunResults", "assemble_record", "candidate_records", "slower_than_fp32",
-           "target_note", "write_sha256sums", "record_files", "recorded_config"]
+__all__ = ["RunResults", "candidate_records", "record", "slower_than_fp32", "write_sha256sums"]
 
 log = logging.getLogger(__name__)
 
@@ -49,23 +47,6 @@ class RunResults:
     signoff_skipped: str | None = None  # why the test split was left alone (sweep jobs)
     recommendation: Recommendation | None = None
     notes: list[str] = field(default_factory=list)  # what a reviewer must read beside it
-
-
-def recorded_config(cfg, settings) -> dict:
-    """The composed config as it ran: what the deployment target forced is written in
-    (``target=ort_cpu`` records ``precision.remainder: fp32``)."""
-    from omegaconf import OmegaConf
-
-    from quantkit.settings import target_overrides
-
-    config = OmegaConf.to_container(cfg, resolve=True)
-    for dotted, value in target_overrides(settings).items():
-        node = config
-        *parents, leaf = dotted.split(".")
-        for key in parents:
-            node = node.setdefault(key, {})
-        node[leaf] = value
-    return config
 
 
 def _dev_summary(evidence: dict) -> dict:
@@ -123,8 +104,9 @@ def candidate_records(results: RunResults) -> dict[str, dict]:
     return out
 
 
-def assemble_record(record: RunRecord, results: RunResults) -> RunRecord:
-    """Fill ``record`` (made at the start with the run's identity) from ``results``."""
+def record(record: RunRecord, results: RunResults, run_dir: Path) -> RunRecord:
+    """Fill ``record`` (made at the start with the run's identity) from ``results``; hash the
+    run dir's ranges/ and plans/ files into ``record.artifacts`` and write SHA256SUMS."""
     record.schema_version = SCHEMA_VERSION
     record.candidates = candidate_records(results)
     if results.source is not None:
@@ -158,17 +140,11 @@ def assemble_record(record: RunRecord, results: RunResults) -> RunRecord:
     if results.search is not None:
         arts["mixed"] = results.search.artifact
     record.artifacts = {Path(a.path).name: a.sha256 for a in arts.values()}
-    return record
-
-
-def record_files(record: RunRecord, run_dir: Path) -> None:
-    """Hash the ranges/ and plans/ files into ``record.artifacts``; write SHA256SUMS."""
-    from quantkit.assets import sha256_file
-
     for sub in ("ranges", "plans"):
         for f in sorted((run_dir / sub).glob("*")):
             record.artifacts[f"{sub}/{f.name}"] = sha256_file(f)
     write_sha256sums(run_dir, record.artifacts)
+    return record
 
 
 def slower_than_fp32(candidates: dict[str, dict], name: str | None) -> str | None:
@@ -190,29 +166,6 @@ def slower_than_fp32(candidates: dict[str, dict], name: str | None) -> str | Non
             + "; ".join(slower) + "): check the latency table before deploying it")
 
 
-def target_note(settings) -> str:
-    """One line for the record: which deployment target the INT8 artifacts realize."""
-    from quantkit.qdq.targets import get_target
-
-    t = get_target(settings.target)
-    note = f"target {t.name}: {t.description}"
-    if t.forced_remainder:
-        note += f"; precision.remainder forced to {t.forced_remainder}"
-    if t.name == "ort_cpu":
-        note += ("; every number of this run is on ONNX Runtime CPU, target ort_cpu, and "
-                 "says nothing about TensorRT")
-    gpu = getattr(getattr(settings, "gpu", None), "sm", None)
-    if gpu is not None:  # unset: the note reads as before this setting existed
-        from quantkit.precision.gpus import formats_for, resolve_gpu
-
-        g = resolve_gpu(gpu)
-        note += (f"; target GPU {g.label}, {g.arch}: formats it runs {', '.join(formats_for(g))}"
-                 f", requested {', '.join(settings.precision.formats)}")
-    return note
-
-
 def write_sha256sums(run_dir: Path, artifacts: dict[str, str]) -> None:
-    from quantkit.calibrate.io import atomic_write_text
-
     lines = "".join(f"{sha}  {name}\n" for name, sha in sorted(artifacts.items()))
     atomic_write_text(run_dir / "SHA256SUMS", lines)

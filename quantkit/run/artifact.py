@@ -1,7 +1,8 @@
-"""Stage "artifacts": Plan -> Q/DQ (when INT8) -> FP16 casts -> lint -> model.<name>.onnx.
+"""One candidate artifact: Plan -> Q/DQ (when quantized) -> FP16 casts -> lint ->
+model.<name>.onnx.
 
-Every candidate artifact (fp16, int8.<calibrator>, the search's mixed plan) is built by
-:func:`build_artifact` from one Plan on the run's ModelGraph."""
+Every candidate artifact (fp16, int8.<calibrator>, fp8.<calibrator>, the search's mixed plan
+and its variants) is built by :func:`build_artifact` from one Plan on a ModelGraph."""
 
 from __future__ import annotations
 
@@ -10,25 +11,30 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import onnx
 
-from quantkit.backends.spill import KeptModel, SpilledModel
-from quantkit.precision.plan import Plan
+from quantkit.backends.spill import KeptModel, LazySpilledModel, SpilledModel
+from quantkit.errors import GraphEditError
+from quantkit.fsutil import atomic_write_json
+from quantkit.graph.facts import opset_version
+from quantkit.graph.model_graph import ModelGraph
+from quantkit.models.model import write_model_atomic
+from quantkit.precision.fp8_rules import fp8_exclusions
+from quantkit.precision.plan import Plan, Precision, build_plan
 from quantkit.ptq.pipeline import Refined
 from quantkit.ptq.step_record import StepRecord
-from quantkit.run.calibration import Calibration
+from quantkit.qdq.casts import convert_fp16, emulate_fp16, to_opset
+from quantkit.qdq.fp8 import FP8_OPSET
+from quantkit.qdq.insert import insert_qdq
+from quantkit.qdq.lint import lint_for_target
+from quantkit.qdq.targets import activation_ranges, get_target
 from quantkit.run.context import RunContext
 from quantkit.run.fp16_range import Fp16Range
+from quantkit.run.quant_source import QuantSource
 
-if TYPE_CHECKING:
-    from quantkit.graph.model_graph import ModelGraph
-    from quantkit.run.evaluation import Evaluation
-    from quantkit.run.quant_source import QuantSource
-
-__all__ = ["Artifact", "ParkedRefined", "plan_for_ranges", "build_artifact", "build_artifacts",
-           "build_variant"]
+__all__ = ["Artifact", "ParkedRefined", "build_artifact", "build_variant", "fp8_model_graph",
+           "fp8_plan", "plan_for_ranges"]
 
 log = logging.getLogger(__name__)
 
@@ -93,9 +99,6 @@ def plan_for_ranges(ctx: RunContext, ranges, overflow: Fp16Range | None,
                     graph: ModelGraph | None = None) -> Plan:
     """The Plan of one calibrator's ranges on ``graph`` (default: the run's; the ptq graph
     for INT8 plans), or without ranges the FP16 / FP32 candidate's plan."""
-    from quantkit.precision.plan import build_plan
-    from quantkit.qdq.targets import activation_ranges
-
     p, graph = ctx.settings.precision, graph or ctx.graph
     plan = build_plan(graph.model, amax=ranges.amax if ranges else {},
                       excluded=ranges.excluded if ranges else {}, op_types=p.op_types,
@@ -122,15 +125,6 @@ def build_artifact(ctx: RunContext, name: str, plan: Plan, *, graph: ModelGraph 
     is not ``graph.model`` (the ptq steps' edits); ``nonfinite``: tensors the lint must find
     unquantized (TRT rule 9); ``int8_weights``: INT8 weights as int8 initializers;
     ``steps`` / ``refined``: the ptq steps behind it, recorded and kept for variants."""
-    from quantkit.backends.spill import LazySpilledModel
-    from quantkit.errors import GraphEditError
-    from quantkit.fsutil import atomic_write_json
-    from quantkit.models.model import write_model_atomic
-    from quantkit.qdq.casts import convert_fp16, emulate_fp16
-    from quantkit.qdq.insert import insert_qdq
-    from quantkit.qdq.lint import lint_for_target
-    from quantkit.qdq.targets import get_target
-
     p = ctx.settings.precision
     graph = graph or ctx.graph
     out_dir = Path(out_dir) if out_dir is not None else ctx.run_dir
@@ -170,61 +164,10 @@ def build_artifact(ctx: RunContext, name: str, plan: Plan, *, graph: ModelGraph 
                     is_fp32_graph=is_fp32_graph, refined=refined, steps=tuple(steps))
 
 
-def build_artifacts(ctx: RunContext, calibration: Calibration, overflow: Fp16Range,
-                    source: QuantSource, reference: Evaluation | None = None
-                    ) -> dict[str, Artifact]:
-    """The FP16 candidate (on the original graph: no INT8 node, nothing for ptq to do) and
-    one INT8 candidate per calibrator, each planned on ``source.graph``, refined by
-    ``source.refine`` (range search, weight rounding, bias correction), with every node it
-    leaves out of INT8 computing the original FP32 function (``source.restored_for``), and
-    written with the recipe's ``int8_weights``. ``overflow``: the original graph's FP16
-    range check. FP8 candidates (``precision.formats``): on the original graph at opset 19,
-    their weights rounded as ``precision.fp8_weight_rounding`` says (``run/fp8_weights.py``;
-    ``reference``: the FP32 dev evaluation its ``auto`` scores compare against)."""
-    out = {"fp16": build_artifact(ctx, "fp16", plan_for_ranges(ctx, None, overflow))}
-    for method, rng in calibration.ranges.items():
-        name = f"int8.{method}"
-        plan = plan_for_ranges(ctx, rng, source.fp16, source.graph)
-        # every rewrite group without an INT8 node back to the original FP32 function (a
-        # SmoothQuant Mul before an FP16 head, an equalized pair left in FP16)
-        refined = source.refine(ctx, plan, calibration.ranges)
-        refined = source.restored_for(refined, refined.plan, out["fp16"].plan)
-        for r in refined.records:
-            log.info("ptq %s (%s)", r.summary(), method)
-        out[name] = build_artifact(
-            ctx, name, refined.plan, graph=source.graph,
-            model=None if refined.model is source.graph.model else refined.model,
-            nonfinite=rng.excluded, int8_weights=source.recipe.int8_weights,
-            steps=source.steps + refined.records,
-            refined=ParkedRefined.park(refined, keep=source.graph.model, name=name))
-    if not calibration.fp8_ranges:
-        return out
-    from quantkit.run.fp8_weights import FP8_CHOOSER, fp8_weights
-
-    s = ctx.settings
-    fp8_graph = fp8_model_graph(ctx.graph)
-    plans = {name: fp8_plan(plan_for_ranges(ctx, rng, overflow, fp8_graph), name,
-                            fp8_graph.model, s.precision.remainder)
-             for name, rng in calibration.fp8_ranges.items()}
-    weights = fp8_weights(ctx, fp8_graph, plans.get(FP8_CHOOSER, next(iter(plans.values()))),
-                          reference)
-    for name, plan in plans.items():
-        out[name] = build_artifact(ctx, name, plan, graph=fp8_graph,
-                                   model=weights.model_for(fp8_graph.model, plan),
-                                   nonfinite=calibration.fp8_ranges[name].excluded,
-                                   int8_weights=True, steps=weights.steps())
-    return out
-
-
 def fp8_model_graph(graph: ModelGraph) -> ModelGraph:
     """The graph FP8 candidates are planned on: the original, at opset 19 (float8 Q/DQ) when
     it is below; the conversion keeps the FP32 function and the names of every node and
     tensor it does not add."""
-    from quantkit.graph.facts import opset_version
-    from quantkit.graph.model_graph import ModelGraph
-    from quantkit.qdq.casts import to_opset
-    from quantkit.qdq.fp8 import FP8_OPSET
-
     if opset_version(graph.model) >= FP8_OPSET:
         return graph
     return ModelGraph.build(to_opset(graph.model, FP8_OPSET, why="FP8 Q/DQ"))
@@ -240,9 +183,6 @@ def fp8_plan(plan: Plan, name: str, model: onnx.ModelProto, remainder: str) -> P
     grid (issue 25: FP8 needs little of that machinery), so an FP8 candidate is the model's
     own FP32 function behind FP8 Q/DQ, its weights FP8 initializers behind one
     DequantizeLinear, rounded onto the FP8 grid as ``run/fp8_weights.py`` chooses."""
-    from quantkit.precision.fp8_rules import fp8_exclusions
-    from quantkit.precision.plan import Precision
-
     int8 = plan.int8_nodes()
     out_of_fp8 = fp8_exclusions(model, int8)
     out = plan.with_precision([n for n in int8 if n not in out_of_fp8], Precision.FP8,

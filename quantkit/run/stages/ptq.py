@@ -1,7 +1,7 @@
 """Stage "ptq": the recipe for this model, the graph that gets quantized, proven.
 
-    source = apply_ptq(ctx, scope, fp16)    # after quant_scope and the FP16 range check
-    calibrate(ctx, source); build_artifacts(ctx, cal, fp16, source); search_mixed(..., source)
+    source = ptq(ctx, scope, fp16, reference)  # after the scope and the FP16 range check
+    calibration(ctx, source); artifacts(ctx, cal, fp16, source, reference); search(..., source)
 
 The stage picks the recipe (``ptq.recipe``: auto -> chosen on dev among the declared recipes,
 quantkit/run/recipe_choice.py; a named recipe; custom -> the step keys), applies its rewrites
@@ -19,19 +19,16 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import TYPE_CHECKING
 
-from quantkit.settings.ptq_recipe import Recipe, named_recipes
 from quantkit.run.context import RunContext
+from quantkit.run.evaluation import Evaluation
 from quantkit.run.fp16_range import Fp16Range
 from quantkit.run.quant_source import QuantSource, rewrite_for, source_for
 from quantkit.run.recipe_choice import choose_recipe
 from quantkit.run.scope import QuantScope
+from quantkit.settings.ptq_recipe import Recipe, named_recipes
 
-if TYPE_CHECKING:
-    from quantkit.run.evaluation import Evaluation
-
-__all__ = ["QuantSource", "apply_ptq", "pinned_recipe"]
+__all__ = ["ptq", "pinned_recipe"]
 
 log = logging.getLogger(__name__)
 
@@ -44,17 +41,15 @@ def pinned_recipe(ctx: RunContext) -> tuple[str, Recipe]:
     return name, named_recipes()[name]
 
 
-def apply_ptq(ctx: RunContext, scope: QuantScope, fp16: Fp16Range,
-              reference: Evaluation | None = None) -> QuantSource:
+def ptq(ctx: RunContext, scope: QuantScope, fp16: Fp16Range, reference: Evaluation
+        ) -> QuantSource:
     """The recipe (pinned, or chosen on dev for ``ptq.recipe=auto``), its proven rewrites,
     and the QuantSource every later stage quantizes from. ``scope`` / ``fp16``: the scope
     and FP16 range check of the original graph; ``reference``: FP32 on dev (auto scores
-    recipes against it; computed, or read from the stage cache, when not given)."""
+    recipes against it)."""
     choice = None
     if ctx.settings.ptq.recipe == "auto":
-        from quantkit.run.evaluation import evaluate_reference
-
-        choice = choose_recipe(ctx, scope, fp16, reference or evaluate_reference(ctx, "dev"))
+        choice = choose_recipe(ctx, scope, fp16, reference)
         name, recipe, rewritten = choice.name, choice.recipe, choice.rewritten
     else:
         name, recipe = pinned_recipe(ctx)

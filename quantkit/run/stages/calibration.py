@@ -5,16 +5,23 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from types import SimpleNamespace
-from typing import TYPE_CHECKING
 
+from quantkit.calibrate import (
+    bootstrap_ranges,
+    check_ranges_match,
+    compute_ranges,
+    load_ranges,
+    make_calibrator,
+    save_ranges,
+    to_trt_calibration_cache,
+)
+from quantkit.errors import CalibrationError
 from quantkit.run.context import RunContext
+from quantkit.run.quant_source import QuantSource
+from quantkit.run.ranges import FP8_NO_FORM, cached_stats, fp8_methods, statistics_pass
+from quantkit.run.scope import quant_scope
 
-if TYPE_CHECKING:
-    from quantkit.graph.model_graph import ModelGraph
-    from quantkit.run.quant_source import QuantSource
-
-__all__ = ["Calibration", "calibrate", "fp8_ranges_on"]
+__all__ = ["Calibration", "calibration"]
 
 log = logging.getLogger(__name__)
 
@@ -35,15 +42,11 @@ class Calibration:
         return dict(self.record)
 
 
-def calibrate(ctx: RunContext, source: QuantSource) -> Calibration:
+def calibration(ctx: RunContext, source: QuantSource) -> Calibration:
     """Ranges of ``source.scope.tensors`` on ``source.graph`` (the graph that gets quantized)
     for every ``calibrator.methods``; with fp8 in ``precision.formats``, FP8-grid ranges of
     the original graph's scope (FP8 candidates take no ptq rewrite; the same pass when the
     recipe kept none); saved under ranges/."""
-    from quantkit.calibrate import (bootstrap_ranges, compute_ranges, make_calibrator,
-                                    save_ranges, to_trt_calibration_cache)
-    from quantkit.errors import CalibrationError
-
     p, c = ctx.settings.precision, ctx.settings.calibrator
     scope, graph = source.scope, source.graph
     tensors = list(scope.tensors)
@@ -56,7 +59,7 @@ def calibrate(ctx: RunContext, source: QuantSource) -> Calibration:
     chunks = 16 if c.bootstrap > 0 else None
 
     def collect(graph=graph, tensors=tensors, chunks=chunks):
-        return _collect(ctx, graph, tensors, chunks)
+        return statistics_pass(ctx, graph, tensors, chunks)
 
     res = collect() if chunks else cached_stats(ctx, graph, tensors, collect)  # bootstrap: uncached
     params = {"percentile": {"percentile": c.percentile},
@@ -74,9 +77,7 @@ def calibrate(ctx: RunContext, source: QuantSource) -> Calibration:
     if fp8_cals:  # FP8 candidates are planned on the original graph: its statistics
         fres = res
         if source.is_rewritten:  # a second pass (stage-cached) over the original graph
-            from quantkit.run.scope import quant_scope
-
-            orig = list(quant_scope(ctx).tensors)
+            orig = list(quant_scope(ctx, ctx.graph).tensors)
             fres = cached_stats(ctx, ctx.graph, orig,
                                 lambda: collect(ctx.graph, orig, None))
         fp8 = compute_ranges(fres.stats, fp8_cals, samples_seen=fres.samples_seen)
@@ -104,71 +105,8 @@ def calibrate(ctx: RunContext, source: QuantSource) -> Calibration:
                              "collect_seconds": round(res.seconds, 3)})
 
 
-#: why a calibrator gets no FP8 candidate
-FP8_NO_FORM = ("INT8's 128-level KL method has no FP8 E4M3 form in quantkit; "
-               "FP8 candidates use minmax, percentile and mse on the FP8 grid")
-
-
-def fp8_methods(methods) -> list[str]:
-    """The configured calibrators that have an FP8 E4M3 form (``FP8_CALIBRATORS``), in order."""
-    from quantkit.calibrate import FP8_CALIBRATORS
-
-    return [m for m in methods if m in FP8_CALIBRATORS]
-
-
-def fp8_ranges_on(ctx: RunContext, graph: ModelGraph, tensors: list[str], method: str):
-    """FP8-grid Ranges (calibrator ``method``) of ``tensors`` on ``graph``: one stage-cached
-    statistics pass over the calibration split (the mixed search's FP8 layers, on the graph
-    their plan is built from)."""
-    from quantkit.calibrate import compute_ranges, make_calibrator
-
-    c = ctx.settings.calibrator
-    res = cached_stats(ctx, graph, tensors, lambda: _collect(ctx, graph, tensors, None))
-    params = {"percentile": {"percentile": c.percentile}}.get(method, {})
-    cal = {f"fp8.{method}": make_calibrator(method, grid="fp8", **params)}
-    return compute_ranges(res.stats, cal, samples_seen=res.samples_seen)[f"fp8.{method}"]
-
-
-def _collect(ctx: RunContext, graph: ModelGraph, tensors: list[str], chunks: int | None):
-    """One streaming statistics pass over the calibration split on ``graph``."""
-    from quantkit.calibrate import collect_stats
-
-    c = ctx.settings.calibrator
-    return collect_stats(graph.model, ctx.batches(ctx.splits.calib, c.batch_size), tensors,
-                         num_bins=c.num_bins, progress=ctx.settings.progress,
-                         runner_factory=lambda m, outs: ctx.runner(m, name="calibrate",
-                                                                   extra_outputs=outs,
-                                                                   graph=graph),
-                         num_chunks=chunks)
-
-
-def cached_stats(ctx: RunContext, graph: ModelGraph, tensors: list[str], collect):
-    """Calibration histograms of ``graph``, cached without the calibrator choice: every
-    calibrator (every sweep job, every recipe auto tries on this graph) reuses one pass."""
-    from quantkit.calibrate.histogram import HistogramStats
-
-    s, c = ctx.settings, ctx.settings.calibrator
-    inputs = {"model": graph.sha256, "calib": ctx.splits.calib.sha256, "tensors": tensors,
-              "num_bins": c.num_bins, "batch_size": c.batch_size,
-              "max_length": s.data.max_length, "backend": list(s.backend.providers),
-              **ctx.feeds_key(), **ctx.measured_key()}
-
-    def compute():
-        res = collect()
-        return ({"stats": {t: st.to_dict() for t, st in res.stats.items()},
-                 "samples_seen": res.samples_seen, "seconds": res.seconds}, None)
-
-    obj, _, hit = ctx.cached("calibration_stats", inputs, compute)
-    stats = {t: HistogramStats.from_dict(d) for t, d in obj["stats"].items()}
-    return SimpleNamespace(stats=stats, samples_seen=obj["samples_seen"],
-                           seconds=0.0 if hit else obj["seconds"], chunk_stats=None)
-
-
 def _load_saved_ranges(files: list[str], tensors: list[str], n_nodes: int) -> Calibration:
     """Ranges from JSON files a previous run saved (``ranges/<calibrator>.json``)."""
-    from quantkit.calibrate import check_ranges_match, load_ranges
-    from quantkit.errors import CalibrationError
-
     ranges, paths = {}, {}
     for f in files:
         r = load_ranges(f)

@@ -9,11 +9,15 @@ from dataclasses import dataclass
 
 import onnx
 
-from quantkit.run.artifacts import Artifact
+from quantkit.backends.trt.infer import build_for_run, runner_for
+from quantkit.compare.layer_diff import diff_layers, shared_tensors
+from quantkit.compare.metrics import first_diverging, flag_layers
+from quantkit.run.artifact import Artifact
 from quantkit.run.context import RunContext
+from quantkit.run.layer_compare import compare_candidate
 from quantkit.run.scope import QuantScope
 
-__all__ = ["LayerReport", "compare_candidate", "compare_layers"]
+__all__ = ["LayerReport", "layerwise"]
 
 
 @dataclass(frozen=True)
@@ -42,11 +46,9 @@ class LayerReport:
         return out
 
 
-def compare_layers(ctx: RunContext, scope: QuantScope, artifacts: dict[str, Artifact]
-                   ) -> LayerReport:
+def layerwise(ctx: RunContext, scope: QuantScope, artifacts: dict[str, Artifact]
+              ) -> LayerReport:
     """Cached per-layer comparison of ``artifacts`` (``fp16`` first: the floor)."""
-    from quantkit.compare.metrics import first_diverging, flag_layers
-
     s = ctx.settings
     tensors = list(scope.compare_tensors)
     subset = list(range(min(s.compare.subset, len(ctx.splits.dev))))
@@ -79,9 +81,6 @@ def _on_engine(ctx: RunContext, artifacts: dict[str, Artifact], flagged: dict[st
     """backend=trt: the tensors the ONNX Runtime comparison flagged, re-measured on a debug
     engine of each artifact (TensorRT debug tensors, ``--markDebug`` style: a separate
     engine, so the signed-off engine is never perturbed)."""
-    from quantkit.backends.trt.infer import build_for_run, runner_for
-    from quantkit.compare.layer_diff import diff_layers
-
     out = {}
     data = ctx.splits.dev.subset(subset)
     for name, rows in flagged.items():
@@ -103,8 +102,6 @@ def _on_engine(ctx: RunContext, artifacts: dict[str, Artifact], flagged: dict[st
 
 def _run(ctx: RunContext, artifacts: dict[str, Artifact], tensors, subset
          ) -> dict[str, dict[str, dict]]:
-    from quantkit.compare.layer_diff import shared_tensors
-
     ref_proto = ctx.graph.model
     data = ctx.splits.dev.subset(subset)
 
@@ -136,16 +133,3 @@ def _run(ctx: RunContext, artifacts: dict[str, Artifact], tensors, subset
     return out
 
 
-def compare_candidate(ctx: RunContext, ref, candidate, tensors, data, amax, *, name: str
-                      ) -> dict[str, dict]:
-    """Per-tensor stats of ``candidate`` (an ONNX proto) against the open reference runner
-    ``ref`` on ``data``, in ``compare.batch_size`` batches, at most
-    ``compare.max_outputs_per_run`` tensors fetched per inference. The candidate runner
-    has no ORT memory arena (``ref`` should not either: ``memory_arena=False``); numbers
-    are the same with or without one."""
-    from quantkit.compare.layer_diff import diff_layers
-
-    s = ctx.settings.compare
-    with ctx.runner(candidate, name=name, extra_outputs=tensors, memory_arena=False) as run:
-        return diff_layers(ref, {name: run}, ctx.batches(data, s.batch_size), {name: tensors},
-                        amax={name: amax}, max_outputs=s.max_outputs_per_run)[name]

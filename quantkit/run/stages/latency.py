@@ -7,9 +7,13 @@ import dataclasses
 import time
 from dataclasses import dataclass
 
+import onnxruntime
+
+from quantkit.bench import measure_latency
+from quantkit.bench.stage import execution_label
 from quantkit.run.context import RunContext
 
-__all__ = ["LatencyReport", "measure", "latency_reuse", "latency_feeds"]
+__all__ = ["LatencyReport", "latency", "latency_feeds", "latency_reuse"]
 
 
 @dataclass(frozen=True)
@@ -37,10 +41,6 @@ def latency_reuse(ctx: RunContext, shas: dict[str, str]):
     instead of timing it again; each reused entry carries ``measured_at`` and ``reused``.
     ``bench.remeasure=true`` always times afresh (and refreshes the cache).
     """
-    import onnxruntime
-
-    from quantkit.bench.stage import execution_label
-
     s = ctx.settings
     label = execution_label(s)
     b = s.bench
@@ -70,10 +70,8 @@ def latency_reuse(ctx: RunContext, shas: dict[str, str]):
     return reuse
 
 
-def measure(ctx: RunContext, models: dict[str, object], shas: dict[str, str]) -> LatencyReport:
+def latency(ctx: RunContext, models: dict[str, object], shas: dict[str, str]) -> LatencyReport:
     """Time ``models`` (name -> ONNX path, or the :class:`EngineFile` of a TensorRT engine)."""
-    from quantkit.bench import measure_latency
-
     lat = measure_latency(ctx.settings, models, lambda b: latency_feeds(ctx, b),
                           reuse=latency_reuse(ctx, shas))
     return LatencyReport(candidates=lat["candidates"], summary=lat["summary"])

@@ -1,81 +1,30 @@
-"""Stage "data" + "model": fail-fast checks, the splits, the prepared model, its feeds and
-the ModelGraph of the FP32 graph (one shape inference for the whole run)."""
+"""Stage "model": the prepared FP32 model (exported / head-fitted / cached), its feeds and the
+ModelGraph of the FP32 graph (one shape inference for the whole run)."""
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, replace
 
 import numpy as np
 import onnx
 
+from quantkit.backends.runners import ort_runner
+from quantkit.data import note_truncation
+from quantkit.data.feeds import ImageFeeds, TextFeeds, make_feeds
+from quantkit.data.splits import Splits
+from quantkit.data.text import TextEncoder, load_tokenizer
+from quantkit.errors import ConfigError, ModelError
+from quantkit.graph.model_graph import ModelGraph
+from quantkit.models import load_model
+from quantkit.models.fit import check_class_count, check_class_width, resolve_output
+from quantkit.models.model import Model
 from quantkit.run.context import RunContext
+from quantkit.run.verdicts import check_metric_fits
 
-if TYPE_CHECKING:
-    from quantkit.data.feeds import ImageFeeds, TextFeeds
-    from quantkit.data.splits import Splits
-    from quantkit.graph.model_graph import ModelGraph
-    from quantkit.models.model import Model
-
-__all__ = ["Prepared", "check_preflight", "load_data", "prepare_model", "prepared_context",
-           "probe_output", "text_encoder"]
+__all__ = ["Prepared", "model", "probe_output", "text_encoder"]
 
 log = logging.getLogger(__name__)
-
-
-def check_preflight(ctx: RunContext) -> None:
-    """One clear error before any work: unwritable dirs, a missing backend, a bad ONNX file."""
-    from quantkit.fsutil import ensure_dir
-
-    s = ctx.settings
-    ensure_dir(ctx.cache_dir, key="cache_dir")
-    if s.stage_cache and ctx.cache is not None:
-        ensure_dir(ctx.cache.root, key="stage_cache_dir" if s.stage_cache_dir else "cache_dir")
-    if s.backend.name == "trt":  # tensorrt of the pinned major, libcudart, backend.trt.device
-        from quantkit.backends.trt.infer import preflight
-
-        preflight(s)
-    else:  # an execution provider this onnxruntime lacks
-        from quantkit.backends.ort import check_providers
-
-        check_providers(s.backend.providers)
-    if s.model.kind == "onnx":
-        from quantkit.models.model import inspect_onnx
-
-        proto, _, output, _ = inspect_onnx(s.model.path, output=s.model.output.name)
-        check_model_fits(s, proto)
-
-
-def check_model_fits(settings, proto) -> None:
-    """A BYO model that cannot run with these settings: one clear error before any data is
-    read (custom-domain ops, a fixed batch vs the batch settings; data.kind: data/feeds.py)."""
-    from quantkit.data.text_inputs import check_text_inputs
-    from quantkit.models.fit import (check_custom_ops, check_fixed_batch, input_specs,
-                                     resolve_output)
-
-    s = settings
-    check_custom_ops(proto)
-    specs = input_specs(proto)
-    resolve_output(proto, s.model.output, has_labels=s.data.label_column is not None)
-    if s.data.kind == "text" and any(sp.elem_type in (onnx.TensorProto.INT64,
-                                                        onnx.TensorProto.INT32) for sp in specs):
-        # model.inputs.* vs a text model's input names (an image model given text: data.kind
-        # is checked with the feeds)
-        check_text_inputs([sp.name for sp in specs], s.model.inputs)
-    sizes = {"data.batch_size": s.data.batch_size, "backend.batch_size": s.backend.batch_size,
-             "calibrator.batch_size": s.calibrator.batch_size,
-             "compare.batch_size": s.compare.batch_size}
-    if s.bench.enabled:
-        sizes["bench.batch_sizes"] = list(s.bench.batch_sizes)
-    check_fixed_batch(specs, sizes)
-
-
-def load_data(ctx: RunContext):
-    """The run's seeded, hashed splits (quantkit.data.Splits)."""
-    from quantkit.data import load_splits
-
-    return load_splits(ctx.settings, cache_dir=ctx.cache_dir)
 
 
 @dataclass(frozen=True)
@@ -105,31 +54,19 @@ class Prepared:
         return self.model.to_dict()
 
 
-def prepare_model(ctx: RunContext, splits) -> Prepared:
+def model(ctx: RunContext, splits: Splits) -> Prepared:
     """The FP32 model (exported / head-fitted / cached), its feeds, and its ModelGraph."""
-    from quantkit.data.feeds import make_feeds
-    from quantkit.graph.model_graph import ModelGraph
-    from quantkit.models import load_model
-
-    from dataclasses import replace
-
-    from quantkit.models.fit import resolve_output
-
     model = load_model(ctx.settings, splits, cache_dir=ctx.cache_dir)
     graph_proto = onnx.load(model.path)
     out = resolve_output(graph_proto, ctx.settings.model.output,
                          has_labels=not splits.label_free)  # model.output.name / kind / pooling
     model = replace(model, output_name=out.name, output_kind=out.kind, pooling=out.pooling)
-    from quantkit.run.verdicts import check_metric_fits
 
     check_metric_fits(ctx.settings, out.kind, has_labels=not splits.label_free,
                       output_name=out.name)  # cosine on logits; accuracy on an embedding
     if ctx.settings.model.kind == "onnx" and not splits.label_free and out.kind == "logits":
-        from quantkit.models.fit import check_class_count
-
         check_class_count(graph_proto, model.output_name, len(splits.label_names))
     feeds = make_feeds(ctx.settings, model)
-    from quantkit.data import note_truncation
 
     note_truncation(splits, feeds)  # texts longer than data.max_length: counted, warned
     lengths = {k: feeds.lengths(getattr(splits, k)) for k in ("dev", "test")}
@@ -145,12 +82,6 @@ def probe_output(settings, model, feeds, dev, dev_lengths, *, n_classes: int) ->
     a float tensor or when its per-example shape changes between batches (a token dimension
     read as classes), and the class-count DataError when a dynamic class dimension turns out
     to differ from the data's labels (``n_classes``; 0: label-free)."""
-    import numpy as np
-
-    from quantkit.backends.runners import ort_runner
-    from quantkit.errors import ModelError
-    from quantkit.models.fit import check_class_width
-
     n = len(dev)
     if n == 0:
         return
@@ -186,26 +117,8 @@ def probe_output(settings, model, feeds, dev, dev_lengths, *, n_classes: int) ->
         check_class_width(name, shapes[0][0], n_classes)
 
 
-def prepared_context(settings, run_dir) -> RunContext:
-    """A RunContext with data, model, feeds and ModelGraph prepared exactly as a run does
-    (benchmarks and tests call stages on it). Uses the run's stage cache settings."""
-    from pathlib import Path
-
-    from quantkit.assets import cache_root
-    from quantkit.run.context import make_context
-
-    ctx = make_context(settings, Path(run_dir), cache_root(settings.cache_dir))
-    splits = load_data(ctx)
-    p = prepare_model(ctx, splits)
-    return ctx.with_inputs(model=p.model, splits=splits, feeds=p.feeds,
-                           lengths=p.lengths, graph=p.graph)
-
-
 def text_encoder(settings, model):
     """The bare TextEncoder of a text model (benchmarks); runs use the model's feeds."""
-    from quantkit.data.text import TextEncoder, load_tokenizer
-    from quantkit.errors import ConfigError
-
     if not model.tokenizer:
         raise ConfigError("a text model needs a tokenizer", where="data.tokenizer", value=None,
                           fix="set data.tokenizer=<directory with tokenizer.json or hub name>")

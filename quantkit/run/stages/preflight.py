@@ -1,0 +1,51 @@
+"""Stage "preflight": one clear error before any work (unwritable dirs, a missing backend, a
+model file that cannot run with these settings)."""
+
+from __future__ import annotations
+
+import onnx
+
+from quantkit.backends.ort import check_providers
+from quantkit.backends.trt.infer import preflight as trt_preflight
+from quantkit.data.text_inputs import check_text_inputs
+from quantkit.fsutil import ensure_dir
+from quantkit.models.fit import check_custom_ops, check_fixed_batch, input_specs, resolve_output
+from quantkit.models.model import inspect_onnx
+from quantkit.run.context import RunContext
+
+__all__ = ["preflight", "check_model_fits"]
+
+
+def preflight(ctx: RunContext) -> None:
+    """One clear error before any work: unwritable dirs, a missing backend, a bad ONNX file."""
+    s = ctx.settings
+    ensure_dir(ctx.cache_dir, key="cache_dir")
+    if s.stage_cache and ctx.cache is not None:
+        ensure_dir(ctx.cache.root, key="stage_cache_dir" if s.stage_cache_dir else "cache_dir")
+    if s.backend.name == "trt":  # tensorrt of the pinned major, libcudart, backend.trt.device
+        trt_preflight(s)
+    else:  # an execution provider this onnxruntime lacks
+        check_providers(s.backend.providers)
+    if s.model.kind == "onnx":
+        proto, _, output, _ = inspect_onnx(s.model.path, output=s.model.output.name)
+        check_model_fits(s, proto)
+
+
+def check_model_fits(settings, proto) -> None:
+    """A BYO model that cannot run with these settings: one clear error before any data is
+    read (custom-domain ops, a fixed batch vs the batch settings; data.kind: data/feeds.py)."""
+    s = settings
+    check_custom_ops(proto)
+    specs = input_specs(proto)
+    resolve_output(proto, s.model.output, has_labels=s.data.label_column is not None)
+    if s.data.kind == "text" and any(sp.elem_type in (onnx.TensorProto.INT64,
+                                                        onnx.TensorProto.INT32) for sp in specs):
+        # model.inputs.* vs a text model's input names (an image model given text: data.kind
+        # is checked with the feeds)
+        check_text_inputs([sp.name for sp in specs], s.model.inputs)
+    sizes = {"data.batch_size": s.data.batch_size, "backend.batch_size": s.backend.batch_size,
+             "calibrator.batch_size": s.calibrator.batch_size,
+             "compare.batch_size": s.compare.batch_size}
+    if s.bench.enabled:
+        sizes["bench.batch_sizes"] = list(s.bench.batch_sizes)
+    check_fixed_batch(specs, sizes)
