@@ -58,9 +58,10 @@ def numpy_blas() -> str:
 
     numpy's matrix products (GPTQ's Hessians and solves, the channel statistics) round
     differently per kernel: the same AVX-512 host with ``OPENBLAS_CORETYPE=Haswell`` in the
-    environment built other INT8 weights for bert_int8 than without it (README, "What a
-    run does, prints and writes"). Only the BLAS numpy itself loads is named (its ``numpy.libs`` copy when
-    there is one), so the answer does not change when scipy loads its own later.
+    environment built other INT8 weights for bert_int8 than without it (measured:
+    benchmarks/results/bert_int8.md; the rule: docs/reliability.md). Only the BLAS numpy
+    itself loads is named (its ``numpy.libs`` copy when there is one), so the answer does not
+    change when scipy loads its own later.
     """
     import importlib
 

@@ -1,13 +1,13 @@
 """The retrieval gallery of recall@k: a fixed set of examples every query is searched in.
 
 recall@k searched neighbours inside the evaluated split, so its value depended on the
-split's size (one candidate scored 0.906 / 0.955 / 0.890 at n = 1,000 / 2,500 / 6,000:
-issue 24). Here the gallery is fixed apart from the queries: a seeded subset of
-``verdict.gallery_size`` examples of the **train** split (disjoint by group from dev and
-test; never what the sign-off evaluates), the same for dev and test, embedded by FP32 and
-by each candidate. A query's recall then depends on the query and the gallery only, so
-the mean recall estimates one quantity whatever the number of queries, and conditional on
-the gallery the queries are independent. The gallery's size and sha256 are recorded.
+split's size (issue 24; measured: benchmarks/results/minilm_embed.md). Here the gallery is
+fixed apart from the queries: a seeded subset of ``verdict.gallery_size`` examples of the
+**train** split (disjoint by group from dev and test; never what the sign-off evaluates),
+the same for dev and test, embedded by FP32 and by each candidate. A query's recall then
+depends on the query and the gallery only, so the mean recall estimates one quantity
+whatever the number of queries, and conditional on the gallery the queries are independent.
+The gallery's size and sha256 are recorded.
 """
 
 from __future__ import annotations

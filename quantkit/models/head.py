@@ -25,18 +25,16 @@ of relative size d, rounding to a grid of s flips a fraction d / s of the entrie
 moves the optimum by sqrt(s / d) times more than the perturbation itself (measured in
 ``benchmarks/head_bytes.py``).
 
-Measured (CPU shared, AVX512-VNNI host): on the real minilm_sentiment train embeddings
-(3,000 x 384, rotten_tomatoes, as ONNX Runtime computed them), 120 perturbations of relative
-1e-6 changed the head's bytes 0 times at 6 and 8 bits and 16 times at 10 bits (the optimum
-moves by sum |dw| = 1.5e-4 of the largest weight); the 8-bit grid moves the train logits by
-RMS 0.0019 (logit RMS 0.75) and changes 2 of 3,000 train predictions against the unrounded
-optimum. The old recipe (lbfgs, float32) changed them every time. ``benchmarks/head_bytes.py``
-repeats this on seeded synthetic inputs of both zoo shapes (MiniLM 3,000 x 384, 2 classes;
-MobileNetV2 20,000 x 1,280, 10 classes), with and without rounding the embeddings first.
+:data:`GRID_BITS` is chosen so that relative 1e-6 perturbations of the real train
+embeddings leave the head's bytes unchanged while the rounding itself changes almost no
+train prediction; the old recipe (lbfgs, float32) changed the bytes every time (measured:
+benchmarks/results/head_bytes.md). ``benchmarks/head_bytes.py`` repeats this on seeded
+synthetic inputs of both zoo shapes (MiniLM 3,000 x 384, 2 classes; MobileNetV2
+20,000 x 1,280, 10 classes), with and without rounding the embeddings first.
 
 BLAS runs on every core: the thread count changes only the summation order of the solver's
-products (relative ~1e-16, ten orders below the CPU differences the grid absorbs; measured on
-the MobileNetV2 fit, AMD EPYC avx2: byte-identical head, 112 s on one thread, 83 s on two).
+products (relative ~1e-16, ten orders below the CPU differences the grid absorbs; the head
+stays byte-identical: measured in benchmarks/results/head_bytes.md).
 
 Pure numerics (numpy, scikit-learn's solver); no I/O.
 """

@@ -14,7 +14,7 @@ has FP8 kernels. A node this rejects stays in the remainder precision in FP8 pla
   on GPUs where the FP8 conv kernels are slower than FP16 CASK kernels for small channels"
   (``_MIN_CHANNELS_FP8 = 16``, excluded when a count is ``<= 16``). Depthwise convolutions
   (one input channel per group) are therefore never FP8: they are also where per-tensor E4M3
-  loses most on BatchNorm-folded weights (README, "Target GPU and quantized formats").
+  loses most on BatchNorm-folded weights (measured: benchmarks/results/mobilenet_int8.md).
 
 Numerics-free: reads op types and weight shapes only.
 """

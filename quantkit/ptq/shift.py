@@ -13,14 +13,14 @@ constant of the one ``Add`` that reads the output, or Gemm's ``C``), else a new 
 
 Centring must not make a sparse activation dense: a GELU / ReLU channel that is near 0 on
 most tokens and large on few would, shifted by half its range, carry a large value on every
-token, and the weight's quantization error (``x @ dW``) grows with it (measured on
-MiniLM with SmoothQuant 0.8, which moves the difficulty into the weights: mean KL 0.0006 ->
-0.096 with plain midpoints). So ``z_j`` is the midpoint clipped to ``[0, 2 * mean_j]``,
-where ``E[(x_j - z_j)^2] <= E[x_j^2]``: the channel's second moment never grows. A LayerNorm
-channel centred on its ``beta_j`` keeps its full shift. A tensor is shifted only when this
-narrows its per-tensor range (the largest ``max(|lo_j|, |hi_j|)`` against the largest
-``max(hi_j - z_j, z_j - lo_j)``) by at least ``min_gain``; the per-tensor scale is what
-INT8 pays for. Call on the FP32 graph before
+token, and the weight's quantization error (``x @ dW``) grows with it (plain midpoints on
+MiniLM under SmoothQuant 0.8, which moves the difficulty into the weights; measured:
+benchmarks/results/bert_int8.md, "Recipe trials"). So ``z_j`` is the midpoint clipped to
+``[0, 2 * mean_j]``, where ``E[(x_j - z_j)^2] <= E[x_j^2]``: the channel's second moment
+never grows. A LayerNorm channel centred on its ``beta_j`` keeps its full shift. A tensor is
+shifted only when this narrows its per-tensor range (the largest ``max(|lo_j|, |hi_j|)``
+against the largest ``max(hi_j - z_j, z_j - lo_j)``) by at least ``min_gain``; the
+per-tensor scale is what INT8 pays for. Call on the FP32 graph before
 SmoothQuant (which then scales the centred tensor): ``smoothable_inputs`` ->
 ``ptq.capture.channel_stats(..., axis=-1)`` -> ``shift_activations``.
 """

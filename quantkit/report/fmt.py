@@ -81,8 +81,8 @@ def pct(x: Any, digits: int = 2) -> str:
 
 
 def interval(delta: IntervalView | None, digits: int = 4, *, level: bool = True) -> str:
-    """``+0.0016 [-0.0066, +0.0094] (95% CI)`` from a recorded interval (point, low, high,
-    level); "not measured" for None.
+    """``+0.1 [-0.2, +0.4] (95% CI)`` (``digits=1``) from a recorded interval (point, low,
+    high, level); "not measured" for None.
 
     ``level=False`` leaves out the "(95% CI)" suffix (for table columns that say it once).
     """
@@ -129,8 +129,8 @@ def alpha_text(a: Any) -> str:
 
 
 def with_ci(value: Any, ci: Any, digits: int) -> str:
-    """``1.234 [1.100, 1.400]``: ``value`` and, when both ends are finite, its interval ``ci``
-    (``[lo, hi]``), ``digits`` decimals each."""
+    """``1.23 [1.10, 1.40]`` (``digits=2``): ``value`` and, when both ends are finite, its
+    interval ``ci`` (``[lo, hi]``), ``digits`` decimals each."""
     out = num(value, digits)
     if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(finite(v) for v in ci):
         out += f" [{num(float(ci[0]), digits)}, {num(float(ci[1]), digits)}]"

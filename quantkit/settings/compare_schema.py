@@ -14,8 +14,8 @@ class CompareConfig:
     batch_size: int = 16  # per-layer debug run: every tensor is an output, keep batches small
     # per-layer debug run: at most this many compared tensors fetched per inference (more
     # are fetched in several passes over the same batch: same numbers, bounded memory).
-    # 256 holds every compared tensor of the zoo models in one pass (bert_int8's layerwise
-    # stage 48 -> 36 s at 64 -> 256, peak RSS unchanged; Intel Xeon avx512_vnni)
+    # 256 holds every compared tensor of the zoo models in one pass: fewer passes, the same
+    # peak RSS (measured: benchmarks/results/bert_int8.md, "Per-layer debug run")
     max_outputs_per_run: int = 256
     floor_multiple: float = 10000.0  # flag a layer whose INT8 noise > this x its FP16 noise (40 dB)
     # dev examples for the engine check (run/backend_check.py): the artifact as the deployment

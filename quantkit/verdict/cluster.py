@@ -27,10 +27,10 @@ interval too narrow. Here the *groups* are resampled:
   bootstrap then passes too often, the bootstrap-t corrects that to second order. A
   resample whose values are all equal (no spread) is studentized by the observed standard
   error.
-  Simulated (``benchmarks/group_validity.py --baseline``, 1,000 runs per row, the loss in
-  10% of the groups, 6,000 examples, CPU shared): false PASS of the accuracy test with the
-  bootstrap-t 0.059 / 0.038 / 0.017 at 30 / 50 / 100 groups, with the percentile cluster
-  bootstrap it replaces 0.079 / 0.050 / 0.021 (same worlds and seeds); see ``MIN_GROUPS`` in
+  With the loss in a tenth of the groups, the bootstrap-t passes falsely less often than
+  the percentile cluster bootstrap it replaces at every number of groups simulated
+  (``benchmarks/group_validity.py --baseline``; measured:
+  benchmarks/results/group_validity.md); see ``MIN_GROUPS`` in
   ``quantkit.verdict.paired_accuracy`` for what no method can fix with few groups.
 
 Numerics only (numpy), randomness only from the ``rng`` passed in.

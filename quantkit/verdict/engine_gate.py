@@ -33,15 +33,13 @@ of the engine's deficit vs the emulation is within ``t``: an exact Clopper-Pears
 the flip count (Clopper & Pearson 1934) for flips; the sign-off's own label-free test
 (:func:`quantkit.verdict.score_signoff`, ``threshold`` = ``t``) for per-example scores.
 A candidate may be recommended only when the gate PASSes (not merely "did not FAIL") where
-the deployment runtime is the one checked. ``benchmarks/engine_gate.py`` (the run's own path:
-gate -> BackendCheck -> blocked_by_engine -> recommend_candidate; 20,000 runs per row, CPU
-shared) measured, at bert_int8's margin (0.0077 absolute, t = 0.00385): an engine flipping
-a whole margin's worth of predictions is recommended in 0.05% of runs at n = 1,000 compared
-examples and never at 3,000 / 6,000 (before: 63.5% at n = 1,000); at the tolerance itself
-in 2.1% / 1.0% / 1.7% (<= alpha 0.025); a faithful engine (t/4) in 38% / 83% / 99.8%, so
-the default checks the whole dev split (``compare.backend_check_subset``). Per-example KL
-(lognormal, sigma 1.5) at the tolerance: 1.7% (n = 1,000) and 3.3% (n = 3,000) of 60 runs
-each, SE ~2%: the score gate is as valid as ``score_signoff`` is for skewed scores.
+the deployment runtime is the one checked. Simulated through the run's own path
+(``benchmarks/engine_gate.py``: gate -> BackendCheck -> blocked_by_engine ->
+recommend_candidate), an engine at the tolerance is recommended in at most about alpha of
+the runs, one that flips a whole margin's worth of predictions almost never, and a faithful
+engine more often the more examples are compared, so the default checks the whole dev split
+(``compare.backend_check_subset``); the score gate is as valid as ``score_signoff`` is for
+skewed scores (measured: benchmarks/results/engine_gate.md).
 
 Both gates take the sign-off's :class:`~quantkit.verdict.policy.TestPolicy` (its alpha;
 the score gate also its ``n_boot``, seed and ``min_n``).

@@ -29,16 +29,12 @@ __all__ = ["MIN_GROUPS", "MIN_N", "POWER_SIMS", "TestPolicy", "check_alpha_one_s
 #: Below this many examples a verdict is INCONCLUSIVE (verdict.min_n).
 MIN_N = 100
 #: With groups, below this many groups a verdict is INCONCLUSIVE (verdict.min_groups).
-#: Simulated with the sign-off's own tests (benchmarks/group_validity.py, 2,000 runs per
-#: row, CPU shared): the candidate loses exactly the margin, all of it in 10% of the groups
-#: (each group of the split carries it with probability 0.1). With few groups a split often
-#: draws none or one of those groups and looks lossless, which no interval can see: the
-#: raw false-PASS rate of the accuracy test with 6,000 examples was 0.214 at 10 groups,
-#: 0.092 at 20, 0.052 at 30, 0.034 at 50, and 0.024 / 0.020 / 0.024 at 75 / 100 / 200;
-#: with groups of 25 it was at most 0.032 from 10 groups on; the label-free share test
-#: (groups of 25) 0.068 / 0.082 / 0.036 at 10 / 20 / 30 and at most 0.012 from 50 on.
-#: 75 is the smallest number of groups of that grid from which every row is within
-#: 0.025 + 2 SE (0.032). A loss concentrated in fewer groups needs more.
+#: With few groups a split often draws none of the groups that carry a loss and looks
+#: lossless, which no interval can see. 75 is the smallest number of groups from which every
+#: world simulated with the sign-off's own tests (the loss exactly the margin, all of it in
+#: 10% of the groups; accuracy and the label-free share test) keeps the false-PASS rate
+#: within alpha + 2 SE (benchmarks/group_validity.py; measured:
+#: benchmarks/results/group_validity.md). A loss concentrated in fewer groups needs more.
 MIN_GROUPS = 75
 #: Simulated test splits per planned power (verdict.power_sims; quantkit/verdict/rule_power.py).
 POWER_SIMS = 400

@@ -146,13 +146,12 @@ def score_signoff(scores: Any, *, metric: str, threshold: float,
     the minimum agreement (Wilson, exactly :func:`agreement_signoff`; no quantile).
 
     Why not the mean: a mean of skewed or heavy-tailed per-example scores has no test that
-    is valid at every n (Bahadur & Savage 1956, Ann Math Stat 27:1115-1122). Simulated
-    (``benchmarks/labelfree_validity.py``, 2,000 runs per row, CPU shared): at the bound,
-    the old t + bootstrap interval of the mean passed 0.365 / 0.077 / 0.050 of skewed
-    cosines (1% catastrophic) and 0.245 / 0.150 / 0.154 of lognormal (sigma 2) KLs at
-    n = 100 / 500 / 1,000; this share test passed at most 0.027 in every row (cosine, KL,
-    |logit delta|, recall@k; bound 0.025 + 2 SE = 0.032). It needs no assumption about
-    the scores' distribution.
+    is valid at every n (Bahadur & Savage 1956, Ann Math Stat 27:1115-1122). Simulated at
+    the bound (``benchmarks/labelfree_validity.py``), the old t + bootstrap interval of the
+    mean passed skewed cosines and lognormal KLs far more often than alpha, while this share
+    test stays within alpha + 2 SE in every row (cosine, KL, |logit delta|, recall@k;
+    measured: benchmarks/results/labelfree_validity.md). It needs no assumption about the
+    scores' distribution.
     """
     if metric not in SCORE_METRICS:
         raise ConfigError("not a label-free score metric", where="verdict.metric", value=metric,
