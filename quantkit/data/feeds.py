@@ -157,8 +157,12 @@ class ImageFeeds:
         return {}
 
     def cache_key(self) -> dict:
+        """The preprocessing settings and its implementation's version (other pixels from the
+        same settings are another key), the layout and the input name."""
+        from quantkit.data.images import PREPROCESS_VERSION
+
         return {"preprocess": self.preprocess.to_dict(), "layout": self.layout,
-                "input": self.input_names[0]}
+                "input": self.input_names[0], "preprocess_version": PREPROCESS_VERSION}
 
     def describe(self) -> dict:
         return {"kind": self.kind, "inputs": self.input_names, "layout": self.layout,

@@ -4,7 +4,10 @@ Fashion-MNIST comes from the Debian package ``dataset-fashion-mnist`` (gzip IDX 
 ``/usr/share/datasets/fashion-mnist``). :func:`preprocess` turns uint8 images into the
 float32 NCHW batches an ImageNet CNN wants: scale to [0, 1], bilinear resize (the same
 numbers as ``torch.nn.functional.interpolate(mode="bilinear", align_corners=False)``),
-grayscale replicated to 3 channels, per-channel normalization. numpy only; no torch.
+grayscale replicated to 3 channels, per-channel normalization. numpy only; no torch. Every
+step is elementwise (no matrix product), so the pixels are the same bytes whichever BLAS
+kernel numpy dispatches to (tests/data/test_image_kernels.py runs OpenBLAS's Haswell kernel
+against the host's default).
 """
 
 from __future__ import annotations
@@ -24,9 +27,9 @@ from quantkit.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FASHION_MNIST_CLASSES", "FASHION_MNIST_ROOT", "ImagePreprocess", "read_idx",
-           "load_fashion_mnist", "load_image_folder", "preprocess", "bilinear_matrix",
-           "iter_image_feeds", "images_sha256", "hub_images"]
+__all__ = ["FASHION_MNIST_CLASSES", "FASHION_MNIST_ROOT", "PREPROCESS_VERSION", "ImagePreprocess",
+           "read_idx", "load_fashion_mnist", "load_image_folder", "preprocess", "bilinear_taps",
+           "bilinear_matrix", "iter_image_feeds", "images_sha256", "hub_images"]
 
 FASHION_MNIST_ROOT = "/usr/share/datasets/fashion-mnist"
 FASHION_MNIST_FILES = {
@@ -37,6 +40,11 @@ FASHION_MNIST_FILES = {
 }
 FASHION_MNIST_CLASSES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal",
                          "Shirt", "Sneaker", "Bag", "Ankle boot"]
+#: Bump when :func:`preprocess` gives other pixels for the same images and settings: it is in
+#: the image feeds' stage-cache key and the prepared MobileNet's key, so no old entry is read.
+#: 1 (unnamed): matrix-product resize and tensordot luma, whose bits followed numpy's BLAS
+#: kernel; 2: elementwise two-tap resize and luma, the same bytes on every kernel (issue 48).
+PREPROCESS_VERSION = 2
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
@@ -252,24 +260,66 @@ class ImagePreprocess:
 
 
 @functools.lru_cache(maxsize=32)
-def bilinear_matrix(in_size: int, out_size: int) -> np.ndarray:
-    """[out, in] weights of 1-D linear interpolation, as torch's align_corners=False.
+def bilinear_taps(in_size: int, out_size: int
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(i0, i1, w0, w1) per output pixel: 1-D linear interpolation, as torch's align_corners=False.
 
     Source coordinate of output pixel d: (d + 0.5) * in / out - 0.5, clamped at 0; the two
-    neighbours i0 = floor(src), i1 = min(i0 + 1, in - 1) get weights 1 - frac, frac.
+    neighbours i0 = floor(src), i1 = min(i0 + 1, in - 1) get float32 weights 1 - frac, frac
+    (computed in float64, then rounded once). At the last input pixel (i0 == i1) the taps
+    merge into weight 1 on i0 and 0 on i1, so an edge pixel is copied exactly.
     """
     scale = in_size / out_size
     src = np.maximum((np.arange(out_size, dtype=np.float64) + 0.5) * scale - 0.5, 0.0)
-    i0 = np.minimum(np.floor(src).astype(np.int64), in_size - 1)
+    i0 = np.minimum(np.floor(src).astype(np.intp), in_size - 1)
     i1 = np.minimum(i0 + 1, in_size - 1)
-    frac = src - i0
-    m = np.zeros((out_size, in_size), dtype=np.float64)
+    frac = np.where(i1 == i0, 0.0, src - i0)
+    taps = (i0, i1, (1.0 - frac).astype(np.float32), frac.astype(np.float32))
+    for a in taps:
+        a.flags.writeable = False
+    return taps
+
+
+def bilinear_matrix(in_size: int, out_size: int) -> np.ndarray:
+    """[out, in] float32 matrix of :func:`bilinear_taps` (for inspection; resizing uses the taps)."""
+    i0, i1, w0, w1 = bilinear_taps(in_size, out_size)
+    m = np.zeros((out_size, in_size), dtype=np.float32)
     rows = np.arange(out_size)
-    np.add.at(m, (rows, i0), 1.0 - frac)
-    np.add.at(m, (rows, i1), frac)
-    m = m.astype(np.float32)
-    m.flags.writeable = False
+    m[rows, i0] = w0
+    m[rows, i1] += w1
     return m
+
+
+def _resize_axis(x: np.ndarray, axis: int, out_size: int) -> np.ndarray:
+    """Bilinear resize of one axis of float32 ``x``: w0 * x[i0] + w1 * x[i1], elementwise.
+
+    A gather and three elementwise float32 operations (each rounded once, in this order), so
+    the result is the same bytes on every BLAS kernel and SIMD width; a matrix product would
+    round per kernel (OpenBLAS Haswell vs SkylakeX gave other pixels, issue 48 point 7).
+    """
+    if x.shape[axis] == out_size:
+        return x  # the taps would be the identity (weights 1 and 0)
+    i0, i1, w0, w1 = bilinear_taps(x.shape[axis], out_size)
+    shape = [1] * x.ndim
+    shape[axis] = out_size
+    out = np.take(x, i0, axis=axis)
+    out *= w0.reshape(shape)
+    far = np.take(x, i1, axis=axis)
+    far *= w1.reshape(shape)
+    out += far
+    return out
+
+
+def _luma(x: np.ndarray) -> np.ndarray:
+    """ITU-R 601 luma of float32 RGB [N,3,H,W] -> [N,1,H,W], as Pillow's "L".
+
+    (0.299 r + 0.587 g) + 0.114 b in float32, elementwise in that fixed order (no BLAS).
+    """
+    r, g, b = x[:, 0:1], x[:, 1:2], x[:, 2:3]
+    y = np.float32(0.299) * r
+    y += np.float32(0.587) * g
+    y += np.float32(0.114) * b
+    return y
 
 
 def _as_nchw(images: np.ndarray) -> np.ndarray:
@@ -298,11 +348,10 @@ def preprocess(images: np.ndarray, config: ImagePreprocess = ImagePreprocess()) 
     x = _as_nchw(images)
     c_in = x.shape[1]
     if config.channels == 1 and c_in == 3:  # ITU-R 601 luma, as Pillow's "L"
-        x = np.tensordot(np.array([0.299, 0.587, 0.114], np.float32), x, axes=([0], [1]))[:, None]
+        x = _luma(x)
     n, c, h, w = x.shape
     if config.resize == "bilinear" and (h, w) != (config.size, config.size):
-        rh, rw = bilinear_matrix(h, config.size), bilinear_matrix(w, config.size)
-        x = np.matmul(np.matmul(rh, x), rw.T)  # [out,h] @ [..,h,w] @ [w,out]
+        x = _resize_axis(_resize_axis(x, 2, config.size), 3, config.size)  # rows, then columns
     elif (h, w) != (config.size, config.size):
         raise DataError("image size differs from preprocess.size and resize is none",
                         where="images", value=(h, w), fix="set preprocess.resize=bilinear")

@@ -252,10 +252,11 @@ def prepare_mobilenet_classifier(*, cache_dir: str | os.PathLike, train_images: 
     (which converges far below it); ``standardize`` poses the fit on standardized features. Before issue 24 the head was lbfgs stopped at
     ``max_iter``, whose result followed the host CPU's float bits. ``weights`` overrides the checkpoint
     path (it must still be the pinned file: it is sha256-checked). The key
-    hashes the weights, the images and labels actually used, the preprocessing, the head
+    hashes the weights, the images and labels actually used, the preprocessing (settings and
+    ``PREPROCESS_VERSION``: the head is fitted on its pixels), the head
     parameters, the opset and ``PREP_VERSION``; a hit logs "using cached prepared model".
     """
-    from quantkit.data.images import ImagePreprocess, images_sha256
+    from quantkit.data.images import PREPROCESS_VERSION, ImagePreprocess, images_sha256
     from quantkit.models.torch_export import PREP_VERSION, prepare_cached, write_with_head
     from quantkit.models.head import fit_linear_head
 
@@ -282,6 +283,7 @@ def prepare_mobilenet_classifier(*, cache_dir: str | os.PathLike, train_images: 
     key_source = {"v": PREP_VERSION, "recipe": "mobilenet_v2-gap-logreg",
                   "weights": WEIGHTS_SHA256, "train": images_sha256(x_imgs, y),
                   "n_train": len(idx), "preprocess": preprocess.to_dict(),
+                  "preprocess_version": PREPROCESS_VERSION,
                   "C": head_C, "max_iter": max_iter, "opset": opset, "labels": names}
     if standardize:  # absent from older keys: their cached models stay valid
         key_source["standardize"] = True
