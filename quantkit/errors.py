@@ -3,6 +3,16 @@
 from __future__ import annotations
 
 
+class Phrase(str):
+    """A ``value`` already worded for the user, e.g. ``"nan at row 17, inf at row 40"``: the
+    message shows it as is, where any other value is shown with ``repr()``."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return str.__str__(self)
+
+
 class QuantkitError(Exception):
     """Base class. ``str(err)`` is one line meant for the user."""
 

@@ -39,8 +39,8 @@ def _pil():
     try:
         from PIL import Image, ImageOps
     except ImportError as exc:
-        raise DataError("reading image files needs Pillow", where="data.path", value=None,
-                        fix="pip install pillow") from exc
+        raise DataError("reading image files needs Pillow", where="data.path",
+                        value=f"{type(exc).__name__}: {exc}", fix="pip install pillow") from exc
     return Image, ImageOps
 
 

@@ -72,7 +72,8 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
         if raw[:2] == _GZIP_MAGIC:
             raw = gzip.decompress(raw)
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        raise DataError(f"could not read the IDX file ({type(exc).__name__}: {exc})", where=str(p),
+        raise DataError("could not read the IDX file", where=str(p),
+                        value=f"{type(exc).__name__}: {exc}",
                         fix="the file is corrupt or truncated; reinstall or re-download it") from exc
     if len(raw) < 4:
         raise DataError("IDX file too short for its header", where=str(p), value=len(raw),
@@ -181,8 +182,8 @@ def hub_images(ds, cfg) -> tuple[np.ndarray, np.ndarray | None, list[str]]:
         if label_free:
             continue
         y = row[cfg.label_column]
-        if y is None or (isinstance(y, float) and not np.isfinite(y)):
-            bad.append(i)
+        if y is None or (isinstance(y, (float, np.floating)) and not np.isfinite(y)):
+            bad.append((i, y))
             continue
         try:
             yi = int(y)
@@ -194,12 +195,14 @@ def hub_images(ds, cfg) -> tuple[np.ndarray, np.ndarray | None, list[str]]:
             yi = names.index(str(y))
         labels.append(yi)
     if bad:
-        from quantkit.data.table import rows_phrase
+        from quantkit.data.table import rows_phrase, values_phrase
 
-        raise DataError(f"{len(bad)} label{'' if len(bad) == 1 else 's'} missing or not finite",
-                        where=f"{rows_phrase(bad)} column {cfg.label_column}", value=None,
-                        fix="fill in or remove those rows, or set data.label_column=null for a "
-                            "label-free run")
+        one = len(bad) == 1
+        raise DataError(f"{len(bad)} label{'' if one else 's'} missing or not finite",
+                        where=f"{rows_phrase([i for i, _ in bad])} column {cfg.label_column}",
+                        value=values_phrase(bad),
+                        fix=f"fill in or remove {'that row' if one else 'those rows'}, or set "
+                            "data.label_column=null for a label-free run")
     if not images:
         raise DataError("no images in the dataset split", where="data.path", value=cfg.path,
                         fix="check data.train_split / data.eval_split")
@@ -281,7 +284,7 @@ def bilinear_taps(in_size: int, out_size: int
 
 
 def bilinear_matrix(in_size: int, out_size: int) -> np.ndarray:
-    """[out, in] float32 matrix of :func:`bilinear_taps` (for inspection; resizing uses the taps)."""
+    """[out, in] float32 matrix of :func:`bilinear_taps`; for inspection (resizing uses taps)."""
     i0, i1, w0, w1 = bilinear_taps(in_size, out_size)
     m = np.zeros((out_size, in_size), dtype=np.float32)
     rows = np.arange(out_size)

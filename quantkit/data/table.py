@@ -1,7 +1,8 @@
 """A text table (a ``datasets.Dataset``) -> examples: texts, labels or none, groups, counts.
 
 Rules, each counted in :class:`~quantkit.data.info.DataInfo` and never silent:
-- a missing label (empty cell, None, NaN, Inf) is an error naming every such row;
+- a missing label (empty cell, None, NaN, Inf) is an error naming every such row and the
+  first few values;
 - a label listed in ``data.drop_values`` drops its row (counted);
 - an empty text drops its row (counted, warned);
 - a repeated text keeps its first row (counted, warned; conflicting labels counted too).
@@ -15,12 +16,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from quantkit.data.info import DataInfo
-from quantkit.errors import DataError
+from quantkit.errors import DataError, Phrase
 from quantkit.settings import DataConfig
 
-__all__ = ["TextExamples", "to_examples", "rows_phrase"]
+__all__ = ["TextExamples", "to_examples", "rows_phrase", "values_phrase"]
 
 _SHOW_ROWS = 20  # row numbers listed in one error line
+_SHOW_VALUES = 5  # (value, row) pairs listed in one error line
+# what counts as a missing label, and how a csv file's cells read (datasets / pandas)
+_MISSING_HOW = "null, NaN, Inf or blank; a csv reader reads an empty cell, NA or NaN as null"
 
 
 @dataclass
@@ -65,16 +69,31 @@ def rows_phrase(rows: list[int]) -> str:
     return f"rows {shown}{more}"
 
 
+def _shown(value) -> str:
+    """A cell as an error shows it: null (None), nan, inf, -inf, '' or repr()."""
+    if value is None:
+        return "null"
+    if isinstance(value, (float, np.floating)):
+        return repr(float(value))
+    return repr(value)
+
+
+def values_phrase(found: list[tuple[int, object]]) -> Phrase:
+    """'null at row 3, inf at row 40 (+7 more)': the first (row, value) pairs of an error."""
+    shown = ", ".join(f"{_shown(v)} at row {r}" for r, v in found[:_SHOW_VALUES])
+    more = f" (+{len(found) - _SHOW_VALUES} more)" if len(found) > _SHOW_VALUES else ""
+    return Phrase(shown + more)
+
+
 def _check_missing_labels(labels_raw, cfg: DataConfig, drop: set[str]) -> None:
     bad = [i for i, y in enumerate(labels_raw) if _missing(y) and str(y) not in drop]
     if not bad:
         return
-    first = labels_raw[bad[0]]
     one = len(bad) == 1
-    raise DataError(f"{len(bad)} label{'' if one else 's'} missing or not finite (NaN / Inf; "
-                    "an empty cell reads as NaN)",
+    raise DataError(f"{len(bad)} label{'' if one else 's'} missing or not finite "
+                    f"({_MISSING_HOW})",
                     where=f"{rows_phrase(bad)} (0-based data rows) column {cfg.label_column}",
-                    value=first if not isinstance(first, str) else (first or "''"),
+                    value=values_phrase([(i, labels_raw[i]) for i in bad]),
                     fix=f"fill in or remove {'that row' if one else 'those rows'}, or set "
                         "data.label_column=null for a label-free run")
 

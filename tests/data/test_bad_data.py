@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 
+import datasets
 import numpy as np
 import onnx
 import pytest
@@ -75,6 +76,57 @@ def test_empty_and_nan_labels_are_one_error_naming_every_row(tmp_path):
     with pytest.raises(DataError) as err:
         to_examples(load_local(path), DataConfig(name="j"))
     assert "rows 2, 9" in one_line(err.value)
+
+
+def test_bad_labels_are_named_with_their_values_and_the_fix_works(tmp_path):
+    """Issue 48 point 8: the error says what it found ('got null at row 3, inf at row 40'),
+    bounded to the first few; removing the rows or dropping the labels then loads the file."""
+    data = rows(60)
+    gaps = {3: "", 17: "NA", 31: "", 40: "inf", 41: "-inf", 42: "nan", 50: ""}
+    for i, v in gaps.items():
+        data[i][1] = v
+    path = write_rows(tmp_path / "bad.csv", data)
+    with pytest.raises(DataError) as err:
+        splits_of(path, cfg())
+    msg = one_line(err.value)
+    assert "7 labels missing or not finite" in msg and "rows 3, 17, 31, 40, 41, 42, 50" in msg
+    # a csv reader reads an empty cell, NA and nan as null; inf and -inf stay floats
+    assert ("; got null at row 3, null at row 17, null at row 31, inf at row 40, -inf at row 41 "
+            "(+2 more). Fix: fill in or remove those rows") in msg
+    assert str(err.value.value) == err.value.value  # a phrase, shown as is (no quotes)
+    # the fixes it names work: the rows removed, or the labels dropped (a label-free run)
+    kept = [r for i, r in enumerate(data) if i not in gaps]
+    s = splits_of(write_rows(tmp_path / "fixed.csv", kept), cfg())
+    assert sum(len(x) for x in s.named().values()) + s.info.unused == len(kept)
+    ex = to_examples(load_local(path), cfg(label_column=None, label_names=[]))
+    assert ex.labels is None and len(ex.texts) == 60
+    # a float NaN (a dataset built from Python values) is shown as nan; a blank string as repr
+    ds = datasets.Dataset.from_dict({"text": list("abcd"), "label": [0.0, 1.0, float("nan"), 1.0],
+                                     "film": ["f0", "f1", "f2", "f3"]})
+    with pytest.raises(DataError, match=r"; got nan at row 2\. Fix:"):
+        to_examples(ds, cfg())
+    ds = datasets.Dataset.from_dict({"text": list("abc"), "label": ["pos", " ", "neg"],
+                                     "film": ["f0", "f1", "f2"]})
+    with pytest.raises(DataError, match=r"; got ' ' at row 1\. Fix:"):
+        to_examples(ds, cfg())
+
+
+def test_hub_images_with_bad_labels_name_the_values():
+    Image = pytest.importorskip("PIL.Image")
+    from quantkit.data.images import hub_images
+
+    pics = [Image.fromarray(np.full((6, 6), 40 * i, np.uint8)) for i in range(5)]
+    ds = datasets.Dataset.from_dict({"img": pics, "y": [0.0, None, 1.0, float("inf"), 0.0]},
+                                    features=datasets.Features({"img": datasets.Image(),
+                                                                "y": datasets.Value("float64")}))
+    c = DataConfig(name="h", kind="image", source="hub", path="x", image_column="img",
+                   label_column="y")
+    c.image.size = 4
+    with pytest.raises(DataError) as err:
+        hub_images(ds, c)
+    msg = one_line(err.value)
+    assert "2 labels missing or not finite" in msg and "rows 1, 3 column y" in msg
+    assert "; got null at row 1, inf at row 3. Fix: fill in or remove those rows" in msg
 
 
 def test_a_label_listed_in_drop_values_drops_its_rows_counted(tmp_path):
