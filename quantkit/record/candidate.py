@@ -8,11 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from quantkit.backends.engine_meta import EngineMeta
+from quantkit.ptq.step_record import StepRecord
 from quantkit.record.latency import LatencyStats
 from quantkit.record.serde import (
     JsonObject,
     JsonValue,
     decode,
+    decode_fields,
     decoder,
     encode,
     encoder,
@@ -25,7 +27,7 @@ from quantkit.verdict.engine_gate import DeploymentBudget, EngineCheckPlan, Engi
 __all__ = ["AgreementStat", "BackendCheckRecord", "CandidateRecord", "CandidateSignoff",
            "ClassStats", "DevEvidence", "EngineCheckBasis", "Distribution",
            "EmbeddingRecord", "EngineRecord", "FlaggedLayer", "LayerFlags",
-           "LayerStats", "Lint", "Metrics", "PtqStep", "SliceStat"]
+           "LayerStats", "Lint", "Metrics", "SliceStat"]
 
 
 @dataclass
@@ -58,6 +60,10 @@ class Metrics:
         """Every recorded numeric metric by name (``n`` included), in record order."""
         return {k: v for k, v in vars(self).items()
                 if k != "per_class" and isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+    def value(self, name: str | None) -> float | int | None:
+        """Metric ``name``'s recorded value, None when not recorded."""
+        return self.values().get(name) if name is not None else None
 
 
 @dataclass
@@ -198,16 +204,17 @@ class Lint:
     rules: str | None = optional()  # schema 1 on
 
 
-@dataclass
-class PtqStep:
-    """One ptq step's record (quantkit.ptq.step_record.StepRecord): the nodes it changed,
-    those it skipped and why, its parameters, the node groups it edited together."""
+@encoder(StepRecord)
+def _encode_step(step: StepRecord) -> JsonValue:
+    return encode(step.to_dict())
 
-    name: str
-    params: JsonObject
-    changes: dict[str, JsonValue]
-    skipped: dict[str, str]
-    groups: list[list[str]] | None = optional()
+
+@decoder(StepRecord)
+def _decode_step(data: JsonValue, where: str) -> StepRecord:
+    """A ptq step's record; ``groups`` is written only when the step edited node groups."""
+    d = dict(decode(JsonObject, data, where))
+    d.setdefault("groups", [])
+    return decode_fields(StepRecord, d, where)
 
 
 @dataclass(kw_only=True)
@@ -335,7 +342,7 @@ class CandidateRecord:
     plan_counts: dict[str, int] | None = optional()
     lint: Lint | None = optional()
     artifact_sha256: str | None = optional()
-    ptq: list[PtqStep] | None = optional()
+    ptq: list[StepRecord] | None = optional()
     layers: dict[str, LayerStats] | None = optional()
     flags: LayerFlags | None = inline()
     engine_layers: dict[str, JsonObject] | None = optional()
@@ -347,6 +354,19 @@ class CandidateRecord:
     dev: DevEvidence | None = optional()
     signoff: CandidateSignoff | None = optional()
     latency: dict[str, LatencyStats] | None = optional()
+
+    def slice_stat(self, slice_name: str, value: str) -> SliceStat | None:
+        """The recorded accuracy and n of slice ``slice_name`` = ``value`` (None: none)."""
+        return (self.slices or {}).get(slice_name, {}).get(value)
+
+    def agreement_stat(self, slice_name: str, value: str) -> AgreementStat | None:
+        """Agreement with FP32 on slice ``slice_name`` = ``value`` (None: not recorded)."""
+        return (self.agreement_slices or {}).get(slice_name, {}).get(value)
+
+    def layer_sqnr(self, tensor: str) -> float | None:
+        """SQNR (dB) of ``tensor`` vs FP32, None when not compared."""
+        stats = (self.layers or {}).get(tensor)
+        return stats.sqnr_db if stats is not None else None
 
     @property
     def flagged_layers(self) -> list[FlaggedLayer]:

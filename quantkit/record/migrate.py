@@ -35,13 +35,13 @@ from __future__ import annotations
 import copy
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from quantkit.errors import RecordError
 from quantkit.record.run_record import SCHEMA_VERSION, RunRecord
 from quantkit.record.serde import JsonObject, decode
 
-__all__ = ["load_record", "parse_record", "upgrade", "upgrade_look_decision",
+__all__ = ["as_record", "load_record", "parse_record", "upgrade", "upgrade_look_decision",
            "upgrade_look_family"]
 
 
@@ -121,6 +121,11 @@ def parse_record(d: object) -> RunRecord:
         raise RecordError("a record must be a JSON object", where="record",
                           value=type(d).__name__, fix="pass a loaded record.json")
     return decode(RunRecord, upgrade(d), "record")
+
+
+def as_record(record: RunRecord | Mapping[str, object]) -> RunRecord:
+    """``record`` as a RunRecord: a loaded record.json (any schema version) is parsed."""
+    return record if isinstance(record, RunRecord) else parse_record(dict(record))
 
 
 def load_record(path: str | os.PathLike) -> RunRecord:

@@ -1,6 +1,6 @@
 """Provenance sections of the record: the data and its load (``record.data``; the model is
 quantkit.models.model.Model itself), each stage's timing, the stage cache's counts, where a
-sweep job ran (``record.job``) and the recommendation."""
+sweep job ran (``record.job``)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from quantkit.record.serde import (
     optional,
 )
 
-__all__ = ["CacheCount", "DataRecord", "JobRecord", "RecommendationRecord", "StageTiming"]
+__all__ = ["CacheCount", "DataRecord", "JobRecord", "StageTiming"]
 
 
 @encoder(DataInfo)
@@ -47,6 +47,11 @@ class DataRecord:
     info: DataInfo | None = optional()
     kind: str | None = optional()  # not text
     feeds: JsonObject | None = optional()  # not text: the preprocessing (data/feeds.py)
+
+    def splits(self) -> list[tuple[str, int | None, str | None]]:
+        """(split, size, sha256) of every split with a size or a hash (None: not recorded)."""
+        return [(s, self.sizes.get(s), self.sha256.get(s))
+                for s in dict.fromkeys([*self.sizes, *self.sha256])]
 
 
 @dataclass(kw_only=True)
@@ -95,15 +100,3 @@ class JobRecord:
     pid: int
     attempt: int | None
     earlier_finished: bool
-
-
-@dataclass
-class RecommendationRecord:
-    """``record.recommendation`` (verdict.protocol.Recommendation): the candidate and why;
-    without a sign-off only the candidate (None) and the reason."""
-
-    candidate: str | None
-    reason: str
-    eligible: list[str] | None = optional()
-    excluded: dict[str, str] | None = optional()
-    basis: str | None = optional()

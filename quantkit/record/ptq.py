@@ -6,26 +6,33 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from quantkit.record.candidate import PtqStep
-from quantkit.record.serde import JsonObject, JsonValue, optional
+from quantkit.ptq.proof import StepProof
+from quantkit.ptq.step_record import StepRecord
+from quantkit.record.serde import (
+    JsonObject,
+    JsonValue,
+    decode,
+    decode_fields,
+    decoder,
+    encode,
+    encoder,
+    optional,
+)
 
-__all__ = ["PtqChoice", "PtqProof", "PtqRecord", "PtqTrial"]
+__all__ = ["PtqChoice", "PtqRecord", "PtqTrial"]
 
 
-@dataclass
-class PtqProof:
-    """The proof of one rewrite: its FP32 output unchanged on calibration data (kept), else
-    dropped, with the relative error, the examples and why (ptq/proof.py)."""
+@encoder(StepProof)
+def _encode_proof(proof: StepProof) -> JsonValue:
+    return encode(proof.to_dict())
 
-    step: str
-    kept: bool
-    max_error: float | None
-    scale: float | None
-    relative_error: float | None
-    agreement: float | None
-    examples: int
-    tolerance: float
-    reason: str
+
+@decoder(StepProof)
+def _decode_proof(data: JsonValue, where: str) -> StepProof:
+    """A rewrite's proof; its ``relative_error`` is written for the reader, derived."""
+    d = dict(decode(JsonObject, data, where))
+    decode(float | None, d.pop("relative_error", None), f"{where}.relative_error")
+    return decode_fields(StepProof, d, where)
 
 
 @dataclass
@@ -64,7 +71,7 @@ class PtqRecord:
     settings: JsonObject
     graph_rewritten: bool
     graph_sha256: str
-    steps: list[PtqStep]
-    proofs: list[PtqProof]
+    steps: list[StepRecord]
+    proofs: list[StepProof]
     dropped_compare_tensors: dict[str, JsonValue]
     choice: PtqChoice | None = optional()

@@ -19,13 +19,12 @@ from quantkit.record.provenance import (
     CacheCount,
     DataRecord,
     JobRecord,
-    RecommendationRecord,
     StageTiming,
 )
 from quantkit.record.ptq import PtqRecord
 from quantkit.record.search import SearchRecord, SearchSkipped
-from quantkit.record.serde import JsonObject, encode, optional, section
-from quantkit.record.signoff import SignoffRecord, SignoffSkipped
+from quantkit.record.serde import JsonObject, JsonValue, encode, optional, section
+from quantkit.record.signoff import RecommendationRecord, SignoffRecord, SignoffSkipped
 
 __all__ = ["PACKAGES", "RunRecord", "SCHEMA_VERSION", "host_info", "package_versions"]
 
@@ -95,6 +94,22 @@ class RunRecord:
     def candidate(self, name: str | None) -> CandidateRecord | None:
         """Candidate ``name``, None when the record has no such candidate."""
         return self.candidates.get(name) if name is not None else None
+
+    def configured(self, *path: str) -> JsonValue:
+        """The recorded config's value at ``path`` (``"verdict", "alpha"``), None when the
+        record's config has no such key."""
+        node: JsonValue = self.config
+        for key in path:
+            if not isinstance(node, dict) or key not in node:
+                return None
+            node = node[key]
+        return node
+
+    @property
+    def hostname(self) -> str | None:
+        """The host the run ran on (``host.hostname``), None when not recorded."""
+        name = self.host.get("hostname")
+        return name if isinstance(name, str) else None
 
     @property
     def search_run(self) -> SearchRecord | None:

@@ -148,7 +148,7 @@ def decode(tp: type[T] | object, data: object, where: str = "record") -> T:
     dec = _DECODERS.get(tp)  # type: ignore[call-overload]
     if dec is not None:
         return dec(data, where)  # type: ignore[return-value]
-    if _is_json(tp):
+    if _is_json(tp) or tp is typing.Any:  # open data (a domain type's ``dict[str, Any]``)
         return _json(data, where)  # type: ignore[return-value]
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return decode_fields(tp, data, where)

@@ -9,13 +9,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from quantkit.record.provenance import RecommendationRecord
-from quantkit.record.serde import JsonObject, inline, optional
+from quantkit.record.serde import encode, inline, optional
 from quantkit.record.verdict import TestRecord
+from quantkit.verdict.cluster import GroupStats
+from quantkit.verdict.protocol import FamilyDecision, FamilyPlan, SignoffFamily
 
 __all__ = ["DecisionRecord", "DecisionRow", "DecisionTest", "EarlierLook", "FamilyBasis", "FamilyNotTested",
            "FamilyRecord", "LedgerEvaluation", "LookFacts", "LookOfDecision", "LookRecord",
-           "PowerPlanRecord", "PowerRow", "RulePlan", "AnalyticPlan", "SignoffRecord", "SignoffSkipped", "TestLedgerRecord"]
+           "PowerPlanRecord", "PowerRow", "RecommendationRecord", "RulePlan", "AnalyticPlan", "SignoffRecord", "SignoffSkipped", "TestLedgerRecord"]
+
+
+@dataclass
+class RecommendationRecord:
+    """``record.recommendation`` (verdict.protocol.Recommendation): the candidate and why;
+    without a sign-off only the candidate (None) and the reason."""
+
+    candidate: str | None
+    reason: str
+    eligible: list[str] | None = optional()
+    excluded: dict[str, str] | None = optional()
+    basis: str | None = optional()
 
 
 @dataclass
@@ -45,6 +58,12 @@ class FamilyRecord:
     basis: dict[str, FamilyBasis]
     supersedes: str | None
     sha256: str
+
+    def declared(self) -> SignoffFamily:
+        """The declaration this is the record of (a look the persistent ledger stored)."""
+        return SignoffFamily(tuple(self.candidates), self.method, self.alpha_one_sided,
+                             {n: encode(b) for n, b in self.basis.items()}, self.order_rule,
+                             self.supersedes)
 
 
 @dataclass
@@ -109,6 +128,11 @@ class PowerPlanRecord:
     adequate: bool | None
     reason: str
 
+    def planned(self) -> FamilyPlan:
+        """The plan this is the record of (its rows as the plan keeps them)."""
+        return FamilyPlan([encode(r) for r in self.rows], self.n_test, self.adequate,
+                          self.reason)
+
 
 @dataclass
 class LedgerEvaluation:
@@ -149,7 +173,7 @@ class DecisionTest:
     n: int
     flip_rate: float | None
     plan_n: int | None
-    groups: JsonObject | None
+    groups: GroupStats | None
 
 
 @dataclass(kw_only=True)
@@ -193,6 +217,12 @@ class DecisionRecord:
     stopped_at: str | None
     rows: list[DecisionRow]
     look: LookOfDecision | None = optional()  # schema 3 on
+
+    def decided(self) -> FamilyDecision:
+        """The decision this is the record of (its rows as the decision keeps them)."""
+        return FamilyDecision(self.method, self.alpha_one_sided, tuple(self.order),
+                              [encode(r) for r in self.rows], self.family_sha256,
+                              self.stopped_at, encode(self.look) if self.look else None)
 
 
 @dataclass

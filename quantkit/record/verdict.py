@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from quantkit.record.serde import JsonObject, inline, optional
+from quantkit.verdict.cluster import GroupStats
 
 __all__ = ["DecidedAt", "Gallery", "Interval", "Margin", "MarginValue", "McNemar",
            "ShareTolerance", "SliceInterval", "SliceTest", "SliceVerdict", "TestRecord",
@@ -163,7 +164,7 @@ class TestRecord:
     flip_rate: float | None
     discordant: dict[str, int | None]
     methods: dict[str, JsonObject]
-    groups: JsonObject | None
+    groups: GroupStats | None
     reasons: list[str]
     margin: Margin
     plan_n: int | None

@@ -16,6 +16,7 @@ from quantkit.calibrate import (
     to_trt_calibration_cache,
 )
 from quantkit.errors import CalibrationError
+from quantkit.record.calibration import ActivationSummary, CalibrationRecord, Fp8Calibration
 from quantkit.run.context import RunContext
 from quantkit.run.quant_source import QuantSource
 from quantkit.run.ranges import FP8_NO_FORM, cached_stats, fp8_methods, statistics_pass
@@ -34,12 +35,12 @@ class Calibration:
     stage's timing line."""
 
     ranges: dict
-    record: dict
+    record: CalibrationRecord
     info: dict
     fp8_ranges: dict = field(default_factory=dict)
 
-    def to_record(self) -> dict:
-        return dict(self.record)
+    def to_record(self) -> CalibrationRecord:
+        return self.record
 
 
 def calibration(ctx: RunContext, source: QuantSource) -> Calibration:
@@ -91,15 +92,16 @@ def calibration(ctx: RunContext, source: QuantSource) -> Calibration:
     if first.excluded:
         log.info("calibration left %d tensors unquantized: %s", len(first.excluded),
                  "; ".join(f"{t}: {why}" for t, why in list(first.excluded.items())[:8]))
-    record = {"tensors": len(tensors), "quant_nodes": scope.quant_nodes,
-              "samples": res.samples_seen, "methods": list(ranges), "excluded": first.excluded,
-              "notes": first.notes, "amax": {m: r.amax for m, r in ranges.items()},
-              "files": files, "spread": {m: r.spread for m, r in ranges.items() if r.spread},
-              "summary": first.summary, "seconds": round(res.seconds, 3)}
+    record = CalibrationRecord(
+        tensors=len(tensors), quant_nodes=scope.quant_nodes,
+        samples=res.samples_seen, methods=list(ranges), excluded=first.excluded,
+        notes=first.notes, amax={m: r.amax for m, r in ranges.items()},
+        files=files, spread={m: r.spread for m, r in ranges.items() if r.spread},
+        summary=_summaries(first), seconds=round(res.seconds, 3))
     if fp8:  # FP8 E4M3 ranges (scale = amax / 448) beside INT8's, from the same pass
-        record["fp8"] = {"methods": list(fp8), "amax": {m: r.amax for m, r in fp8.items()},
-                         "skipped": {m: FP8_NO_FORM for m in c.methods
-                                     if m not in fp8_methods(c.methods)}}
+        record.fp8 = Fp8Calibration(methods=list(fp8), amax={m: r.amax for m, r in fp8.items()},
+                                    skipped={m: FP8_NO_FORM for m in c.methods
+                                             if m not in fp8_methods(c.methods)})
     return Calibration(ranges=ranges, record=record, fp8_ranges=fp8,
                        info={"tensors": len(tensors), "samples": res.samples_seen,
                              "collect_seconds": round(res.seconds, 3)})
@@ -121,11 +123,17 @@ def _load_saved_ranges(files: list[str], tensors: list[str], n_nodes: int) -> Ca
     log.info("calibration skipped: ranges loaded from %s", ", ".join(files))
     fp8 = {m: r for m, r in ranges.items() if m.startswith("fp8.")}  # saved FP8 ranges
     ranges = {m: r for m, r in ranges.items() if m not in fp8}
-    record = {"tensors": len(tensors), "quant_nodes": n_nodes, "samples": first.samples_seen,
-              "methods": list(ranges), "excluded": first.excluded, "notes": first.notes,
-              "amax": {m: r.amax for m, r in ranges.items()}, "files": paths,
-              "loaded_from": list(files), "summary": first.summary, "seconds": 0.0}
+    record = CalibrationRecord(
+        tensors=len(tensors), quant_nodes=n_nodes, samples=first.samples_seen,
+        methods=list(ranges), excluded=first.excluded, notes=first.notes,
+        amax={m: r.amax for m, r in ranges.items()}, files=paths,
+        loaded_from=list(files), summary=_summaries(first), seconds=0.0)
     if fp8:
-        record["fp8"] = {"methods": list(fp8), "amax": {m: r.amax for m, r in fp8.items()}}
+        record.fp8 = Fp8Calibration(methods=list(fp8), amax={m: r.amax for m, r in fp8.items()})
     return Calibration(ranges=ranges, record=record, fp8_ranges=fp8,
                        info={"tensors": len(tensors), "loaded": len(files)})
+
+
+def _summaries(ranges) -> dict[str, ActivationSummary]:
+    """Each calibrated tensor's statistics of the calibration pass, as the record keeps them."""
+    return {t: ActivationSummary(**st) for t, st in ranges.summary.items()}

@@ -11,6 +11,8 @@ import onnxruntime
 
 from quantkit.bench import measure_latency
 from quantkit.bench.stage import execution_label
+from quantkit.record.latency import LatencyRecord, LatencyStats
+from quantkit.record.serde import decode, encode
 from quantkit.run.context import RunContext
 
 __all__ = ["LatencyReport", "latency", "latency_feeds", "latency_reuse"]
@@ -23,8 +25,13 @@ class LatencyReport:
     candidates: dict[str, dict]
     summary: dict
 
-    def to_record(self) -> dict:
-        return dict(self.summary)
+    def to_record(self) -> LatencyRecord:
+        return decode(LatencyRecord, encode(self.summary), "latency")
+
+    def candidate_record(self, name: str) -> dict[str, LatencyStats]:
+        """Candidate ``name``'s timings per batch size, as its record entry keeps them."""
+        return decode(dict[str, LatencyStats], encode(self.candidates[name]),
+                      f"candidates.{name}.latency")
 
 
 def latency_feeds(ctx: RunContext, batch_size: int):

@@ -3,6 +3,7 @@ ModelGraph of the FP32 graph (one shape inference for the whole run)."""
 
 from __future__ import annotations
 
+import copy
 import logging
 from dataclasses import dataclass, replace
 
@@ -19,6 +20,7 @@ from quantkit.graph.model_graph import ModelGraph
 from quantkit.models import load_model
 from quantkit.models.fit import check_class_count, check_class_width, resolve_output
 from quantkit.models.model import Model
+from quantkit.record.provenance import DataRecord
 from quantkit.run.context import RunContext
 from quantkit.run.verdicts import check_metric_fits
 
@@ -37,21 +39,18 @@ class Prepared:
     lengths: dict[str, np.ndarray | None]  # {"dev", "test"}: token counts (text) or None
     graph: ModelGraph
 
-    def data_record(self, settings) -> dict:
+    def data_record(self, settings) -> DataRecord:
         d = settings.data
-        rec = {"name": d.name, "source": d.source, "sizes": self.splits.sizes(),
-               "sha256": self.splits.hashes(), "label_names": self.splits.label_names}
         # counts and named warnings of the load (duplicates dropped, texts truncated, label-free)
-        rec["label_free"] = self.splits.label_free
-        rec["info"] = self.splits.info.to_dict()
-        if d.kind != "text":  # text records keep their original keys
-            rec["kind"] = d.kind
-        if self.feeds.kind != "text":
-            rec["feeds"] = self.feeds.describe()
-        return rec
+        return DataRecord(name=d.name, source=d.source, sizes=self.splits.sizes(),
+                          sha256=self.splits.hashes(), label_names=self.splits.label_names,
+                          label_free=self.splits.label_free,
+                          info=copy.deepcopy(self.splits.info),
+                          kind=d.kind if d.kind != "text" else None,  # text: its original keys
+                          feeds=self.feeds.describe() if self.feeds.kind != "text" else None)
 
-    def model_record(self) -> dict:
-        return self.model.to_dict()
+    def model_record(self) -> Model:
+        return copy.deepcopy(self.model)
 
 
 def model(ctx: RunContext, splits: Splits) -> Prepared:
