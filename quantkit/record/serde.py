@@ -192,17 +192,22 @@ def _union(args: tuple, data: object, where: str) -> object:
     if data is None and type(None) in args:
         return None
     errors = []
-    for a in args:
-        if a is type(None):
-            continue
+    for a in sorted((a for a in args if a is not type(None)), key=lambda a: -_overlap(a, data)):
         try:
             return decode(a, data, where)
         except RecordError as err:
             errors.append(err)
-    deepest = max(errors, key=lambda e: len(e.where or ""))  # the alternative that got furthest
-    if deepest.where != where:
-        raise deepest
+    first = errors[0]  # the alternative whose keys fit ``data`` best says what is wrong
+    if first.where != where or len(errors) == 1:
+        raise first
     raise _wrong(where, data, " or ".join(_name(a) for a in args))
+
+
+def _overlap(tp: object, data: object) -> int:
+    """How many of ``data``'s keys are fields of the dataclass ``tp`` (0 for other types)."""
+    if not (isinstance(data, dict) and isinstance(tp, type) and dataclasses.is_dataclass(tp)):
+        return 0
+    return len(set(data) & {f.name for f in _fields(tp)})
 
 
 def _is_json(tp: object) -> bool:
