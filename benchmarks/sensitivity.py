@@ -42,7 +42,8 @@ def main() -> None:
         cfg = compose(config_name="config", overrides=overrides)
     with tempfile.TemporaryDirectory() as tmp:
         rec = run(cfg, out_dir=tmp)
-    s = rec.search
+    written = rec.to_dict()  # record.json as the run writes it
+    s = written["search"]
     if not s:
         print("no search ran (no INT8 candidate)")
         return
@@ -61,7 +62,7 @@ def main() -> None:
           f"{s.get('measure_cost', {}).get('evaluations', 0)} subset evaluations")
     print(f"one-layer-at-a-time fallback: {linear} full evaluations in this ranking order "
           f"({linear_inc} counting INC's own per-layer measurement)")
-    mixed = rec.candidates.get("mixed", {}).get("verdict", {}).get("status", "na")
+    mixed = written["candidates"].get("mixed", {}).get("verdict", {}).get("status", "na")
     prefix = "" if a.experiment == "bert_int8" else f"model={a.experiment} "
     print(f"{prefix}full_evals_quantkit={s['full_evals']} full_evals_linear={linear} "
           f"mixed_verdict={mixed} fp16_layers={len(s['fp16_nodes'])}/{L}")

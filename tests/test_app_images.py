@@ -69,14 +69,15 @@ def test_run_on_an_image_folder_with_your_own_cnn(tmp_path):
     out = tmp_path / "run"
     rec = run(cfg, out_dir=out)
 
-    assert rec.data["kind"] == "image" and rec.data["sizes"] == {"train": 8, "calib": 16, "dev": 16, "test": 40}
-    assert rec.data["label_names"] == ["bright", "dark"]
-    assert rec.data["feeds"]["preprocess"]["size"] == 16
-    cands = rec.candidates
+    assert rec.data.kind == "image" and rec.data.sizes == {"train": 8, "calib": 16, "dev": 16, "test": 40}
+    assert rec.data.label_names == ["bright", "dark"]
+    assert rec.data.feeds["preprocess"]["size"] == 16
+    written = rec.to_dict()  # record.json as the run writes it
+    cands = written["candidates"]
     assert cands["fp32"]["metrics"]["accuracy"] == 1.0  # the CNN tells dark from bright
     assert set(cands["fp32"]["slices"]) == {"class"}  # images have no length slice
     # the skip input of the residual Add was calibrated with the Conv/Gemm inputs
-    assert "r1" in rec.calibration["amax"]["minmax"] and rec.calibration["quant_nodes"] == 3
+    assert "r1" in rec.calibration.amax["minmax"] and rec.calibration.quant_nodes == 3
     for m in ("minmax", "percentile", "entropy", "mse"):
         c = cands[f"int8.{m}"]
         assert c["verdict"]["status"] in ("PASS", "FAIL", "INCONCLUSIVE")

@@ -150,6 +150,10 @@ def decode(tp: type[T] | object, data: object, where: str = "record") -> T:
         return dec(data, where)  # type: ignore[return-value]
     if _is_json(tp) or tp is typing.Any:  # open data (a domain type's ``dict[str, Any]``)
         return _json(data, where)  # type: ignore[return-value]
+    if tp in (dict, list):  # a domain type's bare ``dict`` / ``list``: open JSON of that kind
+        if not isinstance(data, tp):
+            raise _wrong(where, data, "an object" if tp is dict else "a list")
+        return _json(data, where)  # type: ignore[return-value]
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return decode_fields(tp, data, where)
     origin, args = typing.get_origin(tp), typing.get_args(tp)
