@@ -5,7 +5,7 @@ every other candidate's entry is on dev (``verdict.split == "dev"``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from quantkit.backends.engine_meta import EngineMeta
 from quantkit.ptq.step_record import StepRecord
@@ -58,8 +58,9 @@ class Metrics:
 
     def values(self) -> dict[str, float | int]:
         """Every recorded numeric metric by name (``n`` included), in record order."""
-        return {k: v for k, v in vars(self).items()
-                if k != "per_class" and isinstance(v, (int, float)) and not isinstance(v, bool)}
+        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "per_class"}
+        return {k: v for k, v in values.items()
+                if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
     def value(self, name: str | None) -> float | int | None:
         """Metric ``name``'s recorded value, None when not recorded."""

@@ -4,7 +4,7 @@ halves, the Pareto front and the format fill (run/format_fill.py); or why it was
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from quantkit.record.serde import inline, optional, section
 from quantkit.record.verdict import VerdictRecord
@@ -88,7 +88,7 @@ class ProxyScore:
 
     def numbers(self) -> dict[str, float | None]:
         """Every score but ``inputs_missing``, in record order."""
-        return {k: v for k, v in vars(self).items() if k != "inputs_missing"}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "inputs_missing"}
 
 
 @dataclass

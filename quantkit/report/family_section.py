@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from quantkit.record.run_record import RunRecord
 from quantkit.record.signoff import FamilyRecord, LookFacts
-from quantkit.report.fmt import NOT_MEASURED, alpha_text, finite, text, value_text
+from quantkit.report.fmt import NOT_MEASURED, alpha_text, finite, sig, text, value_text
 
 __all__ = ["family"]
 
@@ -21,8 +21,15 @@ def _look(facts: LookFacts | None) -> dict[str, object] | None:
                        f"{text(e.started)}): one-sided alpha "
                        f"{alpha_text(e.alpha_one_sided)}, {text(e.metric)}, "
                        f"{st}; {text(e.shared_examples)} examples shared")
-    supersedes = facts.this_look.supersedes if facts.this_look is not None else None
+    this = facts.this_look
+    supersedes = this.supersedes if this is not None else None
     return {"summary": text(facts.summary), "path": text(facts.path),
+            "model_key": f"{str(facts.model_key)[:12]} ({text(facts.model_key_basis)})",
+            "budget": alpha_text(facts.budget), "spent_before": alpha_text(facts.spent_before),
+            "started": text(this.started) if this is not None else "",
+            "lineage": str(this.lineage)[:12] if this is not None else "",
+            "examples": (f"{this.n_examples} (set sha256 {str(this.example_set)[:12]})"
+                         if this is not None else ""),
             "id": text(facts.look_id), "rule": text(facts.rule),
             "same_data": text(facts.same_data),
             "alpha": alpha_text(facts.alpha_one_sided),
@@ -48,8 +55,8 @@ def family(record: RunRecord) -> dict[str, object] | None:
                      "status": text(r.status), "interval": interval,
                      "n": text(t.n if t is not None else None),
                      "flip_rate": value_text(t.flip_rate if t is not None else None),
-                     "icc": value_text(groups["icc"] if groups and "icc" in groups else None),
-                     "reason": text(r.reason)})
+                     "icc": value_text(groups.icc if groups is not None else None),
+                     "p_adjusted": sig(r.p_noninferiority_adjusted), "reason": text(r.reason)})
     plan = [{"candidate": text(p.candidate), "needed": text(p.n_required),
              "available": text(p.n_available), "adequate": "yes" if p.adequate else "no",
              "planned_power": value_text(p.planned_power),
@@ -62,11 +69,20 @@ def family(record: RunRecord) -> dict[str, object] | None:
             "method": text(so.method),
             "alpha": alpha_text(alpha),
             "basis": text(fam.order_rule if isinstance(fam, FamilyRecord) else None),
+            "sha256": fam.sha256 if isinstance(fam, FamilyRecord) else "",
+            "dev_basis": [{"candidate": n, "status": text(b.dev_status),
+                           "interval": (f"{b.dev_point:+.4f} [{b.dev_low:+.4f}, {b.dev_high:+.4f}]"
+                                        if all(finite(x) for x in (b.dev_point, b.dev_low,
+                                                                   b.dev_high)) else NOT_MEASURED),
+                           "n": text(b.dev_n), "flip_rate": value_text(b.dev_flip_rate),
+                           "p": sig(b.dev_p_noninferiority)}
+                          for n, b in (fam.basis.items() if isinstance(fam, FamilyRecord) else [])],
+            "plan_reason": text(so.power_plan.reason),
             "ci": f"test delta [{level}]", "rows": rows, "plan": plan,
             "ledger": [f"{e.candidate}: {e.n} test examples"
                        for e in (ledger.evaluations if ledger is not None else [])],
             "evaluated_once": bool(ledger.evaluated_once) if ledger is not None else False,
             "look": _look(so.ledger),
             "not_tested": [f"{k}: {v}" for k, v in (so.not_tested or {}).items()],
-            "recommendation": text(rec.reason),
+            "recommendation": text(rec.reason), "recommendation_basis": text(rec.basis),
             "excluded": [f"{k}: {v}" for k, v in (rec.excluded or {}).items()]}

@@ -103,5 +103,7 @@ def metrics(record: RunRecord) -> dict[str, object]:
          "f1": num(s.f1), "support": num(s.support)}
         for lbl, s in (c.metrics.per_class or {}).items()]}
         for name, c in cands.items() if c.metrics.per_class]
-    return {"names": metric_names, "rows": rows, "per_class": per_class,
+    notes = [f"{name}: {c.embedding_fp32.note}" for name, c in cands.items()
+             if c.embedding_fp32 is not None and c.embedding_fp32.note]
+    return {"names": metric_names, "rows": rows, "per_class": per_class, "notes": notes,
             **_slice_matrix(record), "slice_verdicts": _slice_verdicts(record)}

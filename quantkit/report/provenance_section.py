@@ -8,7 +8,7 @@ from pathlib import PurePath
 from quantkit.record.run_record import RunRecord
 from quantkit.report.fmt import DASH, num, text
 
-__all__ = ["provenance", "sha_for", "stages"]
+__all__ = ["provenance", "sha_for", "stage_cache", "stages"]
 
 NOT_RECORDED = "not recorded"
 
@@ -60,8 +60,16 @@ def provenance(record: RunRecord) -> dict[str, object]:
                  for k, v in record.host.items()]
     return {"model_rows": model_rows, "data_name": text(data.name if data else None),
             "data_source": text(data.source if data else None), "data_rows": data_rows,
+            **_data_load(record), "job_rows": _job_rows(record),
+            "schema_version": text(record.schema_version),
             "artifact_rows": artifact_rows, "ranges_rows": ranges_rows,
             "packages": packages, "host_rows": host_rows}
+
+
+def stage_cache(record: RunRecord) -> str:
+    """The stage cache's hits and computed entries per stage (``record.stage_cache``)."""
+    return "; ".join(f"{name} {c.hits} hit(s), {c.misses} computed"
+                     for name, c in record.stage_cache.items())
 
 
 def stages(record: RunRecord) -> list[dict[str, str]]:
@@ -69,3 +77,32 @@ def stages(record: RunRecord) -> list[dict[str, str]]:
     return [{"name": name, "seconds": num(st.seconds, 2),
              "extra": ", ".join(f"{k}={text(v)}" for k, v in st.noted())}
             for name, st in record.stages.items()]
+
+
+def _data_load(record: RunRecord) -> dict[str, list[str] | list[tuple[str, str]]]:
+    """What the data load did (``record.data.info``): counts, truncation, named warnings."""
+    info = record.data.info if record.data is not None else None
+    if info is None:
+        return {"data_load": [], "data_warnings": []}
+    rows = [("kind", text(info.kind)), ("label-free", text(info.label_free)),
+            ("grouped by", text(info.group_column) if info.grouped else "examples"),
+            ("rows read", num(info.rows_read)), ("dropped by value", num(info.dropped_by_value)),
+            ("empty texts dropped", num(info.empty_texts_dropped)),
+            ("duplicates dropped", num(info.duplicates_dropped)),
+            ("duplicate label conflicts", num(info.duplicate_label_conflicts)),
+            ("examples in no split", num(info.unused)),
+            ("texts truncated at " + text(info.max_length) + " tokens",
+             ", ".join(f"{k} {v}" for k, v in info.truncated.items()) or DASH),
+            ("split limits", ", ".join(f"{k}: {v}" for k, v in info.limits.items()) or DASH)]
+    return {"data_load": rows, "data_warnings": [f"{w.code}: {w.message}" for w in info.warnings]}
+
+
+def _job_rows(record: RunRecord) -> list[tuple[str, str]]:
+    """Where and how the run ran (``record.job``: launcher, worker host, pid, attempt)."""
+    job = record.job
+    if job is None:
+        return []
+    return [("launcher", text(job.launcher) if job.launcher else "none (a plain run)"),
+            ("worker host", text(job.worker_host)), ("pid", num(job.pid)),
+            ("attempt", text(job.attempt)),
+            ("a finished record was there before", text(job.earlier_finished))]

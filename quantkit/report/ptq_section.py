@@ -15,10 +15,17 @@ def _num(x: float | None, digits: int = 4) -> str:
 def ptq_context(record: RunRecord) -> dict[str, object] | None:
     """Rows the templates show (strings only), or None for a record without the section."""
     ptq = record.ptq
+    per_plan = [{"candidate": name, "name": str(st.name), "changed": len(st.changes),
+                 "skipped": "; ".join(f"{k}: {v}" for k, v in list(st.skipped.items())[:4]),
+                 "params": ", ".join(f"{k}={v}" for k, v in st.params.items())}
+                for name, c in record.candidates.items() for st in c.ptq or []]
     if ptq is None:
         return None
     rows = [("recipe", str(ptq.recipe)), ("steps on", str(ptq.steps_on)),
             ("graph rewritten", "yes" if ptq.graph_rewritten else "no")]
+    if ptq.dropped_compare_tensors:  # the rewrites removed tensors the per-layer run compares
+        rows.append(("compare tensors the rewrites removed",
+                     ", ".join(ptq.dropped_compare_tensors)))
     steps = [{"name": str(s.name), "changed": len(s.changes),
               "skipped": "; ".join(f"{k}: {v}" for k, v in list(s.skipped.items())[:4])}
              for s in ptq.steps]
@@ -34,4 +41,4 @@ def ptq_context(record: RunRecord) -> dict[str, object] | None:
             "chosen": str(choice.chosen) if choice is not None else "",
             "score_kind": str(choice.score) if choice is not None else "",
             "not_tried": [str(x) for x in (choice.dimensions_not_tried if choice else [])],
-            "dropped_compare": len(ptq.dropped_compare_tensors)}
+            "dropped_compare": len(ptq.dropped_compare_tensors), "per_plan": per_plan}

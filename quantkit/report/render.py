@@ -49,7 +49,7 @@ from quantkit.report.layers_section import TOP_N_LAYERS, layer_sections
 from quantkit.report.metrics_section import metrics
 from quantkit.report.plan_section import kernel_census, plan
 from quantkit.report.plots import all_plots
-from quantkit.report.provenance_section import provenance, stages
+from quantkit.report.provenance_section import provenance, stage_cache, stages
 from quantkit.report.ptq_section import ptq_context
 from quantkit.report.search_section import format_fill, search
 from quantkit.report.svg import all_svg_plots
@@ -156,6 +156,7 @@ def build_context(record: RunRecord | Mapping[str, object], *,
     ctx["format_fill"] = format_fill(record)
     ctx["family"] = family(record)
     ctx["stages"] = stages(record)
+    ctx["stage_cache"] = stage_cache(record)
     ctx["kernel_census"] = kernel_census(record)
     ctx["notes"] = [str(n) for n in record.notes]
     ctx["signoff"] = {"reviewer": record.configured("report", "reviewer") or "",

@@ -3,6 +3,8 @@ the proxy ranking; every status of the search is a dev status."""
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 from quantkit.record.run_record import RunRecord
 from quantkit.record.search import (
     FormatFill,
@@ -12,7 +14,6 @@ from quantkit.record.search import (
     SearchRecord,
     SearchSkipped,
 )
-from quantkit.record.serde import encode
 from quantkit.report.fmt import (
     DASH,
     finite,
@@ -52,11 +53,55 @@ def _metric(e: SearchEval | ParetoPoint) -> str:
     return signed(e.metric) if finite(e.metric) else DASH
 
 
-def _summary(s: SearchRecord) -> dict[str, object]:
-    """Every summary field of the search (not its lists), as record.json writes them."""
-    written = encode(s)
-    assert isinstance(written, dict)
-    return {k: v for k, v in written.items() if k not in SEARCH_LISTS}
+def _halves(s: SearchRecord) -> str:
+    """How dev was split for the search: the two halves' sizes, or why it was not split."""
+    h = s.dev_halves
+    if h is None or not h.split:
+        return f"not split: {text(h.reason if h is not None else None)}"
+    return (f"chosen on {h.selection_n} examples, confirmed on the other {h.confirmation_n}: "
+            f"{text(h.reason)}")
+
+
+def _fill_text(s: SearchRecord) -> str:
+    fill = s.format_fill
+    if isinstance(fill, FormatFill):
+        return f"ran: {text(fill.status)} with {len(fill.fp8_layers)} layer(s) in FP8 (below)"
+    return f"not run: {text(fill.why)}" if fill is not None else DASH
+
+
+def _cost_text(s: SearchRecord) -> str:
+    c = s.measure_cost
+    if c is None:
+        return "not measured"
+    return (f"mode {text(c.mode)}: {c.evaluations} subset evaluation(s) in {num(c.seconds, 2)} s "
+            f"(baseline damage {sig(c.baseline, 4)})")
+
+
+#: How the search's nested summary fields read as one row (the lists have tables of their own).
+NESTED = {"confirmation": lambda s: (f"{len(s.confirmation)} set(s) read again on the other half "
+                                     "of dev (below)" if s.confirmation else "none"),
+          "format_fill": _fill_text,
+          "measured": lambda s: (f"{len(s.measured)} layer(s) measured (damage in the ranking)"
+                                 if s.measured else "none"),
+          "proxy_remeasured_tensors": lambda s: ", ".join(s.proxy_remeasured_tensors or [])
+          or "none",
+          "dev_halves": _halves, "measure_cost": _cost_text}
+
+
+def _summary(s: SearchRecord) -> list[tuple[str, str]]:
+    """(field, text) of every summary field of the search (not its lists), in record order;
+    the fields a record of its time lacks are left out."""
+    rows = []
+    for f in fields(s):
+        if f.name in SEARCH_LISTS:
+            continue
+        value = getattr(s, f.name)
+        if f.name in NESTED:
+            if value is not None or f.name in ("measure_cost",):
+                rows.append((f.name, NESTED[f.name](s)))
+            continue
+        rows.append((f.name, value_text(value)))
+    return rows
 
 
 def search(record: RunRecord) -> dict[str, object] | None:
@@ -68,11 +113,11 @@ def search(record: RunRecord) -> dict[str, object] | None:
         return {"skipped": text(s.skipped)}
     metric_name, _ = search_margin(s.evaluations)
     metric_label = f"{metric_name} delta vs FP32" if metric_name else "metric"
-    values = _summary(s)
-    summary = [(label.replace("metric", metric_label), value_text(values[k]))
+    values = dict(_summary(s))
+    summary = [(label.replace("metric", metric_label), values[k])
                for k, label in SEARCH_FIELDS if k in values]
     known = {k for k, _ in SEARCH_FIELDS}
-    summary += [(k, value_text(v)) for k, v in values.items() if k not in known]
+    summary += [(k, v) for k, v in values.items() if k not in known]
     signed_off = signed_candidates(record)
     on_dev = signed_off is not None  # the search chooses on dev only
 
@@ -89,6 +134,10 @@ def search(record: RunRecord) -> dict[str, object] | None:
                       **badge(e.status), "metric": _metric(e),
                       "interval": f"[{signed(iv[0])}, {signed(iv[1])}]" if iv else DASH,
                       "seconds": num(e.seconds, 1), "fp16_set": _fp16_text(e.fp16_set)})
+    confirmation = [{"count": num(e.fp16_count), **badge(e.status), "metric": _metric(e),
+                     "interval": f"[{signed(e.bounds[0])}, {signed(e.bounds[1])}]"
+                     if e.bounds else DASH, "fp16_set": _fp16_text(e.fp16_set)}
+                    for e in s.confirmation or []]
     pareto = [{"count": num(p.fp16_count), "metric": _metric(p), **badge(p.status),
                "index": num(p.index), "fp16_set": _fp16_text(p.fp16_set)} for p in s.pareto]
     found_list = [str(n) for n in s.fp16_nodes]
@@ -97,9 +146,15 @@ def search(record: RunRecord) -> dict[str, object] | None:
         for k, x in v.numbers().items():
             if is_number(x) and k not in proxy_cols:
                 proxy_cols.append(k)
+    measured = s.measured or {}
+    if measured:
+        proxy_cols.append("measured damage")
     ranking = []
     for r, node in enumerate(s.ranking, 1):
-        scores = [s.proxy[node].numbers()[k] if node in s.proxy else None for k in proxy_cols]
+        scores = [s.proxy[node].numbers()[k] if node in s.proxy else None
+                  for k in proxy_cols if k != "measured damage"]
+        if measured:
+            scores.append(measured[node] if node in measured else None)
         ranking.append({"rank": r, "node": str(node),
                         "cells": [sig(x, 4) if is_number(x) else DASH for x in scores],
                         "found": str(node) in found_list})
@@ -109,7 +164,8 @@ def search(record: RunRecord) -> dict[str, object] | None:
         head["status"] += "; not signed off"
     return {"summary": summary, **head,
             "found": found_list, "pruned": [str(n) for n in s.pruned],
-            "evaluations": evals, "pareto": pareto, "ranking": ranking, "proxy_cols": proxy_cols,
+            "evaluations": evals, "confirmation": confirmation, "pareto": pareto,
+            "ranking": ranking, "proxy_cols": proxy_cols,
             "metric_label": metric_label}
 
 

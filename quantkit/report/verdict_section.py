@@ -134,22 +134,28 @@ def thresholds(record: RunRecord, v: VerdictRecord | None) -> list[tuple[str, st
 
 def _budget_rows(record: RunRecord) -> list[tuple[str, str]]:
     """The declared budget's split between the sign-off and the engine check (the record's
-    ``backend_check.budget``), so the margin above reads against what was declared."""
-    b = next((c.backend_check.basis.budget for c in record.candidates.values()
-              if c.backend_check is not None and c.backend_check.basis is not None), None)
-    if not b or not b.share:
+    ``backend_check.budget``), so the margin above reads against what was declared, and
+    what the engine check compares (where the deployed artifact runs)."""
+    basis = next((c.backend_check.basis for c in record.candidates.values()
+                  if c.backend_check is not None and c.backend_check.basis is not None), None)
+    if basis is None:
         return []
+    b = basis.budget
+    where = [("deployed artifact", text(basis.deployment)),
+             ("engine check compares", text(basis.plan.compared))]
+    if not b.share:
+        return where
     if b.metric in LABELLED_METRICS and record.configured("verdict", "margin_kind") == "relative":
         rel = " (relative: x FP32 accuracy)"
         return [("declared margin (bounds the deployed artifact)", cfg(b.declared) + rel),
                 ("the sign-off decides at", cfg(b.signoff) + rel),
                 ("engine check tolerance", f"{cfg(b.tolerance)}{rel} as a "
                                            f"{text(b.units)} vs the emulation; "
-                                           f"{text(b.composition)}")]
+                                           f"{text(b.composition)}"), *where]
     return [("declared budget (bounds the deployed artifact)", cfg(b.declared)),
             ("the sign-off decides at", cfg(b.signoff)),
             ("engine check tolerance", f"{cfg(b.tolerance)} ({text(b.units)} "
-                                       f"vs the emulation; {text(b.composition)})")]
+                                       f"vs the emulation; {text(b.composition)})"), *where]
 
 
 def _backend_text(bc: BackendCheckRecord | None, *, detail: bool = True) -> str:
