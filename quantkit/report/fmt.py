@@ -9,6 +9,7 @@ import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
+
 from quantkit.record.serde import JsonValue
 from quantkit.record.verdict import Interval
 from quantkit.verdict.outcome import FAIL, INCONCLUSIVE, PASS

@@ -9,7 +9,6 @@ from quantkit.report.fmt import (
     NOT_MEASURED,
     finite,
     interval,
-    is_number,
     num,
     sig,
     signed,

@@ -20,9 +20,9 @@ reference) are listed per job but not ranked.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
-import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 

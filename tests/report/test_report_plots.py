@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from builders import bare_record
+
 from quantkit.report import plots
 
 RECORD_SMALL = Path(__file__).with_name("data") / "record_small.json"

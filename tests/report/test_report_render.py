@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from builders import latency
+
 from quantkit.errors import ConfigError, RecordError
 from quantkit.record.run_record import RunRecord
 from quantkit.report.render import render_reports

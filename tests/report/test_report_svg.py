@@ -11,8 +11,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reliability"))
 
 import tinyworld  # noqa: E402
-
 from builders import bare_record, candidate, verdict  # noqa: E402
+
 from quantkit.report.svg import agreement_by_slice, cosine_histogram  # noqa: E402
 
 

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from builders import bare_record, candidate, latency
+
 from quantkit.errors import ConfigError
 from quantkit.report.sweep_report import render_sweep, sweep_summary
 

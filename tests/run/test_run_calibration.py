@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from quantkit.record.serde import encode
 from quantkit.errors import CalibrationError
+from quantkit.record.serde import encode
 from quantkit.run.scope import QuantScope
 from quantkit.run.stages.calibration import calibration as calibrate
 

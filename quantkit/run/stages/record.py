@@ -13,7 +13,7 @@ from quantkit.record.candidate import CandidateRecord
 from quantkit.record.run_record import SCHEMA_VERSION, RunRecord
 from quantkit.record.search import SearchSkipped
 from quantkit.record.serde import decode, encode
-from quantkit.record.signoff import RecommendationRecord
+from quantkit.record.signoff import RecommendationRecord, SignoffSkipped
 from quantkit.run.artifact import Artifact
 from quantkit.run.evaluation import Evaluation
 from quantkit.run.quant_source import QuantSource
