@@ -106,7 +106,7 @@ def check_class_count(proto: onnx.ModelProto, output: str, n_classes: int) -> No
         return
     dims = _dims(out)
     if not dims or not isinstance(dims[-1], int):
-        return  # dynamic: checked on the first real batch (run/prepare.py: probe_output)
+        return  # dynamic: checked on the first real batch (run/stages/model.py: probe_output)
     check_class_width(output, dims[-1], n_classes)
 
 
