@@ -149,20 +149,20 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None,
     with stage("fp16_range_check") as info:  # the original graph's nodes that overflow FP16
         overflow = fp16_range_check(ctx)
         info.update(overflow.to_record())
-    with stage("ptq") as info:  # the recipe, its proven rewrites: the graph to quantize
-        res.source = source = ptq(ctx, scope, overflow, ref)
-        info.update({"recipe": source.recipe_name, "rewritten": source.is_rewritten})
+    with stage("ptq") as info:  # the recipe and its proven rewrites; one source per format
+        res.sources = sources = ptq(ctx, scope, overflow, ref)
+        info.update({"recipe": sources.int8.recipe_name, "rewritten": sources.int8.is_rewritten})
     with stage("calibration") as info:
-        res.calibration = cal = calibration(ctx, source)
+        res.calibration = cal = calibration(ctx, sources)
         info.update(cal.info)
     with stage("artifacts") as info:
-        res.artifacts = arts = artifacts(ctx, cal, overflow, source, ref)
+        res.artifacts = arts = artifacts(ctx, cal, overflow, sources)
         info["count"] = len(arts)
     with stage("evaluate") as info:  # on dev only: these numbers choose
         res.evaluations = evaluate(ctx, arts, ref)
         info["candidates"] = len(arts)
     with stage("layerwise") as info:
-        res.layers = layerwise(ctx, source.scope, arts)
+        res.layers = layerwise(ctx, sources.int8.scope, arts)
         info["examples"] = res.layers.examples
 
     config = settings.precision.search
@@ -171,7 +171,7 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None,
         log.info("precision search skipped: %s", res.search_skipped)
     elif config.enabled and len(arts) > 1:
         with stage("search") as info:
-            res.search = search(ctx, arts, res.evaluations, res.layers, ref, source)
+            res.search = search(ctx, arts, res.evaluations, res.layers, ref, sources.int8)
             if res.search is not None:
                 info.update({"full_evals": res.search.full_evals, "bound": res.search.bound})
     every = {**arts, **({"mixed": res.search.artifact} if res.search else {})}

@@ -13,13 +13,13 @@ from onnx import TensorProto, helper, numpy_helper
 
 
 def save_cnn(nodes: list[onnx.NodeProto], inits: dict[str, np.ndarray], path: Path,
-             name: str) -> None:
+             name: str, *, batch: str | int = "batch") -> None:
     """Save the checked opset-17 model of ``nodes`` with these initializers (in this order) at
     ``path``: graph ``name``, input ``input`` FLOAT [batch, 3, 16, 16], output ``logits``
-    FLOAT [batch, 2]."""
+    FLOAT [batch, 2] (``batch``: a fixed batch size, or a symbolic name)."""
     g = helper.make_graph(nodes, name, [helper.make_tensor_value_info(
-        "input", TensorProto.FLOAT, ["batch", 3, 16, 16])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 2])],
+        "input", TensorProto.FLOAT, [batch, 3, 16, 16])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, 2])],
         [numpy_helper.from_array(a, n) for n, a in inits.items()])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8

@@ -23,7 +23,7 @@ from quantkit.settings import register
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
-def residual_cnn(path: Path) -> None:
+def residual_cnn(path: Path, *, batch: str | int = "batch") -> None:
     rng = np.random.default_rng(0)
     w1 = np.abs(rng.standard_normal((16, 3, 3, 3))).astype(np.float32) * 0.1
     w2 = (rng.standard_normal((16, 16, 1, 1)) * 0.2).astype(np.float32)
@@ -37,7 +37,7 @@ def residual_cnn(path: Path) -> None:
              helper.make_node("GlobalAveragePool", ["a"], ["p"], name="gap"),
              helper.make_node("Flatten", ["p"], ["f"], name="flatten"),
              helper.make_node("Gemm", ["f", "fc", "fb"], ["logits"], name="head", transB=1)]
-    save_cnn(nodes, inits, path, "residual_cnn")
+    save_cnn(nodes, inits, path, "residual_cnn", batch=batch)
 
 
 def image_folder(root: Path, n_per_class: int = 40) -> None:
@@ -99,3 +99,25 @@ def test_run_on_an_image_folder_with_your_own_cnn(tmp_path):
             assert wdq.op_type == "DequantizeLinear"
             assert {a.name: a.i for a in wdq.attribute}.get("axis", 1) == 0
     assert "mixed" in cands and (out / "record.json").is_file() and (out / "report.md").is_file()
+
+
+def test_a_model_with_a_fixed_batch_of_one_runs_with_no_setting(tmp_path):
+    """A CNN exported with a fixed batch of 1 (as detectors often are) runs every stage with
+    the default batch sizes: fed one image at a time, timed at batch 1 only."""
+    import quantkit
+
+    residual_cnn(tmp_path / "cnn.onnx", batch=1)
+    image_folder(tmp_path / "images", n_per_class=20)
+    rec = quantkit.run([
+        "model=onnx", f"model.path={tmp_path / 'cnn.onnx'}", "data=image_folder",
+        f"data.path={tmp_path / 'images'}", "data.image.size=16", "data.eval_fraction=0.5",
+        "data.calib.num_samples=8", f"cache_dir={tmp_path / 'cache'}", "progress=false",
+        "report.formats=[json]", "verdict.n_boot=100", "compare.subset=4",
+        "compare.backend_check_subset=4", "precision.search.enabled=false",
+        "bench.feeds=1", "bench.warmup=1", "bench.min_repeats=1", "bench.repeats=2",
+        "experiment_name=fixed1"],
+        run_dir=tmp_path / "run")
+    assert rec.data["feeds"]["fixed_batch"] == 1
+    assert rec.candidates["fp32"]["metrics"]["accuracy"] == 1.0
+    assert {int(b) for b in rec.candidates["fp32"]["latency"]} == {1}  # batch 1 only
+    assert rec.candidates["int8.minmax"]["plan_counts"]["int8"] == 2

@@ -433,15 +433,9 @@ MAX_MEASURED = 2
 #: CPU models belong beside a figure in benchmarks/results/, not in the code.
 CPU_MODEL = re.compile(r"\b(?:EPYC|Xeon|Ryzen|Threadripper|Core i[3579])\b")
 
-#: TODO(issue 48, integrator): quantkit/run/ is being moved and rewritten on other branches;
-#: these files still carry measured figures in their docstrings or comments. Empty this list
-#: when their docstrings state the rule and link benchmarks/results/ instead.
-EXEMPT = {
-    "quantkit/run/dev_halves.py",
-    "quantkit/run/fp8_weights.py",
-    "quantkit/run/recipe_choice.py",
-    "quantkit/run/signoff.py",
-}
+#: files allowed to quote measured figures in docstrings or comments (none: each states the
+#: rule and links benchmarks/results/)
+EXEMPT: set[str] = set()
 
 
 def measured(text: str) -> list[str]:

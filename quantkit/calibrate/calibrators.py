@@ -398,27 +398,30 @@ def make_calibrator(name: str, *, grid: str = "int8", **params: Any) -> Calibrat
     return cls(**params).validate()
 
 
-def make_calibrators(methods: Iterable[str], **options: Any) -> dict[str, Calibrator]:
-    """``{name: calibrator}`` for ``methods``, each given the ``options`` it accepts.
-
-    Fits ``CalibratorConfig``: ``make_calibrators(cfg.methods, percentile=cfg.percentile,
-    num_bins=cfg.num_bins, num_quant_bins=cfg.num_quant_bins)``. An option no listed
-    calibrator accepts is a ConfigError.
+def make_calibrators(methods: Iterable[str], *, grid: str = "int8",
+                     **options: Any) -> dict[str, Calibrator]:
+    """``{name: calibrator}`` for ``methods`` on ``grid`` (``int8`` or ``fp8``: every name must
+    have a form there, ``FP8_CALIBRATORS``), each given the ``options`` it accepts: the one
+    factory of calibrators from ``CalibratorConfig`` (``make_calibrators(cfg.methods,
+    percentile=cfg.percentile, num_quant_bins=cfg.num_quant_bins)``). An option no
+    registered calibrator accepts is a ConfigError.
     """
+    table = FP8_CALIBRATORS if grid == "fp8" else CALIBRATORS
     methods = list(dict.fromkeys(methods))
     if not methods:
         raise ConfigError("no calibrators requested", where="calibrator.methods", value=[],
-                          fix=f"list some of {sorted(CALIBRATORS)}")
+                          fix=f"list some of {sorted(table)}")
     out = {}
     accepted: set[str] = set()
     for name in methods:
-        cls = CALIBRATORS.get(name) if isinstance(name, str) else None
+        cls = table.get(name) if isinstance(name, str) else None
         if cls is None:
-            raise ConfigError("unknown calibrator", where="calibrator.methods", value=name,
-                              fix=f"choose from {sorted(CALIBRATORS)}")
+            raise ConfigError(f"unknown {grid} calibrator", where="calibrator.methods",
+                              value=name, fix=f"choose from {sorted(table)}")
         valid = cls._param_names()
         accepted.update(valid)
-        out[name] = make_calibrator(name, **{k: v for k, v in options.items() if k in valid})
+        out[name] = make_calibrator(name, grid=grid,
+                                    **{k: v for k, v in options.items() if k in valid})
     unused = sorted(set(options) - accepted - _KNOWN_OPTIONS)
     if unused:
         raise ConfigError("option not accepted by any requested calibrator",
@@ -428,4 +431,5 @@ def make_calibrators(methods: Iterable[str], **options: Any) -> dict[str, Calibr
 
 
 #: Options of any registered calibrator (ignored when the requested ones do not use them).
-_KNOWN_OPTIONS = {p for cls in CALIBRATORS.values() for p in cls._param_names()}
+_KNOWN_OPTIONS = {p for table in (CALIBRATORS, FP8_CALIBRATORS) for cls in table.values()
+                  for p in cls._param_names()}

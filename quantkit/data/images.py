@@ -314,10 +314,8 @@ def _resize_axis(x: np.ndarray, axis: int, out_size: int) -> np.ndarray:
 
 
 def _luma(x: np.ndarray) -> np.ndarray:
-    """ITU-R 601 luma of float32 RGB [N,3,H,W] -> [N,1,H,W], as Pillow's "L".
-
-    (0.299 r + 0.587 g) + 0.114 b in float32, elementwise in that fixed order (no BLAS).
-    """
+    """ITU-R 601 luma of float32 RGB [N,3,H,W] -> [N,1,H,W], as Pillow's "L": the weighted
+    sum of red and green, then blue, in float32, elementwise in that fixed order (no BLAS)."""
     r, g, b = x[:, 0:1], x[:, 1:2], x[:, 2:3]
     y = np.float32(0.299) * r
     y += np.float32(0.587) * g

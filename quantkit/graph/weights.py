@@ -15,12 +15,16 @@ import numpy as np
 from quantkit.errors import CalibrationError, GraphEditError
 from quantkit.graph.grids import ALL_ZERO_AMAX
 
-__all__ = ["WEIGHTED_OPS", "WEIGHT_SLOT", "BIAS_SLOT", "WEIGHT_INPUTS", "WeightAxisError",
+__all__ = ["WEIGHTED_OPS", "FP8_CONSUMERS", "WEIGHT_SLOT", "BIAS_SLOT", "WEIGHT_INPUTS", "WeightAxisError",
            "weight_axis", "weight_amax_per_channel"]
 
 #: Weighted ops quantized by default (TRT rules 4 and 9: the safe INT8 scope), in the order
 #: the default config lists them.
 WEIGHTED_OPS = ("MatMul", "Gemm", "Conv", "ConvTranspose")
+
+#: Ops an FP8 DequantizeLinear may feed: TensorRT runs FP8 in GEMMs (MatMul, Gemm) and
+#: convolutions (the lint's ``fp8-consumer`` rule; the plan's FP8 rules).
+FP8_CONSUMERS = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose"})
 
 #: Weighted ops and the input slot that holds the weight (rule 4).
 WEIGHT_SLOT = {"Conv": 1, "ConvTranspose": 1, "Gemm": 1, "MatMul": 1}

@@ -207,13 +207,13 @@ def embed_images(onnx_path: str | os.PathLike, images: np.ndarray, preprocess, *
                  batch_size: int = 64, progress: bool = False,
                  desc: str = "embedding images") -> np.ndarray:
     """Run ``images`` (uint8) through an embedding ONNX in ORT: float32 [N, dim]."""
-    from quantkit.backends.ort import OrtRunner
+    from quantkit.backends.runners import ort_runner
     from quantkit.data.images import iter_image_feeds
     from quantkit.progress import track
 
     out: np.ndarray | None = None
     n_batches = -(-len(images) // batch_size)
-    with OrtRunner(onnx_path, name="embed") as r:
+    with ort_runner(None, onnx_path, name="embed") as r:
         name = r.input_names[0]
         for idx, feed in track(iter_image_feeds(images, batch_size, preprocess, input_name=name),
                                total=n_batches, desc=desc, enabled=progress):
@@ -257,8 +257,8 @@ def prepare_mobilenet_classifier(*, cache_dir: str | os.PathLike, train_images: 
     parameters, the opset and ``PREP_VERSION``; a hit logs "using cached prepared model".
     """
     from quantkit.data.images import PREPROCESS_VERSION, ImagePreprocess, images_sha256
-    from quantkit.models.torch_export import PREP_VERSION, prepare_cached, write_with_head
     from quantkit.models.head import fit_linear_head
+    from quantkit.models.torch_export import PREP_VERSION, prepare_cached, write_with_head
 
     if not isinstance(preprocess, ImagePreprocess):
         raise ModelError("preprocess must be an ImagePreprocess", where="preprocess",

@@ -179,12 +179,12 @@ def add_linear_head(proto: onnx.ModelProto, coef: np.ndarray, intercept: np.ndar
 
 
 def embed(onnx_path: Path, texts, encoder, batch_size: int, progress: bool) -> np.ndarray:
-    from quantkit.backends.ort import OrtRunner
+    from quantkit.backends.runners import ort_runner
     from quantkit.data.text import iter_feeds
     from quantkit.progress import track
 
     out = np.zeros((len(texts), 0), dtype=np.float32)
-    with OrtRunner(onnx_path, name="embed") as r:
+    with ort_runner(None, onnx_path, name="embed") as r:
         lengths = encoder.lengths(texts)
         chunks = {}
         n_batches = -(-len(texts) // batch_size)

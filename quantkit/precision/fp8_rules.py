@@ -2,7 +2,7 @@
 has FP8 kernels. A node this rejects stays in the remainder precision in FP8 plans.
 
 - TensorRT runs FP8 in matrix multiplications (MatMul / Gemm) and convolutions, lowered to
-  implicit GEMM (``qdq.lint.FP8_CONSUMERS``; the lint's ``fp8-consumer`` rule and its source).
+  implicit GEMM (``graph.weights.FP8_CONSUMERS``; the lint's ``fp8-consumer`` rule and its source).
 - A Conv runs FP8 only when its weight is constant, both of its channel counts (output
   channels ``W.shape[0]``, input channels per group ``W.shape[1]``) exceed
   :data:`FP8_MIN_CONV_CHANNELS` and its filter (the product of the kernel dims) has at most
@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 
 import onnx
 
-from quantkit.qdq.lint import FP8_CONSUMERS
+from quantkit.graph.weights import FP8_CONSUMERS
 
 __all__ = ["FP8_MIN_CONV_CHANNELS", "FP8_MAX_CONV_FILTER", "fp8_exclusion", "fp8_exclusions"]
 

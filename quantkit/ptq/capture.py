@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
+from quantkit.backends.runners import ort_runner
 from quantkit.errors import CalibrationError
 
 log = logging.getLogger(__name__)
@@ -53,10 +54,8 @@ class ChannelStats:
 
 
 def _runner(model: onnx.ModelProto, outputs: Sequence[str]):
-    from quantkit.backends.ort import OrtRunner
-
-    return OrtRunner(model, name="ptq-capture", extra_outputs=list(outputs),
-                     graph_optimization_level="basic")
+    return ort_runner(None, model, name="ptq-capture", extra_outputs=list(outputs),
+                      optimization_level="basic")
 
 
 def channel_stats(model: onnx.ModelProto, batches: Iterable[Mapping[str, np.ndarray]],

@@ -11,7 +11,7 @@ tests and benchmarks call.
 the calibration data (:mod:`quantkit.ptq.proof`; a step that fails is dropped, with its
 reason). ``refine`` runs range search, weight rounding and bias correction for one INT8
 plan. Every statistics pass goes through ``memo(kind, key, compute) -> (obj, arrays)``: the
-run passes its stage cache (``quantkit/run/ptq_stage.py``), tests and benchmarks the default
+run passes its stage cache (``quantkit/run/stages/ptq.py``), tests and benchmarks the default
 :func:`no_memo`; the computed values are the same either way. ``runners``: how the passes
 open ONNX Runtime (the run's backend settings; defaults: ORT CPU).
 """
@@ -27,10 +27,11 @@ from typing import Any
 import numpy as np
 import onnx
 
+from quantkit.backends.runners import ort_runner
 from quantkit.precision.plan import Plan
 from quantkit.ptq.proof import DEFAULT_TOLERANCE, StepProof, prove_rewrite
-from quantkit.settings.ptq_recipe import Recipe
 from quantkit.ptq.step_record import StepRecord, groups_of
+from quantkit.settings.ptq_recipe import Recipe
 
 Batches = Callable[[], Iterable[Mapping[str, np.ndarray]]]
 Memo = Callable[[str, dict, Callable[[], tuple[dict, dict]]], tuple[dict, dict]]
@@ -85,9 +86,7 @@ class Runners:
     def fp32_runner(self) -> Callable:
         if self.fp32 is not None:
             return self.fp32
-        from quantkit.backends.ort import OrtRunner
-
-        return lambda m: OrtRunner(m, name="ptq-proof", graph_optimization_level="basic")
+        return lambda m: ort_runner(None, m, name="ptq-proof", optimization_level="basic")
 
 
 @dataclass(frozen=True)
@@ -312,8 +311,14 @@ def _rounded(model, plan: Plan, recipe: Recipe, data: CalibData, base: dict, tar
     the Q/DQ graph the sequential pass runs (gptq_sequential: plans that differ only where
     no INT8 node reads share one entry)."""
     from quantkit.ptq.sequential import sequential_round
-    from quantkit.ptq.weight_rounding import (apply_rounding, input_hessians, round_weights,
-                                              rounded_biases, rounded_int8, rounding_layers)
+    from quantkit.ptq.weight_rounding import (
+        apply_rounding,
+        input_hessians,
+        round_weights,
+        rounded_biases,
+        rounded_int8,
+        rounding_layers,
+    )
 
     method = recipe.weight_rounding
     layers, skipped = rounding_layers(model, plan.int8_nodes())

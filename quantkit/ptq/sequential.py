@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import numpy as np
 import onnx
 
+from quantkit.backends.ort import UNSAFE_QDQ_OPTIMIZERS
+from quantkit.backends.runners import ort_runner
 from quantkit.precision.plan import Plan
 from quantkit.ptq.capture import require_batches
 from quantkit.ptq.step_record import StepRecord
@@ -67,10 +69,9 @@ def prune_to(model: onnx.ModelProto, outputs: Sequence[str]) -> onnx.ModelProto:
 
 
 def _runner(model: onnx.ModelProto):
-    from quantkit.backends.ort import UNSAFE_QDQ_OPTIMIZERS, OrtRunner
-
-    return OrtRunner(model, name="ptq-sequential", disabled_optimizers=UNSAFE_QDQ_OPTIMIZERS,
-                     qdq_mode="exact", memory_arena=False)
+    return ort_runner(None, model, name="ptq-sequential",
+                      disabled_optimizers=UNSAFE_QDQ_OPTIMIZERS, qdq_mode="exact",
+                      memory_arena=False)
 
 
 def _paired_stats(fp32: onnx.ModelProto, quant: onnx.ModelProto, layer: RoundingLayer,

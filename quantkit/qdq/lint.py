@@ -63,7 +63,7 @@ import numpy as np
 import onnx
 
 from quantkit.graph.facts import attr, constant_arrays, consumers, node_names, producers
-from quantkit.graph.weights import BIAS_SLOT, WEIGHT_SLOT, weight_axis
+from quantkit.graph.weights import BIAS_SLOT, FP8_CONSUMERS, WEIGHT_SLOT, weight_axis
 
 __all__ = ["Violation", "lint_qdq", "lint_ort_cpu", "lint_for_target", "RULES", "ORT_CPU_RULES",
            "FP8_RULES"]
@@ -74,8 +74,6 @@ RULES = ("zero-point-dtype", "zero-point-nonzero", "scale-not-constant", "scale-
 
 #: TensorRT's FP8 E4M3 rules (module docstring: sources)
 FP8_RULES = ("fp8-opset", "fp8-zero-point-nonzero", "fp8-weight-per-channel", "fp8-consumer")
-#: ops an FP8 DequantizeLinear may feed (GEMMs and convolutions)
-FP8_CONSUMERS = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose"})
 _FP8 = np.dtype(ml_dtypes.float8_e4m3fn)
 
 UNSUPPORTED_OPS = frozenset({"QLinearConv", "ConvInteger", "MatMulInteger",

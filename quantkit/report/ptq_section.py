@@ -1,5 +1,5 @@
 """The report's post-training section: the recipe, how auto chose it, each step and the proof
-of each rewrite (record.ptq, written by the ptq stage: quantkit/run/ptq_stage.py)."""
+of each rewrite (record.ptq, written by the ptq stage: quantkit/run/stages/ptq.py)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ drawn in the neutral colour, as the terminal summary says it ("(PASS on dev; not
 off)"). Records from before the dev / test sign-off (no ``signoff``, no ``verdict.split``)
 are shown as recorded.
 
-The engine check (run/backend_check.py) of the recommended candidate goes into the
+The engine check (run/stages/backend_check.py) of the recommended candidate goes into the
 recommended banner: the deployed artifact's bound when it passed, and what to run when it
 has not run or did not pass.
 

@@ -4,9 +4,8 @@ The search (quantkit/precision/fp16_search.py) evaluates up to ``2 ceil(log2 L) 
 sets on dev and keeps the smallest one whose dev evidence gives the planned power on test.
 Read on the dev data it was chosen on, that evidence is optimistic (the winner's curse):
 among sets near the boundary, the one that looks powered is often the one that drew a
-lucky sample, the pruning step most of all. MobileNetV2 at d0824bd: the 8-set the search
-kept measured -0.04 pp on dev (other 8-sets -0.28 / -0.08), then -0.28 pp
-[-0.57, +0.00] on test, INCONCLUSIVE at the sign-off margin.
+lucky sample, the pruning step most of all (measured on MobileNetV2:
+benchmarks/results/mobilenet_int8.md, "Figures behind the rules in quantkit/run/").
 
 So the search chooses on one seeded, group-disjoint half of dev (``selection``) and the set
 it returns is read again on the other (``confirmation``), whose estimate of that set is

@@ -30,8 +30,8 @@ from quantkit.run.artifact import Artifact, build_artifact
 from quantkit.run.context import RunContext
 from quantkit.run.cost import run_gemm_shapes
 from quantkit.run.evaluation import Evaluation, evaluate_artifact
-from quantkit.run.quant_source import QuantSource
-from quantkit.run.ranges import fp8_ranges_on
+from quantkit.run.int8_source import Int8Source
+from quantkit.run.ranges import calibrators_for, source_ranges
 from quantkit.run.verdicts import decision_value
 
 __all__ = ["FillResult", "fp8_fill"]
@@ -91,7 +91,7 @@ def _at_fp8_opset(model, plan: Plan, remainder: str) -> tuple["ModelGraph", Plan
 
 def fp8_fill(ctx: RunContext, base: Artifact, plan: Plan, kept: list[str],
              artifacts: dict[str, Artifact], evaluations: dict[str, Evaluation],
-             reference: Evaluation, source: QuantSource, fallback: Plan, powered) -> FillResult:
+             reference: Evaluation, source: Int8Source, fallback: Plan, powered) -> FillResult:
     """Move the ``kept`` layers of the search's ``plan`` (built on ``base``) that FP8 runs
     faster than FP16 to FP8; ``powered(ev)`` is the search's dev criterion (the planned
     power on test at the margin)."""
@@ -118,7 +118,8 @@ def fp8_fill(ctx: RunContext, base: Artifact, plan: Plan, kept: list[str],
     protos = {n.name: n for n in graph.model.graph.node}
     tensors = sorted({protos[n].input[i] for n in cheaper
                       for i in quant_slots(protos[n], graph.infos, graph.constants).activations})
-    ranges = fp8_ranges_on(ctx, graph, tensors, method)
+    cal = calibrators_for(s.calibrator, grid="fp8", methods=[method])[method]
+    ranges = source_ranges(ctx, graph, tensors, {best8: cal})[best8]
     missing = [t for t in tensors if t not in ranges.amax]
     if missing:
         return FillResult(None, None, (), FormatFillSkipped(
@@ -131,7 +132,7 @@ def fp8_fill(ctx: RunContext, base: Artifact, plan: Plan, kept: list[str],
     filled = dataclasses.replace(filled, fp8_amax={t: ranges.amax[t] for t in tensors})
     with tempfile.TemporaryDirectory(dir=ctx.run_dir) as tmp:
         trial = build_artifact(ctx, "mixed", filled, graph=graph, out_dir=Path(tmp),
-                               int8_weights=source.recipe.int8_weights, steps=base.steps)
+                               int8_weights=source.int8_weights, steps=base.steps)
         ev = evaluate_artifact(ctx, trial, reference)
     verdict = powered(ev)
     record = FormatFill(ran=True, fp8_layers=cheaper, calibrator=best8,
@@ -144,5 +145,5 @@ def fp8_fill(ctx: RunContext, base: Artifact, plan: Plan, kept: list[str],
     if verdict.status != "PASS":
         return FillResult(None, None, tuple(cheaper), record)
     art = build_artifact(ctx, "mixed", filled, graph=graph,
-                         int8_weights=source.recipe.int8_weights, steps=base.steps)
+                         int8_weights=source.int8_weights, steps=base.steps)
     return FillResult(art, evaluate_artifact(ctx, art, reference), tuple(cheaper), record)

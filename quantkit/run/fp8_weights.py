@@ -1,28 +1,24 @@
 """The FP8 candidates' weights (issue 25): GPTQ on the FP8 E4M3 grid, kept where dev says so.
 
-FP8 candidates are planned on the original graph with no ptq step (``artifacts.fp8_plan``):
-SmoothQuant, equalization and the range search answer INT8's coarse grid. One step does
-help FP8: its weights are FP8 per tensor (TensorRT's FP8 weight granularity, ``amax / 448``),
-so every weight carries a rounding error of up to 1/16 of its own magnitude, and GPTQ
-(``ptq.weight_rounding.gptq_round(grid="fp8")``) compensates it in the weights not yet
-rounded, against the node's FP32 input second moments on the calibration split. Measured on
-bert_int8 (``gpu.sm=90``, 3,079 dev snippets, mean KL vs FP32, AMD EPYC avx2): the weights
-alone in FP8 (activations FP32) 0.000254 to nearest, 0.000144 with GPTQ; the full FP8
-candidate 0.000567 -> 0.000434 (agreement 0.9847 -> 0.9867); on mobilenet_int8 (1,000 dev
-images), where the FP8 weights are most of the error, weights alone 0.0233 -> 0.0032 and the
-full FP8 candidate 0.0297 -> 0.0153 (agreement 0.956 -> 0.968).
+FP8 candidates are planned on the original graph with no INT8 ptq step (the FP8 source,
+``run/fp8_source.py``): SmoothQuant, equalization and the range search answer INT8's coarse
+grid. One step does help FP8: its weights are FP8 per tensor (TensorRT's FP8 weight
+granularity, ``amax / 448``), so every weight carries a rounding error of up to 1/16 of its
+own magnitude, and GPTQ (``ptq.weight_rounding.gptq_round(grid="fp8")``) compensates it in
+the weights not yet rounded, against the node's FP32 input second moments on the calibration
+split; on both shipped models it lowers the FP8 candidate's KL to FP32 (measured:
+benchmarks/results/bert_int8.md and mobilenet_int8.md, "Figures behind the rules in
+quantkit/run/").
 
 ``precision.fp8_weight_rounding``: ``nearest`` | ``gptq`` | ``auto`` (default). ``auto`` scores
 both full-FP8 candidates of one FP8 calibrator's plan (:data:`FP8_CHOOSER`, else the first)
 on all of dev by the recipe score (mean KL or 1 - mean cosine vs FP32,
-:func:`quantkit.run.recipe_choice.subset_score`; never test) and keeps GPTQ only when it
+:func:`quantkit.run.score.subset_score`; never test) and keeps GPTQ only when it
 scores lower. All of dev, not the recipe trials' ``ptq.auto.subset``: it costs two
-evaluations, and on 512 snippets the choice was noise (bert_int8, AMD EPYC avx512_vnni:
-nearest 0.0004591 vs GPTQ 0.0004608 there; on all 3,079 dev snippets 0.0005605 vs 0.0004637).
+evaluations, and on a 512-snippet subset the two scores differed by less than their noise.
 Not INT8's ``ptq.auto.calibrator`` (percentile): E4M3 has the dynamic range for the
-tensor's max, and a clipped plan's error hides the weights' (bert_int8, 512 dev:
-fp8.percentile 0.006204 nearest vs 0.006187 GPTQ, fp8.minmax 0.000567 vs 0.000434 on all of
-dev). The decision holds for every FP8 calibrator; each candidate gets the rounded weights
+tensor's max, and a clipped plan's error hides the weights' (both measured on bert_int8:
+benchmarks/results/bert_int8.md). The decision holds for every FP8 calibrator; each candidate gets the rounded weights
 of its own FP8 nodes only, so every node it leaves out of FP8 computes the original FP32
 function. The statistics pass, the rounding (FP8 codes per
 node) and the scores are stage-cached. The FP8 artifacts' ``weight_rounding`` step records
@@ -47,13 +43,12 @@ from quantkit.ptq.graphutil import InitializerEditor, copy_model
 from quantkit.ptq.pipeline import source_sha
 from quantkit.ptq.step_record import StepRecord
 from quantkit.ptq.weight_rounding import input_hessians, round_weights, rounding_layers
-from quantkit.qdq.casts import emulate_fp16
 from quantkit.qdq.fp8 import FP8_DTYPE, fp8_weight_scale, quantize_fp8
-from quantkit.qdq.insert import insert_qdq
+from quantkit.qdq.realize import Realization, realize
 from quantkit.run.context import RunContext
 from quantkit.run.evaluation import Evaluation
 from quantkit.run.quant_source import ptq_runners
-from quantkit.run.recipe_choice import subset_score
+from quantkit.run.score import subset_score
 
 __all__ = ["FP8_CHOOSER", "Fp8Weights", "fp8_weights", "rounding_key"]
 
@@ -163,16 +158,16 @@ def _dev_scores(ctx: RunContext, graph: ModelGraph, plan: Plan, rounded: Fp8Weig
            "dev": dev.sha256, "plan": plan.to_dict(),
            "remainder": s.precision.remainder, "scale_dtype": s.precision.qdq_scale_dtype}
 
+    how = Realization(target=s.target, remainder=s.precision.remainder,
+                      qdq_scale_dtype=s.precision.qdq_scale_dtype, int8_weights=True)
+
     def compute():
         ref = reference.logits
         out = {"examples": len(dev)}
         for label, model in (("nearest", graph.model),
                              ("gptq", rounded.model_for(graph.model, plan))):
-            q, _ = insert_qdq(model, plan, target=s.target,
-                              infos=graph.infos if model is graph.model else None,
-                              int8_weights=True)
-            if s.precision.remainder == "fp16" and plan.nodes_with("fp16"):
-                q = emulate_fp16(q, plan, qdq_scale_dtype=s.precision.qdq_scale_dtype)
+            q = realize(model, plan, how, numerics="emulated",
+                        infos=graph.infos if model is graph.model else None)
             out[label] = subset_score(ctx, q, dev, ref)
         return out, None
 

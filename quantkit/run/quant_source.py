@@ -1,145 +1,146 @@
-"""The ptq stage's value, :class:`QuantSource`, and what builds it: the graph a recipe
-rewrote (:func:`source_for`), the pipeline's runners, memo and calibration data. The stage
-itself (which recipe, then :func:`source_for`) is quantkit/run/ptq_stage.py; the recipe choice
-(quantkit/run/recipe_choice.py) builds candidate sources with the same functions."""
+"""What every quantized format's source has (DESIGN.md: the PTQ stage's typed values), and the
+post-training pipeline's runners, memo and calibration data the sources share.
+
+A source is one format's way to candidates: the graph its plans name and its Q/DQ go into,
+the tensors it calibrates on its own grid, and the per-plan steps. Calibration, the
+artifacts stage, the recipe trials and the mixed search build every candidate of every
+format the same way:
+
+    ranges = source.ranges(ctx)                        # calibrator -> Ranges, on its grid
+    plan = source.plan(ctx, ranges[calibrator])        # node -> format | fp16 | fp32
+    refined = source.refined_for(ctx, plan, ranges, fallback)   # ptq steps, FP32 restored
+    graph = realize(refined.model, refined.plan, source.realization(ctx), numerics=...)
+
+:class:`~quantkit.run.int8_source.Int8Source` (the recipe's rewrites, range search, weight
+rounding, bias correction) and :class:`~quantkit.run.fp8_source.Fp8Source` (the original
+graph at opset 19, FP8 weight rounding) are the two formats today; a next format is one more
+subclass (Model-Optimizer's ``onnx/quantization/{int8,fp8,int4}.py`` behind one dispatch).
+"""
 
 from __future__ import annotations
 
 import dataclasses
-import logging
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-import numpy as np
+import onnx
 
 from quantkit.backends.runners import ort_runner
+from quantkit.backends.spill import KeptModel, SpilledModel
+from quantkit.calibrate.calibrators import Calibrator
+from quantkit.calibrate.ranges import Ranges
 from quantkit.graph.model_graph import ModelGraph
 from quantkit.precision.plan import Plan
-from quantkit.ptq.capture import capture_tensors
-from quantkit.ptq.pipeline import (
-    CalibData,
-    Refined,
-    Rewritten,
-    Runners,
-    refine,
-    restored_for,
-    rewrite,
-)
-from quantkit.ptq.proof import StepProof
+from quantkit.ptq.pipeline import CalibData, Refined, Runners
 from quantkit.ptq.step_record import StepRecord
-from quantkit.record.ptq import PtqRecord
+from quantkit.qdq.realize import Realization
 from quantkit.run.context import RunContext
-from quantkit.run.fp16_range import Fp16Range, check_fp16_range
-from quantkit.run.recipe_trial import RecipeChoice
-from quantkit.run.scope import QuantScope, quant_scope
-from quantkit.settings.ptq_recipe import Recipe
+from quantkit.run.fp16_range import Fp16Range
+from quantkit.run.plans import plan_for_ranges
+from quantkit.run.ranges import calibrators_for, source_ranges
+from quantkit.run.scope import QuantScope
+from quantkit.settings import CalibratorConfig
 
-__all__ = ["QuantSource", "calib_data", "ptq_key", "ptq_memo", "ptq_runners", "rewrite_for",
-           "source_for"]
-
-log = logging.getLogger(__name__)
-
-#: relative tolerance under which a comparison tensor counts as unchanged by the rewrite
-_SAME_RTOL = 1e-3
+__all__ = ["ParkedRefined", "QuantSource", "calib_data", "ptq_key", "ptq_memo", "ptq_runners"]
 
 
-class ParkedRefinement(Protocol):
-    """A refinement kept on disk until needed (``quantkit.run.artifact.ParkedRefined``)."""
+class QuantSource(ABC):
+    """One quantized format's source of candidates (module doc). Subclasses are frozen
+    dataclasses with the fields ``graph`` (the ModelGraph plans name and Q/DQ go into),
+    ``scope`` (the quantization scope on :attr:`calib_graph`) and ``fp16`` (the FP16 range
+    check of ``graph``)."""
 
-    def load(self) -> Refined: ...
-
-
-@dataclass(frozen=True)
-class QuantSource:
-    """The ptq stage's one value (DESIGN.md).
-
-    ``recipe`` (named ``recipe_name``) is what runs; ``graph``: the ModelGraph that gets
-    calibrated and quantized (``original`` itself when no rewrite was kept); ``scope``: the
-    quantization scope on ``graph``; ``fp16``: the FP16 range check of ``graph``;
-    ``rewritten``: the rewrites kept, with the proof of every rewrite tried;
-    ``dropped_compare``: per-layer comparison tensor -> why it was dropped; ``choice``: how
-    ``ptq.recipe=auto`` chose (None for a pinned recipe)."""
-
-    recipe: Recipe
-    recipe_name: str
+    #: the quantized format: the candidates' name prefix (``int8.minmax``) and Q/DQ grid
+    format: ClassVar[str]
     graph: ModelGraph
-    original: ModelGraph
     scope: QuantScope
     fp16: Fp16Range
-    rewritten: Rewritten
-    dropped_compare: Mapping[str, str] = field(default_factory=dict)
-    choice: RecipeChoice | None = None
-    #: the range search's measured layer errors, shared by the plans refined on ``graph``
-    #: (the four calibrators' plans score the same candidates: quantkit/ptq/pipeline.refine)
-    search_errors: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
-    def is_rewritten(self) -> bool:
-        return self.graph is not self.original
+    def calib_graph(self) -> ModelGraph:
+        """The graph whose activations are calibrated (``graph`` unless a subclass says)."""
+        return self.graph
+
+    @property
+    @abstractmethod
+    def int8_weights(self) -> bool:
+        """Weights stored quantized behind one DequantizeLinear (TRT rule 8)."""
 
     @property
     def steps(self) -> tuple[StepRecord, ...]:
-        return self.rewritten.steps
+        """The steps behind every candidate of this source (the recipe's rewrites)."""
+        return ()
 
-    @property
-    def proofs(self) -> tuple[StepProof, ...]:
-        return self.rewritten.proofs
+    def candidate_name(self, calibrator: str) -> str:
+        """The candidate of ``calibrator``'s ranges: ``<format>.<calibrator>``."""
+        return f"{self.format}.{calibrator}"
 
-    def refine(self, ctx: RunContext, plan: Plan, ranges: Mapping[str, Any], *,
-               recipe: Recipe | None = None) -> Refined:
-        """Range search, weight rounding, bias correction of ``plan`` (built on ``graph``)
-        as the recipe (or ``recipe``) says; every statistics pass stage-cached under what
-        produced it."""
-        return refine(self.graph.model, plan, ranges, recipe or self.recipe, calib_data(ctx),
-                      target=ctx.settings.target, infos=self.graph.infos,
-                      runners=ptq_runners(ctx, self.graph), memo=ptq_memo(ctx),
-                      graph_sha=self.graph.sha256, progress=ctx.settings.progress,
-                      search_errors=self.search_errors)
+    def ranges_name(self, calibrator: str) -> str:
+        """The name ``calibrator``'s ranges are saved under (``ranges/<name>.json``)."""
+        return self.candidate_name(calibrator)
 
-    @property
-    def variant_recipe(self) -> Recipe:
-        """The recipe whose edits the search's mixed plans keep on their INT8 nodes: the
-        recipe itself, except that ``gptq_sequential`` becomes ``gptq_aware`` (no range
-        search: the base plan's searched ranges stay). Sequential rounding fits each node
-        with every node before it INT8 and moves the mean output they cost into its bias;
-        in a plan that keeps some of them out of INT8 that bias is stale (MobileNetV2,
-        eq0.5 + stream0.5, dev: one projection Conv left INT8 with its sequential edits
-        -0.42 pp, rounded for that plan alone -0.10 pp). The one-pass ``gptq_aware`` fits
-        each node to its own input quantization only, so its edits hold in every plan."""
-        if self.recipe.weight_rounding != "gptq_sequential":
-            return self.recipe
-        return self.recipe.with_(weight_rounding="gptq_aware", range_search=False)
+    def calibrators(self, config: CalibratorConfig) -> dict[str, Calibrator]:
+        """calibrator name -> calibrator on this format's grid, from ``calibrator.*``."""
+        return calibrators_for(config, grid=self.format)
 
-    def variant_refined(self, ctx: RunContext, parked: ParkedRefinement | None
-                        ) -> Refined | None:
-        """The refinement the mixed plans of a full INT8 candidate are restored from, given
-        its parked refinement (``Artifact.refined``): its own, or its plan refined again with
-        :attr:`variant_recipe` (stage-cached); None for a candidate on the original graph
-        without ptq edits (``parked`` None)."""
-        if parked is None:
-            return None
-        refined = parked.load()
-        recipe = self.variant_recipe
-        if recipe is self.recipe:
-            return refined
-        return self.refine(ctx, refined.plan, {}, recipe=recipe)
+    def ranges(self, ctx: RunContext, *, progress: bool | None = None) -> dict[str, Ranges]:
+        """calibrator -> Ranges of :attr:`scope`'s tensors on :attr:`calib_graph`: one
+        stage-cached statistics pass shared by every calibrator (quantkit/run/ranges.py)."""
+        return source_ranges(ctx, self.calib_graph, list(self.scope.tensors),
+                             {self.ranges_name(m): c
+                              for m, c in self.calibrators(ctx.settings.calibrator).items()},
+                             progress=progress)
+
+    def plan(self, ctx: RunContext, ranges: Ranges) -> Plan:
+        """The Plan of one calibrator's ranges on :attr:`graph`."""
+        return plan_for_ranges(ctx, ranges, self.fp16, self.graph)
+
+    @abstractmethod
+    def refine(self, ctx: RunContext, plan: Plan, ranges: Mapping[str, Ranges]) -> Refined:
+        """The per-plan steps of ``plan`` (``ranges``: every calibrator's, by name)."""
 
     def restored_for(self, refined: Refined, plan: Plan, fallback: Plan) -> Refined:
-        """``refined`` for ``plan`` (a subset of its INT8 nodes: the search's mixed plans):
-        every node ``plan`` leaves out of INT8 computes the original FP32 function
-        (quantkit.ptq.pipeline.restored_for); ``fallback``: the original graph's plan."""
-        return restored_for(refined, plan, calibrated=self.graph.model,
-                            rewritten=self.rewritten, original=self.original.model,
-                            fallback=fallback)
+        """``refined`` for ``plan`` with every node out of the format computing the original
+        FP32 function; ``fallback``: the original graph's plan (the fp16 candidate's)."""
+        return refined
 
-    def to_record(self) -> PtqRecord:
-        return PtqRecord(recipe=self.recipe_name, steps_on=self.recipe.describe(),
-                         settings=self.recipe.key(), graph_rewritten=self.is_rewritten,
-                         graph_sha256=self.graph.sha256, steps=list(self.steps),
-                         proofs=list(self.proofs),
-                         dropped_compare_tensors=dict(self.dropped_compare),
-                         choice=self.choice.to_record() if self.choice is not None else None)
+    def refined_for(self, ctx: RunContext, plan: Plan, ranges: Mapping[str, Ranges],
+                    fallback: Plan) -> Refined:
+        """``plan`` refined and restored: the graph and plan a candidate is written from."""
+        refined = self.refine(ctx, plan, ranges)
+        return self.restored_for(refined, refined.plan, fallback)
+
+    def park(self, refined: Refined, name: str) -> ParkedRefined | None:
+        """``refined`` kept for the mixed search's variants (None: this format has none)."""
+        return None
+
+    def realization(self, ctx: RunContext) -> Realization:
+        """How this source's plans become graphs under the run's settings."""
+        p = ctx.settings.precision
+        return Realization(target=ctx.settings.target, remainder=p.remainder,
+                           qdq_scale_dtype=p.qdq_scale_dtype, int8_weights=self.int8_weights)
+
+
+@dataclass(frozen=True)
+class ParkedRefined:
+    """A :class:`~quantkit.ptq.pipeline.Refined` whose graph waits on disk (or is one of the
+    run's own graphs, kept): ``load()`` gives the Refined back."""
+
+    plan: Plan
+    model_file: KeptModel | SpilledModel
+    records: tuple[StepRecord, ...]
+
+    @classmethod
+    def park(cls, refined: Refined, *, keep: onnx.ModelProto, name: str) -> "ParkedRefined":
+        """``refined`` parked on disk, unless its graph is ``keep`` (held by the run anyway)."""
+        f = (KeptModel(refined.model) if refined.model is keep
+             else SpilledModel(refined.model, name=f"{name}.refined"))
+        return cls(plan=refined.plan, model_file=f, records=refined.records)
+
+    def load(self) -> Refined:
+        return Refined(plan=self.plan, model=self.model_file.load(), records=self.records)
 
 
 def ptq_key(ctx: RunContext) -> dict[str, Any]:
@@ -183,52 +184,3 @@ def ptq_memo(ctx: RunContext):
         obj, arrays, _ = ctx.cached(kind, {**key, **env}, compute)
         return obj, arrays
     return memo
-
-
-def rewrite_for(ctx: RunContext, recipe: Recipe) -> Rewritten:
-    """``recipe``'s rewrites of the FP32 graph, each proven on the calibration data."""
-    return rewrite(ctx.graph.model, recipe, calib_data(ctx), output=ctx.model.output_name,
-                   logits=ctx.model.output_kind == "logits", runners=ptq_runners(ctx),
-                   memo=ptq_memo(ctx))
-
-
-def source_for(ctx: RunContext, scope: QuantScope, fp16: Fp16Range, name: str,
-               recipe: Recipe, rewritten: Rewritten) -> QuantSource:
-    """The QuantSource of ``recipe`` whose rewrites are ``rewritten``: the graph they made
-    (with its own scope and FP16 range check), or the original graph when none applied."""
-    if rewritten.model is ctx.graph.model:
-        return QuantSource(recipe=recipe, recipe_name=name, graph=ctx.graph,
-                           original=ctx.graph, scope=scope, fp16=fp16, rewritten=rewritten)
-    graph = ModelGraph.build(rewritten.model)
-    new = quant_scope(ctx, graph=graph)
-    dropped = _changed_tensors(ctx, graph, scope.compare_tensors)
-    if dropped:
-        log.info("ptq: %d per-layer comparison tensors dropped (rewritten values): %s",
-                 len(dropped), ", ".join(list(dropped)[:8]))
-    own_fp16 = (check_fp16_range(ctx, graph=graph) if ctx.settings.precision.remainder == "fp16"
-                else fp16)
-    compare = tuple(t for t in scope.compare_tensors if t not in dropped)
-    return QuantSource(recipe=recipe, recipe_name=name, graph=graph, original=ctx.graph,
-                       scope=dataclasses.replace(new, compare_tensors=compare), fp16=own_fp16,
-                       rewritten=rewritten, dropped_compare=dropped)
-
-
-def _changed_tensors(ctx: RunContext, graph: ModelGraph, tensors) -> dict[str, str]:
-    """Comparison tensors of the original graph missing from ``graph`` or with other FP32
-    values there (first calibration batch)."""
-    names = set(graph.infos) | {i.name for i in graph.model.graph.input}
-    out = {t: "not in the ptq-rewritten graph" for t in tensors if t not in names}
-    keep = [t for t in tensors if t not in out]
-    first = next(iter(ctx.batches(ctx.head(ctx.splits.calib, 8),
-                                  ctx.settings.calibrator.batch_size)), None)
-    if first is None or not keep:
-        return out
-    ref = capture_tensors(ctx.graph.model, [first], keep)
-    new = capture_tensors(graph.model, [first], keep)
-    for t in keep:
-        a, b = ref[t][0], new[t][0]
-        scale = float(np.max(np.abs(a))) if a.size else 0.0
-        if a.shape != b.shape or float(np.max(np.abs(a - b), initial=0.0)) > \
-                _SAME_RTOL * scale + 1e-6:
-            out[t] = "FP32 values rescaled by the ptq rewrite (same name, other values)"
-    return out

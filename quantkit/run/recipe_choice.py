@@ -9,18 +9,15 @@ needs (quantkit/settings/ptq_recipe.py):
 3. activation-aware equalization (off / alpha 0.5): where Conv pairs with a Relu / ReLU6
    between exist (a positively homogeneous activation, checked per pair);
 4. residual-stream scaling (off / alpha 0.5): where residual Adds join Conv outputs into a
-   stream that only Convs and the Adds read (quantkit/ptq/stream_scaling.py; MobileNetV2:
-   five streams, full-INT8 logit NMSE 0.0237 -> 0.0197 on its 5,000 dev images after
-   equalization 0.5 + gptq_aware, agreement 0.9542 -> 0.9556; Intel Xeon avx512_vnni);
+   stream that only Convs and the Adds read (quantkit/ptq/stream_scaling.py; it lowers
+   MobileNetV2's full-INT8 logit NMSE: benchmarks/results/mobilenet_int8.md);
 5. weight rounding (nearest / gptq / gptq_aware / gptq_sequential), escalating: each only
    where the one before it was the dimension's best so far. ``gptq_aware`` is sequential
    rounding's objective in one pass (the least-squares target from the node's own input
    Q/DQ and the mean output it misses moved into the bias); ``gptq_sequential``, which costs
-   a pass per layer, adds the sequence. On bert_int8 that objective is what hurts (mean KL,
-   AVX2: gptq 0.000399, gptq_aware 0.00187, sequential 0.00329; sequential without the
-   target and the bias term 0.00045), so the one-pass trial saves the sequential one; on
-   MobileNetV2 it helps (gptq 0.0375, gptq_aware 0.0355 at 256 calibration images; 0.0471
-   / 0.0461 at 1,024, where sequential then scores 0.0276);
+   a pass per layer, adds the sequence. On bert_int8 that objective is what hurts, so the
+   one-pass trial saves the sequential one; on MobileNetV2 it helps (both measured:
+   benchmarks/results/bert_int8.md, mobilenet_int8.md);
 6. SmoothQuant alpha refined (kept / 0.9 / 0.95) on the recipe so far, where SmoothQuant is
    on: after GPTQ rounding absorbs the difficulty moved into the weights, a higher alpha can
    score lower than the first dimension's choice, which was scored with round-to-nearest
@@ -29,8 +26,8 @@ needs (quantkit/settings/ptq_recipe.py):
 
 The channel shift (``ptq.shift``, quantkit/ptq/shift.py) is not among them: on MiniLM its
 safe form (no channel's second moment grows) shifts no tensor, and the plain midpoint form,
-which helps without SmoothQuant (mean KL 0.0042 -> 0.0028), ruins it with SmoothQuant 0.8
-(0.0006 -> 0.096); pin it with ``ptq.recipe=custom ptq.shift=true``.
+which helps without SmoothQuant, ruins it with SmoothQuant (measured:
+benchmarks/results/bert_int8.md); pin it with ``ptq.recipe=custom ptq.shift=true``.
 
 It starts from the ``generic`` recipe (per-tensor range search, int8 weights). For each
 dimension in turn, every value is tried with the best recipe so far; the value with the
@@ -59,34 +56,23 @@ from pathlib import Path
 
 import numpy as np
 
-from quantkit.backends.batched import run_split
-from quantkit.calibrate import collect_stats, compute_ranges, make_calibrator
-from quantkit.compare.embedding import cosine_per_example
-from quantkit.compare.task import mean_kl
 from quantkit.ptq.equalization import find_pairs
 from quantkit.ptq.pipeline import channel_summary, source_sha
 from quantkit.ptq.smoothquant import smoothable_inputs
 from quantkit.ptq.stream_scaling import stream_tensors
-from quantkit.qdq.casts import emulate_fp16
-from quantkit.qdq.insert import insert_qdq
-from quantkit.run.artifact import plan_for_ranges
+from quantkit.qdq.realize import realize
 from quantkit.run.context import RunContext
 from quantkit.run.evaluation import Evaluation
 from quantkit.run.fp16_range import Fp16Range
-from quantkit.run.quant_source import (
-    QuantSource,
-    calib_data,
-    ptq_memo,
-    ptq_runners,
-    rewrite_for,
-    source_for,
-)
-from quantkit.run.ranges import cached_stats
+from quantkit.run.int8_source import Int8Source, rewrite_for, source_for
+from quantkit.run.plans import plan_for_ranges
+from quantkit.run.quant_source import calib_data, ptq_memo, ptq_runners
 from quantkit.run.recipe_trial import RecipeChoice, RecipeTrial
 from quantkit.run.scope import QuantScope
+from quantkit.run.score import subset_score
 from quantkit.settings.ptq_recipe import Recipe, named_recipes
 
-__all__ = ["choose_recipe", "dimensions", "greedy_choice", "subset_score", "OUTLIER_RATIO",
+__all__ = ["choose_recipe", "dimensions", "greedy_choice", "OUTLIER_RATIO",
            "REFINED", "REFINED_ALPHAS", "RUNNER_UP_RTOL"]
 
 log = logging.getLogger(__name__)
@@ -242,11 +228,8 @@ RUNNER_UP_RTOL = 0.05
 #: the dimension after weight rounding: SmoothQuant alpha raised, only on a path where
 #: SmoothQuant is on (its first value keeps the path's alpha). The first dimension scores alpha
 #: with round-to-nearest weights, where the difficulty moved into the weights costs most;
-#: after GPTQ absorbs it, a higher alpha can win: bert_int8's MiniLM, row-wise search + GPTQ,
-#: mean KL on 512 dev examples (Intel Xeon, avx512_vnni / amx_int8): alpha 0.7 0.000603,
-#: 0.8 0.000424, 0.85 0.000462, 0.9 0.000420, 0.95 0.000361, 0.975 0.000442, 1.0 0.000513;
-#: on all 3,079 dev snippets 0.8 0.000457, 0.9 0.000430, 0.95 0.000357. With nearest
-#: weights and the per-tensor search 0.95 scores 0.000622 against 0.8's 0.000594.
+#: after GPTQ absorbs it, a higher alpha can win (bert_int8's MiniLM with the row-wise search
+#: and GPTQ: benchmarks/results/bert_int8.md, "Figures behind the rules in quantkit/run/").
 REFINED = "smoothquant_refine"
 REFINED_ALPHAS = (0.9, 0.95)
 
@@ -321,48 +304,20 @@ def _evaluate(ctx: RunContext, scope: QuantScope, fp16: Fp16Range, recipe: Recip
     return subset_score(ctx, model, sub, ref), "; ".join(notes)
 
 
-def subset_score(ctx: RunContext, model, sub, ref: np.ndarray) -> float:
-    """The recipe score of the Q/DQ graph ``model`` (FP16 remainder emulated) on the dev
-    subset ``sub`` against the FP32 outputs ``ref``: mean KL(FP32 || candidate) for logits,
-    1 - mean cosine for embeddings (lower is better)."""
-    with ctx.runner(model, name="recipe-trial") as r:
-        out = run_split(r, ctx.feeds, sub, output=ctx.model.output_name,
-                        batch_size=ctx.settings.backend.batch_size, progress=False)
-    if ctx.model.output_kind == "embedding":
-        return float(1.0 - np.mean(cosine_per_example(ref, out)))
-    return float(mean_kl(ref, out))
-
-
-def _full_int8(ctx: RunContext, source: QuantSource, fp16: Fp16Range):
+def _full_int8(ctx: RunContext, source: Int8Source, fp16: Fp16Range):
     """The Q/DQ graph (FP16 remainder emulated) of ``ptq.auto.calibrator``'s plan on
-    ``source``, refined by its recipe and restored where it is not INT8, as the artifacts
-    stage builds it; None without an INT8 node. ``fp16``: the original graph's check."""
-    s, c = ctx.settings, ctx.settings.calibrator
-    graph, tensors = source.graph, list(source.scope.tensors)
-
-    def collect():
-        return collect_stats(graph.model, ctx.batches(ctx.splits.calib, c.batch_size), tensors,
-                             num_bins=c.num_bins, progress=False,
-                             runner_factory=lambda m, outs: ctx.runner(
-                                 m, name="calibrate", extra_outputs=outs, graph=graph))
-
-    res = cached_stats(ctx, graph, tensors, collect)
-    params = {"percentile": {"percentile": c.percentile},
-              "entropy": {"num_quant_bins": c.num_quant_bins}}
-    cals = {m: make_calibrator(m, **params.get(m, {})) for m in c.methods}
-    ranges = compute_ranges(res.stats, cals, samples_seen=res.samples_seen)
-    pick = s.ptq.auto.calibrator if s.ptq.auto.calibrator in ranges else next(iter(ranges))
-    plan = plan_for_ranges(ctx, ranges[pick], source.fp16, graph)
+    ``source``, refined by its recipe and restored where it is not INT8, built the way the
+    artifacts stage builds its candidates; None without an INT8 node. ``fp16``: the
+    original graph's check."""
+    ranges = source.ranges(ctx, progress=False)
+    pick = ctx.settings.ptq.auto.calibrator
+    plan = source.plan(ctx, ranges[pick] if pick in ranges else next(iter(ranges.values())))
     if not plan.int8_nodes():
         return None
-    refined = source.refine(ctx, plan, ranges)
-    refined = source.restored_for(refined, refined.plan, plan_for_ranges(ctx, None, fp16))
-    infos = graph.infos if refined.model is graph.model else None
-    q, _ = insert_qdq(refined.model, refined.plan, target=s.target, infos=infos,
-                      int8_weights=source.recipe.int8_weights)
-    if s.precision.remainder == "fp16" and refined.plan.nodes_with("fp16"):
-        q = emulate_fp16(q, refined.plan, qdq_scale_dtype=s.precision.qdq_scale_dtype)
-    return q
+    refined = source.refined_for(ctx, plan, ranges, plan_for_ranges(ctx, None, fp16))
+    graph = source.graph
+    return realize(refined.model, refined.plan, source.realization(ctx), numerics="emulated",
+                   infos=graph.infos if refined.model is graph.model else None)
 
 
 def _own_sha() -> str:

@@ -1,5 +1,5 @@
 """What ``ptq.recipe=auto`` tried and chose (quantkit/run/recipe_choice.py): typed, recorded
-in ``record.ptq.choice`` and carried by the ptq stage's QuantSource."""
+in ``record.ptq.choice`` and carried by the ptq stage's Int8Source."""
 
 from __future__ import annotations
 

@@ -15,13 +15,12 @@ from quantkit.compare.layer_diff import shared_tensors
 from quantkit.compare.task import mean_kl
 from quantkit.precision.fp16_search import EvalResult
 from quantkit.precision.sensitivity import measured_scores, rank
-from quantkit.qdq.casts import emulate_fp16
-from quantkit.qdq.insert import insert_qdq
+from quantkit.qdq.realize import realize
 from quantkit.run.artifact import Artifact
 from quantkit.run.context import RunContext
 from quantkit.run.evaluation import Evaluation
+from quantkit.run.int8_source import Int8Source
 from quantkit.run.layer_compare import compare_candidate
-from quantkit.run.quant_source import QuantSource
 from quantkit.run.verdicts import candidate_test
 from quantkit.verdict.assurance import assurance
 from quantkit.verdict.outcome import plan_power
@@ -81,40 +80,38 @@ def rest_in_fp32(mode: str) -> bool:
     return mode == "only"
 
 
-def variant_key(ctx: RunContext, source: QuantSource, base: Artifact, fallback: Artifact
+def variant_key(ctx: RunContext, source: Int8Source, base: Artifact, fallback: Artifact
                 ) -> dict:
     """What the graph of a plan ``base`` minus an FP16 set is built from (the set aside):
     ``base``'s bytes (its ranges and ptq edits), the graph the plan names, the fallback
     (FP16 candidate) artifact whose decisions restored nodes take, the build settings."""
     p = ctx.settings.precision
     return {"base": base.sha256, "graph": source.graph.sha256, "fallback": fallback.sha256,
-            "refined": base.refined is not None, "int8_weights": source.recipe.int8_weights,
+            "refined": base.refined is not None, "int8_weights": source.int8_weights,
             "variant_recipe": source.variant_recipe.key(),
             "target": ctx.settings.target, "remainder": p.remainder, "fp32_ops": p.fp32_ops,
             "qdq_scale_dtype": p.qdq_scale_dtype, "op_types": list(p.op_types)}
 
 
-def quantized_graph(ctx: RunContext, source: QuantSource, base: Artifact, fallback, *,
+def quantized_graph(ctx: RunContext, source: Int8Source, base: Artifact, fallback, *,
                     emulate: bool = True):
-    """``plan -> Q/DQ graph`` built the way ``base`` was (:meth:`QuantSource.restored_for`),
-    FP16 emulated when the remainder is FP16 and ``emulate`` (else every node out of INT8
-    computes in FP32): what the sensitivity measurement runs."""
-    s = ctx.settings
+    """``plan -> Q/DQ graph`` built the way ``base`` was (:meth:`Int8Source.restored_for`,
+    :func:`quantkit.qdq.realize.realize`), FP16 emulated when ``emulate`` (else every node
+    out of INT8 computes in FP32): what the sensitivity measurement runs."""
     refined = source.variant_refined(ctx, base.refined)
-    fp16 = emulate and s.precision.remainder == "fp16"
+    how = source.realization(ctx)
 
     def build(plan):
         model = source.graph.model
         if refined is not None:
             variant = source.restored_for(refined, plan, fallback)
             model, plan = variant.model, variant.plan
-        edited, _ = insert_qdq(model, plan, target=s.target,
-                               infos=source.graph.infos if model is source.graph.model else None)
-        return emulate_fp16(edited, plan) if fp16 else edited
+        return realize(model, plan, how, numerics="emulated" if emulate else "fp32_rest",
+                       infos=source.graph.infos if model is source.graph.model else None)
     return build
 
 
-def proxy_layer_stats(ctx: RunContext, art: Artifact, source: QuantSource,
+def proxy_layer_stats(ctx: RunContext, art: Artifact, source: Int8Source,
                       stats: dict[str, dict], tensors: list[str]
                       ) -> tuple[dict[str, dict], list[str]]:
     """``stats`` (the per-layer run's, keyed by the original graph's tensor names) plus the

@@ -18,7 +18,7 @@ class CompareConfig:
     # peak RSS (measured: benchmarks/results/bert_int8.md, "Per-layer debug run")
     max_outputs_per_run: int = 256
     floor_multiple: float = 10000.0  # flag a layer whose INT8 noise > this x its FP16 noise (40 dB)
-    # dev examples for the engine check (run/backend_check.py): the artifact as the deployment
+    # dev examples for the engine check (run/stages/backend_check.py): the artifact as the deployment
     # runtime runs it vs the execution its numbers come from; the whole dev split when
     # smaller (the gate must show the engine within its tolerance: more examples, tighter
     # bound); 0: no check, so no candidate can be recommended where the check gates

@@ -27,7 +27,7 @@ class PtqAutoConfig:
 @dataclass
 class PtqConfig(Recipe):
     """Post-training steps on the graph that gets quantized (quantkit/ptq; the stage
-    quantkit/run/ptq_stage.py). ``recipe``: ``auto`` (default: chosen per model on dev among the
+    quantkit/run/stages/ptq.py). ``recipe``: ``auto`` (default: chosen per model on dev among the
     declared recipes), a named recipe (``none``, ``generic``, ``bert``, ``mobilenet``:
     quantkit/settings/ptq_recipe.py), or ``custom``: exactly the step keys below (the fields of
     :class:`~quantkit.settings.ptq_recipe.Recipe`, all off by default). The FP32 reference stays the

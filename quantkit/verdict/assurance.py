@@ -15,7 +15,7 @@ lower bound ``estimate - z_{1-a} s_t`` clears the threshold:
 
 For a delta against FP32 (accuracy, macro-F1) ``d`` is ``min(dev delta, 0)`` as in the power
 plan: a quantized model is not assumed better than FP32 on test because it was on dev. The
-search (quantkit/run/search.py) calls a set powered only when its assurance reaches
+search (quantkit/run/stages/search.py) calls a set powered only when its assurance reaches
 ``verdict.power`` too; the sign-off's own power plan is unchanged.
 """
 

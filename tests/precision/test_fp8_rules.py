@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from quantkit.precision.fp8_rules import fp8_exclusion
 from quantkit.precision.plan import Precision, build_plan
-from quantkit.run.artifact import fp8_plan
+from quantkit.run.fp8_source import fp8_plan
 
 
 def test_gemms_and_wide_small_filter_convs_run_fp8():

@@ -7,7 +7,6 @@ kernels computes entirely in FP32. ORT's run of the artifact is the FP32 model t
 emulation keeps the FP16 rounding the artifact specifies (and TensorRT computes)."""
 
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 

@@ -57,18 +57,24 @@ def reference(ctx):
 
 
 @pytest.fixture(scope="session")
-def source(ctx, scope, overflow, reference):
+def sources(ctx, scope, overflow, reference):
     return run_ptq(ctx, scope, overflow, reference)
 
 
 @pytest.fixture(scope="session")
-def calibration(ctx, source):
-    return run_calibration(ctx, source)
+def source(sources):
+    """The INT8 source (the recipe's): what the search and the per-layer scope build on."""
+    return sources.int8
 
 
 @pytest.fixture(scope="session")
-def artifacts(ctx, calibration, overflow, source, reference):
-    return run_artifacts(ctx, calibration, overflow, source, reference)
+def calibration(ctx, sources):
+    return run_calibration(ctx, sources)
+
+
+@pytest.fixture(scope="session")
+def artifacts(ctx, calibration, overflow, sources):
+    return run_artifacts(ctx, calibration, overflow, sources)
 
 
 @pytest.fixture(scope="session")

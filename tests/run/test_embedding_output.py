@@ -4,7 +4,6 @@ cosine / recall@k verdicts from one CLI run on a tiny real embedding model."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import onnx

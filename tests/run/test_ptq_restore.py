@@ -68,8 +68,9 @@ def built(cnn_ctx):
 
     c = cnn_ctx
     overflow = check_fp16_range(c)
-    source = apply_ptq(c, quant_scope(c), overflow, evaluate_reference(c))
-    return source, build_artifacts(c, calibrate(c, source), overflow, source, evaluate_reference(c))
+    sources = apply_ptq(c, quant_scope(c), overflow, evaluate_reference(c))
+    source = sources.int8
+    return source, build_artifacts(c, calibrate(c, sources), overflow, sources)
 
 
 def _outputs(c, art):

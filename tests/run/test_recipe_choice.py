@@ -26,7 +26,7 @@ def _auto(ctx, tmp_path, **auto):
 
 def _choose(c):
     overflow = check_fp16_range(c)
-    return apply_ptq(c, quant_scope(c), overflow, evaluate_reference(c, "dev"))
+    return apply_ptq(c, quant_scope(c), overflow, evaluate_reference(c, "dev")).int8
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import onnx
 
 from quantkit.assets import sha256_file
-from quantkit.run.artifact import build_artifact, plan_for_ranges
+from quantkit.run.artifact import build_artifact
+from quantkit.run.plans import plan_for_ranges
 
 
 def test_one_fp16_and_one_int8_artifact_per_calibrator(ctx, artifacts):
@@ -70,8 +71,8 @@ def test_fp16_scale_artifacts_are_selectable_and_linted(tiny, tmp_path):
                                             f"precision.qdq_scale_dtype={dtype}"),
                                tmp_path / dtype)
         overflow = check_fp16_range(ctx)
-        source = apply_ptq(ctx, quant_scope(ctx), overflow, evaluate_reference(ctx))
-        arts = build_artifacts(ctx, calibrate(ctx, source), overflow, source, evaluate_reference(ctx))
+        sources = apply_ptq(ctx, quant_scope(ctx), overflow, evaluate_reference(ctx))
+        arts = build_artifacts(ctx, calibrate(ctx, sources), overflow, sources)
         art = arts["int8.minmax"]
         m = onnx.load(art.path)
         producers = {o: n for n in m.graph.node for o in n.output}

@@ -63,8 +63,8 @@ def ort_exact(ctx, tmp_path_factory):
               precision=dataclasses.replace(ctx.settings.precision, remainder="fp32"),
               backend=dataclasses.replace(ctx.settings.backend, qdq_mode="exact"))
     overflow = check_fp16_range(c)
-    source = apply_ptq(c, quant_scope(c), overflow, evaluate_reference(c))
-    return c, build_artifacts(c, calibrate(c, source), overflow, source, evaluate_reference(c))
+    sources = apply_ptq(c, quant_scope(c), overflow, evaluate_reference(c))
+    return c, build_artifacts(c, calibrate(c, sources), overflow, sources)
 
 
 def test_the_check_gates_on_the_deployment_runtime(ort_exact, reference):

@@ -25,18 +25,19 @@ def test_ranges_for_every_calibrator_and_scope_tensor(ctx, scope, calibration):
     assert (ctx.run_dir / rec["files"]["mse"]).is_file()
 
 
-def test_saved_ranges_reload_without_a_pass(ctx, source, calibration):
+def test_saved_ranges_reload_without_a_pass(ctx, sources, calibration):
     files = [str(ctx.run_dir / f) for f in calibration.record.files.values()]
     s = ctx.settings
     c = dataclasses.replace(ctx, settings=dataclasses.replace(
         s, calibrator=dataclasses.replace(s.calibrator, ranges_files=files)))
-    loaded = calibrate(c, source)
+    loaded = calibrate(c, sources)
     assert loaded.record.loaded_from == files
     assert loaded.ranges["entropy"].amax == calibration.ranges["entropy"].amax
 
 
-def test_an_empty_scope_is_one_clear_error(ctx, source):
-    empty = dataclasses.replace(source.scope, targets=(), tensors=())
+def test_an_empty_scope_is_one_clear_error(ctx, sources):
+    empty = dataclasses.replace(sources.int8.scope, targets=(), tensors=())
     assert isinstance(empty, QuantScope)
     with pytest.raises(CalibrationError, match="no tensors in the quantization scope"):
-        calibrate(ctx, dataclasses.replace(source, scope=empty))
+        calibrate(ctx, dataclasses.replace(
+            sources, int8=dataclasses.replace(sources.int8, scope=empty)))

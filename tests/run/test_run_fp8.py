@@ -28,9 +28,10 @@ def fp8_run(tiny, tmp_path_factory):
                      "calibrator.methods=[minmax,entropy,mse]")
     ctx = prepared_context(s, tmp_path_factory.mktemp("fp8-run"))
     overflow = check_fp16_range(ctx)
-    source = apply_ptq(ctx, quant_scope(ctx), overflow, evaluate_reference(ctx))
-    cal = calibrate(ctx, source)
-    arts = build_artifacts(ctx, cal, overflow, source, evaluate_reference(ctx))
+    sources = apply_ptq(ctx, quant_scope(ctx), overflow, evaluate_reference(ctx))
+    source = sources.int8
+    cal = calibrate(ctx, sources)
+    arts = build_artifacts(ctx, cal, overflow, sources)
     ref = evaluate_reference(ctx)
     evals = {n: evaluate_artifact(ctx, a, ref) for n, a in arts.items()}
     return ctx, cal, arts, evals, source, ref
@@ -43,8 +44,8 @@ def test_fp8_candidates_beside_int8_from_one_pass(fp8_run):
     # entropy has no FP8 form: said in the record, no silent INT8 stand-in
     assert "entropy" in cal.record.fp8.skipped
     # minmax does not depend on the grid; mse does (its own search on the FP8 grid)
-    assert cal.fp8_ranges["fp8.minmax"].amax == cal.ranges["minmax"].amax
-    fp8_mse, int8_mse = cal.fp8_ranges["fp8.mse"].amax, cal.ranges["mse"].amax
+    assert cal.of("fp8")["minmax"].amax == cal.ranges["minmax"].amax
+    fp8_mse, int8_mse = cal.of("fp8")["mse"].amax, cal.ranges["mse"].amax
     top = cal.ranges["minmax"].amax
     assert fp8_mse.keys() == int8_mse.keys() and fp8_mse != int8_mse
     assert all(0 < fp8_mse[t] <= top[t] for t in top)
@@ -181,8 +182,8 @@ def test_fp8_weights_are_gptq_rounded_where_dev_scores_it_lower_and_nearest_on_r
     c = prepared_context(s, tmp_path)
     overflow = check_fp16_range(c)
     ref = evaluate_reference(c)
-    source = apply_ptq(c, quant_scope(c), overflow, ref)
-    near = build_artifacts(c, calibrate(c, source), overflow, source, ref)["fp8.mse"]
+    sources = apply_ptq(c, quant_scope(c), overflow, ref)
+    near = build_artifacts(c, calibrate(c, sources), overflow, sources)["fp8.mse"]
     assert near.steps == () and near.plan == arts["fp8.mse"].plan
     originals = {i.name: numpy_helper.to_array(i) for i in c.graph.model.graph.initializer}
     weights = {n.name: originals[n.input[1]] for n in c.graph.model.graph.node

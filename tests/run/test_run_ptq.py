@@ -1,4 +1,4 @@
-"""Stage ptq (quantkit/run/ptq_stage.py) on the tiny world: the QuantSource every later stage
+"""Stage ptq (quantkit/run/stages/ptq.py) on the tiny world: the INT8 source every later stage
 quantizes from. Each step of the recipe runs and is recorded, every rewrite carries its
 proof, the FP32 reference stays the original graph, a recipe without steps reproduces the
 plain artifacts byte for byte, the stage cache keys every statistics pass by what made it,
@@ -37,9 +37,10 @@ def _with(ctx, tmp_path, ptq: PtqConfig, **settings):
 
 def _run(c):
     overflow = check_fp16_range(c)
-    source = apply_ptq(c, quant_scope(c), overflow, evaluate_reference(c))
-    cal = calibrate(c, source)
-    return source, cal, build_artifacts(c, cal, overflow, source, evaluate_reference(c))
+    sources = apply_ptq(c, quant_scope(c), overflow, evaluate_reference(c))
+    source = sources.int8
+    cal = calibrate(c, sources)
+    return source, cal, build_artifacts(c, cal, overflow, sources)
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +52,8 @@ def on(ctx, tmp_path_factory):
 def test_a_recipe_without_steps_quantizes_the_original_graph(ctx, tmp_path):
     """No step, no int8 weights: the source is the run's own graph and the artifacts are
     the plain Q/DQ of each calibrator's plan, byte for byte."""
-    from quantkit.run.artifact import build_artifact, plan_for_ranges
+    from quantkit.run.artifact import build_artifact
+    from quantkit.run.plans import plan_for_ranges
 
     c = _with(ctx, tmp_path, OFF)
     source, cal, arts = _run(c)
@@ -169,7 +171,7 @@ def test_rescaled_comparison_tensors_are_found_by_value(ctx, scope):
     from onnx import numpy_helper
 
     from quantkit.graph.model_graph import ModelGraph
-    from quantkit.run.quant_source import _changed_tensors
+    from quantkit.run.int8_source import _changed_tensors
 
     m = onnx.ModelProto()
     m.CopyFrom(ctx.graph.model)

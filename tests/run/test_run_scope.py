@@ -10,7 +10,7 @@ import pytest
 from quantkit.errors import ConfigError
 from quantkit.graph.model_graph import ModelGraph
 from quantkit.run.context import RunContext
-from quantkit.run.artifact import plan_for_ranges
+from quantkit.run.plans import plan_for_ranges
 from quantkit.run.scope import quant_scope
 
 

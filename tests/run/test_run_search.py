@@ -52,8 +52,9 @@ def test_proxy_scores_the_inputs_ptq_renamed(ctx, tmp_path):
     c = dataclasses.replace(ctx, settings=dataclasses.replace(ctx.settings, ptq=ptq),
                             run_dir=tmp_path)
     overflow = check_fp16_range(c)
-    source = apply_ptq(c, quant_scope(c), overflow, evaluate_reference(c))
-    arts = build_artifacts(c, calibrate(c, source), overflow, source, evaluate_reference(c))
+    sources = apply_ptq(c, quant_scope(c), overflow, evaluate_reference(c))
+    source = sources.int8
+    arts = build_artifacts(c, calibrate(c, sources), overflow, sources)
     ref = evaluate_reference(c)
     evs = {n: evaluate_artifact(c, a, ref) for n, a in arts.items()}
     out = search_mixed(c, arts, evs, compare_layers(c, source.scope, arts), ref, source)
@@ -123,7 +124,7 @@ def test_only_mode_measures_each_layer_against_an_fp32_rest(ctx, artifacts, refe
 
 def test_the_search_plans_power_for_the_churn_gate_too():
     """A candidate needs both its metric test and the churn gate (verdict.max_flip_rate) to
-    PASS on test: the search's power plan sizes the gate as well (run/search.py)."""
+    PASS on test: the search's power plan sizes the gate as well (run/stages/search.py)."""
     from quantkit.run.sensitivity import gate_test_size
     from quantkit.verdict import TestPolicy
 

@@ -57,8 +57,9 @@ def built(tmp_path_factory):
     c = cnn_run_context(root, root / "cnn.onnx", "residual", "ptq.recipe=custom",
                         "ptq.stream_alpha=0.5", "ptq.range_search=true")
     overflow = check_fp16_range(c)
-    source = apply_ptq(c, quant_scope(c), overflow, evaluate_reference(c))
-    return c, source, build_artifacts(c, calibrate(c, source), overflow, source, evaluate_reference(c))
+    sources = apply_ptq(c, quant_scope(c), overflow, evaluate_reference(c))
+    source = sources.int8
+    return c, source, build_artifacts(c, calibrate(c, sources), overflow, sources)
 
 
 def _weight(model, node):

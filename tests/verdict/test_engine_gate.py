@@ -1,6 +1,6 @@
 """The engine gate (quantkit/verdict/engine_gate.py): the budget split gives the deployed
 artifact one bound, the gate PASSes only when the engine is shown within its tolerance, and
-a candidate whose gate did not PASS is not recommended (run/signoff.py blocked_by_engine ->
+a candidate whose gate did not PASS is not recommended (run/stages/signoff.py blocked_by_engine ->
 verdict.recommend_candidate). Simulations are seeded and small; the large one is
 benchmarks/engine_gate.py."""
 

@@ -18,7 +18,13 @@ from quantkit.data.text import TextEncoder, load_tokenizer
 from quantkit.errors import ConfigError, ModelError
 from quantkit.graph.model_graph import ModelGraph
 from quantkit.models import load_model
-from quantkit.models.fit import check_class_count, check_class_width, resolve_output
+from quantkit.models.fit import (
+    check_class_count,
+    check_class_width,
+    fixed_batch,
+    input_specs,
+    resolve_output,
+)
 from quantkit.models.model import Model
 from quantkit.record.provenance import DataRecord
 from quantkit.run.context import RunContext
@@ -65,7 +71,7 @@ def model(ctx: RunContext, splits: Splits) -> Prepared:
                       output_name=out.name)  # cosine on logits; accuracy on an embedding
     if ctx.settings.model.kind == "onnx" and not splits.label_free and out.kind == "logits":
         check_class_count(graph_proto, model.output_name, len(splits.label_names))
-    feeds = make_feeds(ctx.settings, model)
+    feeds = make_feeds(ctx.settings, model, fixed_batch=fixed_batch(input_specs(graph_proto)))
 
     note_truncation(splits, feeds)  # texts longer than data.max_length: counted, warned
     lengths = {k: feeds.lengths(getattr(splits, k)) for k in ("dev", "test")}

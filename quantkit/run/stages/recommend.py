@@ -31,7 +31,7 @@ def target_throughput(ctx: RunContext, latency) -> dict | None:
 def recommend(ctx: RunContext, signoff: SignOff, artifacts: dict, backend_checks: dict,
               latency: LatencyReport | None) -> tuple[Recommendation, list[str]]:
     """The recommendation among test PASSes (not slower than FP16 where latency is on the
-    target runtime) whose engine check PASSed where it gates (run/backend_check.py: on the
+    target runtime) whose engine check PASSed where it gates (run/stages/backend_check.py: on the
     deployment runtime, a check that did not pass blocks), and the notes a reviewer must
     read beside it: the deployed artifact's bound, or that the engine check has not run and
     what to run (quantkit/run/deployment.py)."""
@@ -60,7 +60,7 @@ def recommend(ctx: RunContext, signoff: SignOff, artifacts: dict, backend_checks
 
 def blocked_by_engine(backend_checks: dict) -> dict[str, str]:
     """name -> why it may not be recommended: its engine check gates (it ran, or should
-    have, on the deployment runtime) and did not PASS (run/backend_check.py)."""
+    have, on the deployment runtime) and did not PASS (run/stages/backend_check.py)."""
     return {n: f"engine check {c.status} on the deployment runtime: {c.what_to_run}"
             for n, c in backend_checks.items() if c.blocks}
 

@@ -16,12 +16,12 @@ from quantkit.record.serde import decode, encode
 from quantkit.record.signoff import RecommendationRecord, SignoffSkipped
 from quantkit.run.artifact import Artifact
 from quantkit.run.evaluation import Evaluation
-from quantkit.run.quant_source import QuantSource
 from quantkit.run.stages.backend_check import BackendCheck
 from quantkit.run.stages.calibration import Calibration
 from quantkit.run.stages.latency import LatencyReport
 from quantkit.run.stages.layerwise import LayerReport
 from quantkit.run.stages.model import Prepared
+from quantkit.run.stages.ptq import Sources
 from quantkit.run.stages.search import SearchOutcome
 from quantkit.run.stages.signoff import SignOff
 from quantkit.verdict.protocol import Recommendation
@@ -37,7 +37,7 @@ class RunResults:
 
     prepared: Prepared | None = None
     reference: Evaluation | None = None  # fp32 on dev
-    source: QuantSource | None = None  # the ptq stage: recipe, graph to quantize, proofs
+    sources: Sources | None = None  # the ptq stage: the recipe, one source per format
     calibration: Calibration | None = None
     artifacts: dict[str, Artifact] = field(default_factory=dict)
     evaluations: dict[str, Evaluation] = field(default_factory=dict)  # on dev
@@ -117,8 +117,8 @@ def record(record: RunRecord, results: RunResults, run_dir: Path) -> RunRecord:
     run dir's ranges/ and plans/ files into ``record.artifacts`` and write SHA256SUMS."""
     record.schema_version = SCHEMA_VERSION
     record.candidates = candidate_records(results)
-    if results.source is not None:
-        record.ptq = results.source.to_record()
+    if results.sources is not None:
+        record.ptq = results.sources.to_record()
     if results.calibration is not None:
         record.calibration = results.calibration.to_record()
     if results.search_skipped:

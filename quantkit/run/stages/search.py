@@ -39,7 +39,7 @@ from quantkit.run.evaluation import (
     recall_gallery,
 )
 from quantkit.run.format_fill import fp8_fill
-from quantkit.run.quant_source import QuantSource
+from quantkit.run.int8_source import Int8Source
 from quantkit.run.sensitivity import (
     half_test,
     measure_sensitivity,
@@ -122,13 +122,13 @@ def search_skip_reason(settings) -> str | None:
 
 
 def search(ctx: RunContext, artifacts: dict[str, Artifact], evaluations: dict[str, Evaluation],
-           layers: LayerReport, reference: Evaluation, source: QuantSource
+           layers: LayerReport, reference: Evaluation, source: Int8Source
            ) -> SearchOutcome | None:
     """The search over the best INT8 candidate's layers (None without INT8 candidates);
     every variant is built the way that candidate was (``source``: its ptq graph and
     edits; nodes left out of INT8 compute the original FP32 function). The k=0 point is
     that candidate itself; every plan with an FP16 set keeps the edits of its plan refined
-    with :attr:`QuantSource.variant_recipe` (gptq_aware where the recipe rounds
+    with :attr:`Int8Source.variant_recipe` (gptq_aware where the recipe rounds
     sequentially), so under sequential rounding k=0 and k>=1 differ by more than the set."""
     s, graph = ctx.settings, ctx.graph
     int8 = {n: a for n, a in artifacts.items() if n.startswith("int8.")}

@@ -97,10 +97,9 @@ def family_members(ctx: RunContext, evaluations: dict[str, Evaluation],
     highest are tied (simulation noise), and among those the best dev metric wins, dev
     values within :data:`~quantkit.compare.ties.DEV_TIE_SHARE` of the leader's dev interval
     width tied again and going to the earliest calibrator in the configured order
-    (``calibrator.methods``), not to float noise. On bert_int8 (Intel Xeon, avx512_vnni /
-    amx_int8) the best dev accuracy, int8.percentile (+0.0029, flip rate 0.0153), planned
-    0.49 and went untested, while int8.minmax (+0.0019, flip rate 0.0123) is what the
-    churn gate and the paired interval favour."""
+    (``calibrator.methods``), not to float noise. The best dev metric alone can pick a
+    candidate the churn gate then leaves untested (measured on bert_int8:
+    benchmarks/results/bert_int8.md, "Figures behind the rules in quantkit/run/")."""
     names = [n for n in ("fp16",) if n in evaluations]
     for fmt in ("int8.", "fp8."):  # the best candidate of each quantized format
         cands = [n for n in evaluations if n.startswith(fmt)]
