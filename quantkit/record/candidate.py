@@ -14,12 +14,12 @@ from quantkit.record.serde import (
     JsonObject,
     JsonValue,
     decode,
-    decode_fields,
     decoder,
     encode,
     encoder,
     inline,
     optional,
+    to_dict_codec,
 )
 from quantkit.record.verdict import VerdictRecord
 from quantkit.verdict.engine_gate import DeploymentBudget, EngineCheckPlan, EngineGate
@@ -170,14 +170,7 @@ class EmbeddingOutput:
     dims: int
 
 
-@encoder(EngineMeta)
-def _encode_engine_meta(meta: EngineMeta) -> JsonValue:
-    return encode(meta.to_dict())
-
-
-@decoder(EngineMeta)
-def _decode_engine_meta(data: JsonValue, where: str) -> EngineMeta:
-    return EngineMeta.from_dict(decode(JsonObject, data, where), where=where)
+to_dict_codec(EngineMeta)  # backends/engine_meta.py: the engine's metadata file's own form
 
 
 @dataclass
@@ -205,17 +198,8 @@ class Lint:
     rules: str | None = optional()  # schema 1 on
 
 
-@encoder(StepRecord)
-def _encode_step(step: StepRecord) -> JsonValue:
-    return encode(step.to_dict())
-
-
-@decoder(StepRecord)
-def _decode_step(data: JsonValue, where: str) -> StepRecord:
-    """A ptq step's record; ``groups`` is written only when the step edited node groups."""
-    d = dict(decode(JsonObject, data, where))
-    d.setdefault("groups", [])
-    return decode_fields(StepRecord, d, where)
+# a ptq step's record (ptq/step_record.py); ``groups`` written only when it edited node groups
+to_dict_codec(StepRecord, left_out={"groups": []})
 
 
 @dataclass(kw_only=True)

@@ -7,30 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from quantkit.data.info import DataInfo
-from quantkit.record.serde import (
-    JsonObject,
-    JsonValue,
-    decode,
-    decode_fields,
-    decoder,
-    encode,
-    encoder,
-    optional,
-)
+from quantkit.record.serde import JsonObject, encode, optional, to_dict_codec
 
 __all__ = ["CacheCount", "DataRecord", "JobRecord", "StageTiming"]
 
 
-@encoder(DataInfo)
-def _encode_data_info(info: DataInfo) -> JsonValue:
-    return encode(info.to_dict())
-
-
-@decoder(DataInfo)
-def _decode_data_info(data: JsonValue, where: str) -> DataInfo:
-    d = dict(decode(JsonObject, data, where))
-    decode(bool, d.pop("grouped", None), f"{where}.grouped")  # derived: group_column is set
-    return decode_fields(DataInfo, d, where)
+# data/info.py's DataInfo; ``grouped`` is written for the reader (group_column is set)
+to_dict_codec(DataInfo, derived={"grouped": bool})
 
 
 @dataclass

@@ -8,31 +8,13 @@ from dataclasses import dataclass
 
 from quantkit.ptq.proof import StepProof
 from quantkit.ptq.step_record import StepRecord
-from quantkit.record.serde import (
-    JsonObject,
-    JsonValue,
-    decode,
-    decode_fields,
-    decoder,
-    encode,
-    encoder,
-    optional,
-)
+from quantkit.record.serde import JsonObject, JsonValue, optional, to_dict_codec
 
 __all__ = ["PtqChoice", "PtqRecord", "PtqTrial"]
 
 
-@encoder(StepProof)
-def _encode_proof(proof: StepProof) -> JsonValue:
-    return encode(proof.to_dict())
-
-
-@decoder(StepProof)
-def _decode_proof(data: JsonValue, where: str) -> StepProof:
-    """A rewrite's proof; its ``relative_error`` is written for the reader, derived."""
-    d = dict(decode(JsonObject, data, where))
-    decode(float | None, d.pop("relative_error", None), f"{where}.relative_error")
-    return decode_fields(StepProof, d, where)
+# a rewrite's proof (ptq/proof.py); its ``relative_error`` is written for the reader, derived
+to_dict_codec(StepProof, derived={"relative_error": float | None})
 
 
 @dataclass

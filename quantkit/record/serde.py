@@ -39,9 +39,9 @@ import numpy as np
 from quantkit.errors import RecordError
 
 __all__ = ["JsonObject", "JsonValue", "RecordError", "decode", "decode_fields", "decoder",
-           "encode", "encoder", "inline", "is_optional", "optional", "section"]
+           "encode", "encoder", "inline", "is_optional", "optional", "section", "to_dict_codec"]
 
-#: Any JSON value (what ``json.load`` returns): for open-ended recorded data.
+#: A JSON value of any kind (what ``json.load`` returns): for open-ended recorded data.
 JsonValue = Union[str, int, float, bool, None, list["JsonValue"], dict[str, "JsonValue"]]
 #: A JSON object.
 JsonObject = dict[str, JsonValue]
@@ -96,6 +96,26 @@ def decoder(tp: type) -> Callable:
         _DECODERS[tp] = fn
         return fn
     return register
+
+
+def to_dict_codec(tp: type, *, derived: dict[str, object] | None = None,
+                  left_out: dict[str, JsonValue] | None = None) -> None:
+    """Register the JSON form of a domain type that writes itself: its ``to_dict()``, read
+    back field by field; each key of ``derived`` (name -> type: written for the reader,
+    computed from the fields) checked and dropped, each key of ``left_out`` (name -> value)
+    filled in where ``to_dict`` leaves it out."""
+    @encoder(tp)
+    def _encode(obj: object) -> JsonValue:
+        return encode(obj.to_dict())  # type: ignore[attr-defined]
+
+    @decoder(tp)
+    def _decode(data: JsonValue, where: str) -> object:
+        d = dict(decode(JsonObject, data, where))
+        for key, kind in (derived or {}).items():
+            decode(kind, d.pop(key, None), f"{where}.{key}")
+        for key, value in (left_out or {}).items():
+            d.setdefault(key, value)
+        return decode_fields(tp, d, where)
 
 
 # ----------------------------------------------------------------------------- encode
