@@ -8,20 +8,21 @@ unions, ``Literal[...]``, ``str`` / ``int`` / ``float`` / ``bool`` and the JSON 
 :data:`JsonValue` (open-ended data kept as written: the recorded config, host facts).
 Decoding is strict: an unknown key, a missing key or a value of the wrong type is a
 :class:`~quantkit.errors.RecordError` naming its key path. Records of older schema versions
-are made current by :mod:`quantkit.record.migrate` before they are decoded; the types hold
-no defaults for them.
+are made current by :mod:`quantkit.record.migrate` before they are decoded.
 
-Two field helpers say how a field is written: :func:`optional` (the key is left out while
-the value is None: written only by the runs that have it) and :func:`section` (a section of
-a stage that did not run: None, written as ``{}``). A type that needs its own JSON form
+Three field helpers say how a field is written: :func:`optional` (the key is left out while
+the value is None: written only by the runs that have it), :func:`section` (a section of a
+stage that did not run: None, written as ``{}``) and :func:`inline` (a group of keys written
+together or not at all, in the parent object). A type that needs its own JSON form
 registers an encoder and a decoder beside it (as Polygraphy's ``Encoder.register`` /
-``Decoder.register`` do in ``comparator/struct.py``)::
+``Decoder.register`` do in ``comparator/struct.py``); :func:`to_dict_codec` does it in one
+line for a domain type that writes itself with ``to_dict()``::
 
-    @encoder(Interval)
-    def _(x: Interval) -> JsonValue: ...
+    @encoder(EmbeddingRecord)
+    def _encode_embedding(e: EmbeddingRecord) -> JsonValue: ...
 
-    @decoder(Interval)
-    def _(data: JsonValue, where: str) -> Interval: ...
+    @decoder(EmbeddingRecord)
+    def _decode_embedding(data: JsonValue, where: str) -> EmbeddingRecord: ...
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ import numpy as np
 from quantkit.errors import RecordError
 
 __all__ = ["JsonObject", "JsonValue", "RecordError", "decode", "decode_fields", "decoder",
-           "encode", "encoder", "inline", "is_optional", "optional", "section", "to_dict_codec"]
+           "encode", "encoder", "inline", "optional", "section", "to_dict_codec"]
 
 #: A JSON value of any kind (what ``json.load`` returns): for open-ended recorded data.
 JsonValue = Union[str, int, float, bool, None, list["JsonValue"], dict[str, "JsonValue"]]
@@ -75,11 +76,6 @@ def inline(*, required: bool = False) -> dataclasses.Field:
     if required:
         return dataclasses.field(metadata={_INLINE: True})
     return dataclasses.field(default=None, metadata={_OMIT: True, _INLINE: True})
-
-
-def is_optional(f: dataclasses.Field) -> bool:
-    """Whether ``f`` is an :func:`optional` field (left out of the JSON while None)."""
-    return bool(f.metadata.get(_OMIT))
 
 
 def encoder(tp: type) -> Callable:

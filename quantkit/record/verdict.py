@@ -89,9 +89,9 @@ class Margin:
     (``min_agreement``) or, in records before issue 24, a floor / ceiling of a mean; in a
     candidate's verdict also the metric and threshold it was decided at."""
 
+    kind: str | None = optional()
     labelled: MarginValue | None = inline()
     share: ShareTolerance | None = inline()
-    kind: str | None = optional()
     test: str | None = optional()
     gallery: Gallery | None = optional()
     min_agreement: float | None = optional()
