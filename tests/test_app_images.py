@@ -117,7 +117,7 @@ def test_a_model_with_a_fixed_batch_of_one_runs_with_no_setting(tmp_path):
         "bench.feeds=1", "bench.warmup=1", "bench.min_repeats=1", "bench.repeats=2",
         "experiment_name=fixed1"],
         run_dir=tmp_path / "run")
-    assert rec.data["feeds"]["fixed_batch"] == 1
-    assert rec.candidates["fp32"]["metrics"]["accuracy"] == 1.0
-    assert {int(b) for b in rec.candidates["fp32"]["latency"]} == {1}  # batch 1 only
-    assert rec.candidates["int8.minmax"]["plan_counts"]["int8"] == 2
+    assert rec.data.feeds["fixed_batch"] == 1
+    assert rec.candidates["fp32"].metrics.accuracy == 1.0
+    assert {int(b) for b in rec.candidates["fp32"].latency} == {1}  # batch 1 only
+    assert rec.candidates["int8.minmax"].plan_counts["int8"] == 2
