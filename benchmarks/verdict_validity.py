@@ -65,6 +65,7 @@ candidate is lossless (the accuracy world).
 
     python benchmarks/verdict_validity.py [--sims 2000] [--rows accuracy kl_n100 ...]
     python benchmarks/verdict_validity.py --sims 100      # a quick check
+    python benchmarks/verdict_validity.py --smoke         # every row, 3 simulations each
 
 The process points QUANTKIT_CACHE and HOME at a temporary directory before importing
 quantkit (nothing of the user's cache or home is read or written).
@@ -130,6 +131,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 ALPHA = 0.025
@@ -621,7 +625,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-power", type=float, default=0.0,
                     help="verdict.min_power (0: every declared member tested, the worst case)")
     ap.add_argument("--power-sims", type=int, default=0, help="verdict.power_sims")
+    _common.bench_args(ap, "every row, 3 simulated experiments each")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.sims, args.slow_sims = 3, 3
     t0 = time.perf_counter()
     logging.basicConfig(level=logging.ERROR)  # the run's per-candidate warnings: thousands
     logging.getLogger("quantkit").setLevel(logging.ERROR)
@@ -641,4 +648,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_common.run_benchmark("verdict_validity", main))
