@@ -50,6 +50,12 @@ default chosen on dev.
 Usage (run under ``flock /tmp/qk-heavy.lock``):
 
     python benchmarks/accuracy_vs_peers.py --model all [--limit N]   # N first dev/test examples
+    python benchmarks/accuracy_vs_peers.py --smoke   # bert_int8, 16 examples, INT8 and FP8
+
+``--smoke``: bert_int8 on 16 dev / test examples and 16 calibration samples, quantkit with
+``ptq.recipe=none precision.fp8_weight_rounding=nearest`` (:data:`SMOKE`), every peer
+configuration; ModelOpt's rows are ``na`` when its venv does not exist (smoke mode never
+creates it).
 
 Time and memory (AMD EPYC, AVX2, 2 cores shared with other jobs, quantkit stages warm in
 the stage cache): ``--model all --limit 200`` 12 min (bert_int8 7.4 min, mobilenet_int8
@@ -72,9 +78,13 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common  # noqa: E402,F401  (puts the repository root on sys.path)
+import _common  # noqa: E402  (also puts the repository root on sys.path)
 
 MODELS = ("bert_int8", "mobilenet_int8")
+#: --smoke: the smallest real run (with --limit 16): the ptq and FP8-rounding stages run, with
+#: their plain choices (the recipe trials and the rounding scores are the runs' own tests')
+SMOKE = ("data.calib.num_samples=16", "calibrator.batch_size=8", "ptq.recipe=none",
+         "precision.fp8_weight_rounding=nearest")
 #: the weighted-op scope of each data kind (quantkit's scope for the experiment)
 SCOPES = {"text": ("MatMul", "Gemm"), "image": ("Conv", "Gemm")}
 
@@ -142,7 +152,7 @@ def parse_models(value: str) -> list[str]:
     return names
 
 
-def main() -> None:
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--limit", "--eval-limit", dest="limit", type=int, default=None,
                     help="first N examples of dev and of test (documented partial run)")
@@ -155,30 +165,40 @@ def main() -> None:
     ap.add_argument("--fp8", action=argparse.BooleanOptionalAction, default=True,
                     help="also compare FP8 E4M3 (gpu.sm=90): quantkit's fp8.<calibrator> vs "
                          "ModelOpt quantize_mode=fp8 (default on; --no-fp8: INT8 only)")
+    _common.bench_args(ap, "bert_int8 on 16 dev / test examples and 16 calibration samples, "
+                           "INT8 and FP8, ptq.recipe=none; ModelOpt only where its venv exists")
     a = ap.parse_args([f"--model={x.split('=', 1)[1]}" if x.startswith("model=") else x
                        for x in sys.argv[1:]])
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     models = parse_models(a.model)
+    extra: tuple[str, ...] = ()
+    if a.smoke:
+        a.limit, extra = 16, SMOKE
     t0 = time.perf_counter()
-    venv_python, venv_note = ensure_modelopt_venv(Path(a.modelopt_venv))
+    venv_python, venv_note = ensure_modelopt_venv(Path(a.modelopt_venv), create=not a.smoke)
+    if venv_note:
+        print(f"ModelOpt not measured (its rows are na): {venv_note}", flush=True)
     lines = []
     for m in models:
         t = time.perf_counter()
         comparison = compare_model(m, a.limit, venv_python, venv_note,
-                                   all_calibrators=a.all_calibrators, fp8=a.fp8)
+                                   all_calibrators=a.all_calibrators, fp8=a.fp8,
+                                   overrides=extra)
         print_table(comparison)
         print(f"({m}: {time.perf_counter() - t:.0f} s)", flush=True)
         lines.append(comparison.line())
     print(f"total {time.perf_counter() - t0:.0f} s")
     for line in lines:
         print(line, flush=True)
+    return 0
 
 
 def compare_model(experiment: str, limit: int | None, venv_python: Path | None,
                   venv_note: str | None, *, all_calibrators: bool = False,
-                  fp8: bool = False) -> ModelComparison:
+                  fp8: bool = False, overrides: tuple[str, ...] = ()) -> ModelComparison:
     """Measure quantkit's default, ORT and ModelOpt on ``experiment``'s model and data
-    (``fp8``: on an H200 target, FP8 candidates of quantkit and ModelOpt too)."""
+    (``fp8``: on an H200 target, FP8 candidates of quantkit and ModelOpt too; ``overrides``:
+    more of the experiment's, e.g. a smaller calibration split)."""
     import numpy as np
 
     import peers
@@ -193,7 +213,8 @@ def compare_model(experiment: str, limit: int | None, venv_python: Path | None,
     from quantkit.app import prepared_context
     from quantkit.run.scope import quant_scope
 
-    overrides = [f"data.test.limit={limit}", f"data.dev.limit={limit}"] if limit else []
+    overrides = [*overrides, *([f"data.test.limit={limit}", f"data.dev.limit={limit}"]
+                               if limit else [])]
     if fp8:  # an FP8 GPU: the run builds fp8.<calibrator> beside int8.<calibrator>
         overrides += ["gpu.sm=90", "precision.formats=[int8,fp8]"]
     s = _common.settings_for(experiment, *overrides)
@@ -215,7 +236,7 @@ def compare_model(experiment: str, limit: int | None, venv_python: Path | None,
         overflow = check_fp16_range(ctx)
         source = apply_ptq(ctx, quant_scope(ctx), overflow, ref_dev)
         cal = calibrate(ctx, source)
-        arts = {n: art for n, art in build_artifacts(ctx, cal, overflow, source).items()
+        arts = {n: art for n, art in build_artifacts(ctx, cal, overflow, source, ref_dev).items()
                 if n.startswith(("int8.", "fp8."))}
         dev = {n: evaluate_artifact(ctx, art, ref_dev) for n, art in arts.items()}
         members = family_members(ctx, dev, None)
@@ -320,10 +341,10 @@ quantize(src, quantize_mode=mode, calibration_data=data, calibration_method=meth
 """
 
 
-def ensure_modelopt_venv(venv: Path) -> tuple[Path | None, str | None]:
+def ensure_modelopt_venv(venv: Path, *, create: bool = True) -> tuple[Path | None, str | None]:
     """(python of a venv with nvidia-modelopt[onnx], None) or (None, why not).
 
-    Created on first use: torch 2.13.0 CPU first (else ModelOpt pulls a multi-GB CUDA torch),
+    Created on first use unless ``create`` is false (``--smoke``): torch 2.13.0 CPU first (else ModelOpt pulls a multi-GB CUDA torch),
     then ``nvidia-modelopt[onnx]`` (which brings onnxruntime-gpu and onnx 1.21: hence its own
     venv). Failing installs are reported, not raised: the other peers are still measured.
     """
@@ -331,6 +352,8 @@ def ensure_modelopt_venv(venv: Path) -> tuple[Path | None, str | None]:
     check = [str(python), "-c", "import modelopt.onnx.quantization"]
     if python.exists() and subprocess.run(check, capture_output=True).returncode == 0:
         return python, None
+    if not create:
+        return None, f"no venv with nvidia-modelopt[onnx] at {venv} (--smoke never creates it)"
     steps = [[sys.executable, "-m", "venv", str(venv)],
              [str(python), "-m", "pip", "install", "-q", "torch==2.13.0+cpu"],
              [str(python), "-m", "pip", "install", "-q", "nvidia-modelopt[onnx]"]]
@@ -370,4 +393,4 @@ def modelopt_quantize(python, model_path, out, calib, tmp, *, mode="int8", metho
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(_common.run_benchmark("accuracy_vs_peers", main))
