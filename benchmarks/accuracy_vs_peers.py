@@ -234,9 +234,9 @@ def compare_model(experiment: str, limit: int | None, venv_python: Path | None,
             return ev.metric("accuracy"), float((ev.logits.argmax(1) == ref_pred).mean())
 
         overflow = check_fp16_range(ctx)
-        source = apply_ptq(ctx, quant_scope(ctx), overflow, ref_dev)
-        cal = calibrate(ctx, source)
-        arts = {n: art for n, art in build_artifacts(ctx, cal, overflow, source, ref_dev).items()
+        sources = apply_ptq(ctx, quant_scope(ctx), overflow, ref_dev)
+        cal = calibrate(ctx, sources)
+        arts = {n: art for n, art in build_artifacts(ctx, cal, overflow, sources).items()
                 if n.startswith(("int8.", "fp8."))}
         dev = {n: evaluate_artifact(ctx, art, ref_dev) for n, art in arts.items()}
         members = family_members(ctx, dev, None)

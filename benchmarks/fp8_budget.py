@@ -8,7 +8,7 @@ The last line sums the rows up: ``model=<m> split=<split> n=<n> fp8_nodes=<k> ac
 worst_row=<row> worst_agree=<agreement of the row furthest from FP32> rows=<rows run>``.
 
 The FP8 plan is the run's ``fp8.minmax`` one on the original graph at opset 19
-(``run/artifacts.fp8_plan``: FP8 E4M3 where TensorRT runs FP8, amax / 448 per tensor), its
+(``run/fp8_source.fp8_plan``: FP8 E4M3 where TensorRT runs FP8, amax / 448 per tensor), its
 ranges from the calibration split. Rows (each one line of JSON: agreement and flips vs
 FP32's top-1, accuracy, mean KL vs FP32, logit NMSE):
 
@@ -76,7 +76,7 @@ def main() -> int:
     from quantkit.qdq.casts import emulate_fp16, to_opset
     from quantkit.qdq.fp8 import FP8_OPSET, fake_quantize_fp8, fp8_weight_scale
     from quantkit.qdq.insert import insert_qdq
-    from quantkit.run.artifact import fp8_plan
+    from quantkit.run.fp8_source import fp8_plan
 
     p, c = s.precision, s.calibrator
     base = onnx.load(model.path)

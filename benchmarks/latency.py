@@ -124,7 +124,8 @@ def main(argv=None) -> None:
     import peers
     from quantkit.backends.ort import OrtRunner
     from quantkit.app import prepared_context
-    from quantkit.run.artifact import build_artifact, plan_for_ranges
+    from quantkit.run.artifact import build_artifact
+    from quantkit.run.plans import plan_for_ranges
     from quantkit.run.scope import quant_scope
     from quantkit.run.stages.calibration import calibration
     from quantkit.run.stages.fp16_range_check import fp16_range_check
@@ -141,8 +142,8 @@ def main(argv=None) -> None:
         make_batch, calib_feeds, feed_desc = feeds_for(s_trt, ctx.feeds, splits,
                                                        seq_len=a.seq_len)
         # the run's stages; ort_cpu's tensor set: a superset of tensorrt's
-        source = ptq(ctx, quant_scope(ctx), fp16_range_check(ctx), fp32_reference(ctx, "dev"))
-        cal = calibration(ctx, source)
+        sources = ptq(ctx, quant_scope(ctx), fp16_range_check(ctx), fp32_reference(ctx, "dev"))
+        cal = calibration(ctx, sources)
         if a.calibrator not in cal.ranges:
             raise SystemExit(f"--calibrator {a.calibrator}: not one of {list(cal.ranges)}")
         rng = cal.ranges[a.calibrator]

@@ -40,7 +40,8 @@ def write_plan(overrides, run_dir: Path, name: str) -> None:
     """Write ``<run_dir>/plans/<name>.json`` as a run does (``ptq.recipe=none``, the
     calibrator of ``name``): the run's stages on a prepared context."""
     from quantkit.app import prepared_context
-    from quantkit.run.artifact import build_artifact, plan_for_ranges
+    from quantkit.run.artifact import build_artifact
+    from quantkit.run.plans import plan_for_ranges
     from quantkit.run.scope import quant_scope
     from quantkit.run.stages.calibration import calibration
     from quantkit.run.stages.fp16_range_check import fp16_range_check
@@ -51,8 +52,8 @@ def write_plan(overrides, run_dir: Path, name: str) -> None:
     s = _common.settings_for("bert_int8", *overrides, "ptq.recipe=none", f"calibrator={method}")
     ctx = prepared_context(s, run_dir)
     overflow = fp16_range_check(ctx)
-    source = ptq(ctx, quant_scope(ctx), overflow, fp32_reference(ctx, "dev"))
-    rng = calibration(ctx, source).ranges[method]
+    sources = ptq(ctx, quant_scope(ctx), overflow, fp32_reference(ctx, "dev"))
+    rng = calibration(ctx, sources).ranges[method]
     build_artifact(ctx, name, plan_for_ranges(ctx, rng, overflow), nonfinite=rng.excluded)
 
 
