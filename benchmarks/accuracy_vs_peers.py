@@ -53,8 +53,8 @@ Usage (run under ``flock /tmp/qk-heavy.lock``):
     python benchmarks/accuracy_vs_peers.py --smoke   # bert_int8, 16 examples, INT8 and FP8
 
 ``--smoke``: bert_int8 on 16 dev / test examples and 16 calibration samples, quantkit with
-``ptq.recipe=none precision.fp8_weight_rounding=nearest`` (:data:`SMOKE`), every peer
-configuration; ModelOpt's rows are ``na`` when its venv does not exist (smoke mode never
+``ptq.recipe=none precision.fp8_weight_rounding=nearest`` (:data:`SMOKE`), ORT's MinMax
+only, every ModelOpt configuration; ModelOpt's rows are ``na`` when its venv does not exist (smoke mode never
 creates it).
 
 Time and memory (AMD EPYC, AVX2, 2 cores shared with other jobs, quantkit stages warm in
@@ -87,6 +87,8 @@ SMOKE = ("data.calib.num_samples=16", "calibrator.batch_size=8", "ptq.recipe=non
          "precision.fp8_weight_rounding=nearest")
 #: the weighted-op scope of each data kind (quantkit's scope for the experiment)
 SCOPES = {"text": ("MatMul", "Gemm"), "image": ("Conv", "Gemm")}
+#: ONNX Runtime quantize_static's calibration methods (--smoke: MinMax only)
+ORT_METHODS = ("minmax", "percentile", "entropy")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,7 +168,8 @@ def main() -> int:
                     help="also compare FP8 E4M3 (gpu.sm=90): quantkit's fp8.<calibrator> vs "
                          "ModelOpt quantize_mode=fp8 (default on; --no-fp8: INT8 only)")
     _common.bench_args(ap, "bert_int8 on 16 dev / test examples and 16 calibration samples, "
-                           "INT8 and FP8, ptq.recipe=none; ModelOpt only where its venv exists")
+                           "INT8 and FP8, ptq.recipe=none, ORT MinMax only; ModelOpt only "
+                           "where its venv exists")
     a = ap.parse_args([f"--model={x.split('=', 1)[1]}" if x.startswith("model=") else x
                        for x in sys.argv[1:]])
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -183,7 +186,8 @@ def main() -> int:
         t = time.perf_counter()
         comparison = compare_model(m, a.limit, venv_python, venv_note,
                                    all_calibrators=a.all_calibrators, fp8=a.fp8,
-                                   overrides=extra)
+                                   overrides=extra,
+                                   ort_methods=ORT_METHODS[:1] if a.smoke else ORT_METHODS)
         print_table(comparison)
         print(f"({m}: {time.perf_counter() - t:.0f} s)", flush=True)
         lines.append(comparison.line())
@@ -195,10 +199,12 @@ def main() -> int:
 
 def compare_model(experiment: str, limit: int | None, venv_python: Path | None,
                   venv_note: str | None, *, all_calibrators: bool = False,
-                  fp8: bool = False, overrides: tuple[str, ...] = ()) -> ModelComparison:
+                  fp8: bool = False, overrides: tuple[str, ...] = (),
+                  ort_methods: tuple[str, ...] = ORT_METHODS) -> ModelComparison:
     """Measure quantkit's default, ORT and ModelOpt on ``experiment``'s model and data
     (``fp8``: on an H200 target, FP8 candidates of quantkit and ModelOpt too; ``overrides``:
-    more of the experiment's, e.g. a smaller calibration split)."""
+    more of the experiment's, e.g. a smaller calibration split; ``ort_methods``: the
+    calibration methods of ``quantize_static`` measured)."""
     import numpy as np
 
     import peers
@@ -270,7 +276,7 @@ def compare_model(experiment: str, limit: int | None, venv_python: Path | None,
 
         kw = {"pad_to": s.data.max_length} if text else {}
         feeds = [f for _, f in ctx.feeds.batches(splits.calib, s.calibrator.batch_size, **kw)]
-        for method in ("minmax", "percentile", "entropy"):
+        for method in ort_methods:
             out = tmp / f"ort.{method}.onnx"
             peers.ort_quantize(ctx.model.path, out, feeds, method=method, percentile=99.99,
                                op_types=scope_ops)

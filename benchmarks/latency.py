@@ -19,7 +19,7 @@ execution, the run's disabled optimizers); warm-up calls, then interleaved round
 A B C D A B C D ...; medians. Usage:
 
     python benchmarks/latency.py [model=bert_int8|mobilenet_int8] [--rounds 7] [--threads 1]
-    python benchmarks/latency.py --smoke    # bert_int8 on 16 calibration samples, 1 round
+    python benchmarks/latency.py --smoke    # 16 calibration samples, 32 tokens, 1 round
 
 The full run writes benchmarks/results/latency.md (``--results-dir``: elsewhere).
 
@@ -55,11 +55,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--repeat-b1", type=int, default=8, help="batch-1 calls per round and model")
     ap.add_argument("--threads", type=int, default=1, help="ONNX Runtime intra-op threads")
     ap.add_argument("--seq-len", type=int, default=128, help="text: tokens per example (padded)")
-    _common.bench_args(ap, "bert_int8 on 16 calibration samples and 32 dev examples, one "
-                           "timing round of one call, no warm-up")
+    _common.bench_args(ap, "bert_int8 on 16 calibration samples and 32 dev examples, 32 "
+                           "tokens, one timing round of one call, no warm-up")
     a = ap.parse_args(argv)
     if a.smoke:
-        a.rounds, a.warmup, a.repeat_b1 = 1, 0, 1
+        a.rounds, a.warmup, a.repeat_b1, a.seq_len = 1, 0, 1, 32
     a.model = "bert_int8"
     for o in a.overrides:
         key, _, value = o.partition("=")
