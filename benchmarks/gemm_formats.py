@@ -12,9 +12,10 @@ For each shape M x K x N (M tokens / rows, K reduction, N output features) it ti
 on FP8 E4M3 with per-tensor float32 scales (FP16 output): warm-up, then ``--repeats`` timed
 runs of ``--inner`` back-to-back calls each between CUDA events; the figure is the median
 of the repeats. Prints one JSON line per shape and the summary line ``sm=<sm> shapes=<n>
-int8_vs_fp16_max=<x> fp8_vs_fp16_max=<y>`` (the best speed-up over FP16 of any shape; na where
-the format did not run); ``--out`` writes JSON: the device, torch / CUDA versions and per shape and format the
-median ms and TFLOP/s (2*M*K*N flops per GEMM) and the ratio to FP16.
+int8_vs_fp16_max=<x> fp8_vs_fp16_max=<y>`` (the best speed-up over FP16 of any shape; na
+where the format did not run); ``--out`` writes JSON: the device, torch / CUDA versions and
+per shape and format the median ms and TFLOP/s (2*M*K*N flops per GEMM) and the ratio to
+FP16.
 
 These are cuBLASLt figures through torch, not TensorRT kernels: research numbers for the cost
 table (``quantkit/precision/cost_table.py`` cites them), not a latency of any model.

@@ -6,10 +6,10 @@ same calibration (the run's ptq and calibration stages with ``ptq.recipe=none``:
 SmoothQuant / equalization rewrite, so quantize_static below quantizes the same graph; one
 calibrator, default mse; the tensor set of target=ort_cpu, a superset of tensorrt's: it adds
 the Conv / residual-Add outputs that target quantizes, and every tensor's range is computed on
-its own) and the same Plan, realized per target (quantkit/qdq/targets.py). ONNX Runtime's own uint8 QDQ model (quantize_static defaults:
-uint8 activations, per-channel int8 weights, MinMax, every op it can quantize) is timed as
-the reference for target=ort_cpu. The two TensorRT-style models are compared fairly: both have an
-FP32 remainder (precision.remainder=fp32; quantize_static leaves the rest FP32) and the same
+its own) and the same Plan, realized per target (quantkit/qdq/targets.py). ONNX Runtime's
+own uint8 QDQ model (quantize_static defaults: uint8 activations, per-channel int8 weights,
+MinMax, every op it can quantize) is timed as the reference for target=ort_cpu. The two
+TensorRT-style models are compared fairly: both have an FP32 remainder (precision.remainder=fp32; quantize_static leaves the rest FP32) and the same
 INT8 op scope (quantize_static's nodes_to_quantize = quantkit's INT8 nodes), symmetric int8
 activations and per-channel int8 weights in QDQ format. The CPU numbers of the TensorRT-style
 models say nothing about TensorRT latency: they only show how ONNX Runtime runs such graphs.

@@ -13,10 +13,7 @@ worst_flip_rate=<r>``. ``--smoke`` writes its own plan first (the run's ptq, cal
 artifact code, ``ptq.recipe=none calibrator=mse``, 16 calibration samples) into a temporary
 run dir.
 
-Measured on an AMD EPYC (AVX2, no VNNI), ORT 1.32, bert_int8 int8.mse, n = 2,559 (under load):
-FP32 remainder fused 0.7624 / exact 0.7648, 102 flips (3.99%) between them, max |dlogit|
-0.59; exact at ORT_ENABLE_ALL vs ORT_ENABLE_BASIC (float summation order only): 1 flip;
-exact vs integer (int32-exact integer kernels): 14 flips (0.55%).
+Measured flips and logit differences: benchmarks/results/qdq_numerics.md.
 """
 
 from __future__ import annotations
