@@ -14,13 +14,10 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from hydra import compose, initialize_config_dir
 from onnx import helper
 
+import quantkit
 from onnx_graphs import save_cnn
-from quantkit.settings import register
-
-CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
 def residual_cnn(path: Path, *, batch: str | int = "batch") -> None:
@@ -51,23 +48,19 @@ def image_folder(root: Path, n_per_class: int = 40) -> None:
 
 
 def test_run_on_an_image_folder_with_your_own_cnn(tmp_path):
-    from quantkit.app import run
     from quantkit.qdq.qdq_map import QdqMap
     from quantkit.qdq.lint import lint_qdq
 
     residual_cnn(tmp_path / "cnn.onnx")
     image_folder(tmp_path / "images")
-    register()
     overrides = ["model=onnx", f"model.path={tmp_path / 'cnn.onnx'}", "data=image_folder",
                  f"data.path={tmp_path / 'images'}", "data.image.size=16", "data.eval_fraction=0.5",
                  "data.calib.num_samples=16", f"cache_dir={tmp_path / 'cache'}", "progress=false",
                  "report.formats=[json,md]", "verdict.n_boot=200", "compare.subset=16",
                  "compare.backend_check_subset=16", "precision.search.subset=16",
                  "bench.enabled=false", "experiment_name=images"]
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=overrides)
     out = tmp_path / "run"
-    rec = run(cfg, out_dir=out)
+    rec = quantkit.run(overrides=overrides, run_dir=out)
 
     assert rec.data.kind == "image" and rec.data.sizes == {"train": 8, "calib": 16, "dev": 16, "test": 40}
     assert rec.data.label_names == ["bright", "dark"]

@@ -3,26 +3,20 @@ loop's stopping rules, and the bench settings (composed with Hydra, validated)."
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
-from hydra import compose, initialize_config_dir
 from onnx import TensorProto, helper, numpy_helper
 
+import quantkit
 from quantkit.bench import measure_latency, time_runner
 from quantkit.bench.timing import warmup_calls
 from quantkit.errors import ConfigError
-from quantkit.settings import build, register
-
-CONF = Path(__file__).resolve().parents[2] / "conf"
 
 
 def compose_settings(*overrides: str):
-    register()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return build(compose(config_name="config", overrides=["experiment=bert_int8", *overrides]))
+    return quantkit.configure(["experiment=bert_int8", *overrides])
 
 
 def matmul_chain(depth: int, width: int = 64) -> onnx.ModelProto:
