@@ -248,13 +248,19 @@ def test_latency_reused_from_the_stage_cache_for_the_same_artifact(tmp_path):
 
 
 def test_recommended_slower_than_fp32_is_flagged():
+    from report.builders import candidate, latency
+
+    from quantkit.record.candidate import CandidateRecord
+    from quantkit.record.serde import decode
     from quantkit.run.stages.record import slower_than_fp32
 
     def lat(b1, b32):
-        return {"1": {"throughput": b1}, "32": {"throughput": b32}}
+        return {"1": latency(10.0, throughput=b1), "32": latency(100.0, batch=32, throughput=b32)}
 
-    cands = {"fp32": {"latency": lat(100.0, 300.0)}, "mixed": {"latency": lat(120.0, 200.0)},
-             "int8.mse": {"latency": lat(200.0, 600.0)}, "fp16": {}}
+    entries = {"fp32": candidate(latency=lat(100.0, 300.0)),
+               "mixed": candidate(latency=lat(120.0, 200.0)),
+               "int8.mse": candidate(latency=lat(200.0, 600.0)), "fp16": candidate()}
+    cands = {n: decode(CandidateRecord, c, where=n) for n, c in entries.items()}
     msg = slower_than_fp32(cands, "mixed")
     assert msg and "batch 32: 200.0/s vs FP32 300.0/s" in msg and "batch 1" not in msg
     assert slower_than_fp32(cands, "int8.mse") is None
