@@ -149,7 +149,7 @@ def run_facts() -> dict:
             "dirty": len(dirty)}
 
 
-def results_text(name: str, *, command: str, facts: dict, started: str, seconds: float,
+def results_text(name: str, *, script: str | None = None, command: str, facts: dict, started: str, seconds: float,
                  load: tuple[float, float], rc: int, smoke: bool, output: str,
                  previous: str | None) -> str:
     """The results file of one run: its title, the latest run, and the earlier results of
@@ -170,7 +170,7 @@ def results_text(name: str, *, command: str, facts: dict, started: str, seconds:
              else ", tree clean")
     body = [
         title, "",
-        f"Written by `benchmarks/{name}.py` itself (`benchmarks/_common.py: run_benchmark`): "
+        f"Written by `benchmarks/{script or name}.py` itself (`benchmarks/_common.py: run_benchmark`): "
         "each full run replaces the section \"Latest run\"; the text below \"Earlier results\" "
         "is kept as it was written.", "",
         LATEST, "",
@@ -206,7 +206,8 @@ def _demoted(text: str) -> str:
     return "\n".join(out).strip("\n") + "\n"
 
 
-def run_benchmark(name: str, main, argv: list[str] | None = None) -> int:
+def run_benchmark(name: str, main, argv: list[str] | None = None, *,
+                  script: str | None = None) -> int:
     """Run a benchmark's ``main()`` and write its results file; returns its exit code.
 
     ``main`` parses ``sys.argv`` itself (its parser has :func:`bench_args`) and returns an
@@ -214,7 +215,8 @@ def run_benchmark(name: str, main, argv: list[str] | None = None) -> int:
     code 0 or 1: a measured result, even one that failed its check) the results file
     ``<name>.md`` is written to ``--results-dir``, else to benchmarks/results/ (a full run)
     or a new temporary directory (``--smoke``); its path goes to stderr. A benchmark that
-    skipped (:func:`skip`) writes nothing.
+    skipped (:func:`skip`) writes nothing. ``script``: the benchmark's file name when it is not
+    ``name`` (one script that writes a results file per experiment).
     """
     argv = sys.argv[1:] if argv is None else argv
     own = argparse.ArgumentParser(add_help=False)
@@ -251,8 +253,8 @@ def run_benchmark(name: str, main, argv: list[str] | None = None) -> int:
     previous = path.read_text(encoding="utf-8") if path.is_file() else (
         (RESULTS_DIR / f"{name}.md").read_text(encoding="utf-8")
         if known.smoke and (RESULTS_DIR / f"{name}.md").is_file() else None)
-    command = "python " + shlex.join([f"benchmarks/{name}.py", *argv])
-    text = results_text(name, command=command, facts=run_facts(), started=started,
+    command = "python " + shlex.join([f"benchmarks/{script or name}.py", *argv])
+    text = results_text(name, script=script or name, command=command, facts=run_facts(), started=started,
                         seconds=time.perf_counter() - t0, load=(load0, os.getloadavg()[0]),
                         rc=rc, smoke=known.smoke, output=output, previous=previous)
     path.write_text(text, encoding="utf-8")
