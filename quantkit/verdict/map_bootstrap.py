@@ -1,0 +1,366 @@
+"""COCO mAP on resampled images, and the paired mAP non-inferiority test.
+
+mAP is not a mean over images: precision at each recall level pools every image's
+detections of a class, ranked by score. A bootstrap must therefore recompute mAP on each
+resample, FP32's and the candidate's on the *same* resampled images. Doing that with the
+evaluator (2,000 resamples x 2 models x a COCOeval run) would take hours; here the matching is
+done ONCE by the evaluator (pycocotools' ``evaluateImg``: per image, class and IoU threshold,
+each detection a true positive, a false positive or ignored; :class:`MatchTable`) and each
+resample only recombines it, exactly as ``COCOeval.accumulate`` would on the resampled images:
+
+* a resample is a count ``w_i`` per image (``Multinomial(n, 1/n)``; with groups, per group,
+  each image taking its group's count);
+* per class, the detections stay in the evaluator's order (each image's top ``maxDet`` by
+  score, then a stable sort by score over the images in id order); an image drawn ``w_i``
+  times contributes each detection ``w_i`` times in a row, so the cumulative true / false
+  positives at each detection are sums of weights, and the number of ground-truth boxes is
+  ``sum_i w_i n_i``;
+* precision ``tp / (fp + tp + eps)``, its running maximum from the right, and the
+  interpolated precision at the 101 recall thresholds (``searchsorted(rc, recThrs, 'left')``)
+  are evaluated only where a true positive raises recall: a threshold ``r`` lands on the
+  detection whose recall first reaches it, and between two true positives precision only
+  falls, so the maximum from the right is the same on these points as on all of them (and
+  a run of ``w`` copies of a true positive reaches its highest precision on its last copy).
+
+So the recombined mAP equals the evaluator's mAP on the resampled image list (the copies of
+an image given new ids): tests/verdict/test_map_bootstrap.py checks it against pycocotools on
+the full set and on resamples, to 1e-12. (Exact where no two detections of one image and class
+tie in score; a tie across images keeps the evaluator's image order.) Cost: one sparse
+product and a few passes over the true positives per resample chunk.
+
+The test (:func:`map_signoff`): ``D = mAP(cand) - (1 - m) mAP(FP32)`` for a relative margin
+``m`` (``D = mAP(cand) - mAP(FP32) + m`` for an absolute one), recomputed on each resample,
+so the margin's own uncertainty (it is a fraction of FP32's estimated mAP) is inside the
+interval. Percentile interval of ``D`` at one-sided ``alpha``: PASS when its low end is above
+0, FAIL when its high end is below, INCONCLUSIVE otherwise or below ``min_n`` images /
+``min_groups`` groups. Reported on the delta scale (``mAP(cand) - mAP(FP32)`` against
+``-m mAP(FP32)``, the interval shifted by the observed margin). Simulated at the margin
+(``benchmarks/detection_validity.py``; measured: benchmarks/results/detection_validity.md).
+
+Numerics only (numpy / scipy), no I/O; randomness only from the policy's seed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+from scipy import sparse
+from scipy.stats import norm
+
+from quantkit.errors import ConfigError, DataError
+from quantkit.verdict.cluster import group_codes
+from quantkit.verdict.intervals import too_small
+from quantkit.verdict.margin import Margin, margin_abs as to_margin_abs
+from quantkit.verdict.outcome import DEFAULT_POLICY, INCONCLUSIVE, SignoffTest, status_of
+from quantkit.verdict.paired import as_rng
+from quantkit.verdict.policy import TestPolicy
+
+__all__ = ["COCO_IOU_THRESHOLDS", "COCO_RECALL_THRESHOLDS", "MAP_METRICS", "MatchTable",
+           "MapRecombiner", "map_signoff", "resample_weights"]
+
+#: pycocotools' Params.setDetParams, to the bit
+COCO_IOU_THRESHOLDS = np.linspace(.5, 0.95, int(np.round((0.95 - .5) / .05)) + 1, endpoint=True)
+COCO_RECALL_THRESHOLDS = np.linspace(.0, 1.00, int(np.round((1.00 - .0) / .01)) + 1,
+                                     endpoint=True)
+_EPS = np.spacing(1)
+
+#: verdict.metric -> the IoU thresholds it averages over (indices into COCO_IOU_THRESHOLDS)
+MAP_METRICS = {"map": slice(None), "map50": slice(0, 1), "map75": slice(5, 6)}
+_CHUNK_ELEMENTS = 4_000_000
+
+
+@dataclass(frozen=True)
+class MatchTable:
+    """The evaluator's per-image matches for one area range and maxDet.
+
+    ``det_image`` / ``det_class`` / ``det_score`` [D]: every detection the evaluator ranked,
+    grouped by class and, within a class, in the evaluator's order (score, highest first;
+    ties by image order); ``det_tp`` / ``det_fp`` bool [T, D]: a true / false positive at
+    IoU threshold t (neither: ignored); ``gt_count`` [I, K]: each image's ground-truth boxes
+    that count (not ignored) per class; ``iou_thresholds`` [T].
+    """
+
+    n_images: int
+    n_classes: int
+    iou_thresholds: np.ndarray
+    det_image: np.ndarray
+    det_class: np.ndarray
+    det_score: np.ndarray
+    det_tp: np.ndarray
+    det_fp: np.ndarray
+    gt_count: np.ndarray
+
+    def __post_init__(self) -> None:
+        d = self.det_image.shape[0]
+        t = self.iou_thresholds.shape[0]
+        if (self.det_class.shape != (d,) or self.det_score.shape != (d,)
+                or self.det_tp.shape != (t, d) or self.det_fp.shape != (t, d)
+                or self.gt_count.shape != (self.n_images, self.n_classes)):
+            raise DataError("inconsistent match table", where="MatchTable",
+                            value=(d, t, self.det_tp.shape, self.gt_count.shape),
+                            fix="build it with quantkit.tasks.detection.coco.match_table")
+
+    def subset(self, images: Sequence[int]) -> "MatchTable":
+        """The table of the images ``images`` (distinct indices), renumbered 0..len-1 in the
+        given order; the evaluator's order is kept (as the evaluator would order them when
+        ``images`` is increasing)."""
+        idx = np.asarray(images, dtype=np.int64)
+        new = np.full(self.n_images, -1, dtype=np.int64)
+        new[idx] = np.arange(idx.size)
+        keep = np.flatnonzero(new[self.det_image] >= 0)
+        return MatchTable(int(idx.size), self.n_classes, self.iou_thresholds,
+                          new[self.det_image[keep]], self.det_class[keep],
+                          self.det_score[keep], self.det_tp[:, keep], self.det_fp[:, keep],
+                          self.gt_count[idx])
+
+
+def _count_le(values: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
+    """How many ``thresholds`` (sorted) are <= each value: ``searchsorted(.., 'right')``."""
+    return np.searchsorted(thresholds, values.ravel(), side="right").reshape(values.shape)
+
+
+class MapRecombiner:
+    """mAP of a :class:`MatchTable` on any image weights (module docstring).
+
+    Built once per table: the true-positive points of every (class, IoU threshold) block and
+    two sparse maps from images to them (each true positive's own image; the false positives
+    ranked since the previous true positive). :meth:`per_class` then takes weights [B, I].
+    """
+
+    def __init__(self, table: MatchTable, *,
+                 recall_thresholds: np.ndarray = COCO_RECALL_THRESHOLDS) -> None:
+        self.table = table
+        self.recall_thresholds = np.asarray(recall_thresholds, np.float64)
+        t_count = table.iou_thresholds.shape[0]
+        k_count = table.n_classes
+        tp_rows, tp_cols, fp_rows, fp_cols = [], [], [], []
+        blocks = []  # (class, iou index, start column, end column)
+        col = 0
+        for k in range(k_count):
+            ds = np.flatnonzero(table.det_class == k)
+            for t in range(t_count):
+                tp = table.det_tp[t, ds]
+                fp = table.det_fp[t, ds]
+                tp_pos = np.flatnonzero(tp)
+                m = tp_pos.size
+                blocks.append((k, t, col, col + m))
+                if m:
+                    tp_rows.append(table.det_image[ds[tp_pos]])
+                    tp_cols.append(col + np.arange(m))
+                    fp_pos = np.flatnonzero(fp)
+                    seg = np.searchsorted(tp_pos, fp_pos, side="left")  # next TP column
+                    live = seg < m  # false positives after the last TP change nothing
+                    fp_rows.append(table.det_image[ds[fp_pos[live]]])
+                    fp_cols.append(col + seg[live])
+                col += m
+        self.blocks = blocks
+        self.n_columns = col
+        n = table.n_images
+
+        def build(rows, cols):
+            r = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+            c = np.concatenate(cols) if cols else np.zeros(0, np.int64)
+            return sparse.csr_matrix((np.ones(r.size), (c, r)), shape=(col, n))
+
+        self._tp = build(tp_rows, tp_cols)  # [columns, images]
+        self._fp = build(fp_rows, fp_cols)
+        self._gt = np.asarray(table.gt_count, np.float64)  # [I, K]
+
+    def per_class(self, weights: np.ndarray) -> np.ndarray:
+        """AP per resample, IoU threshold and class: float64 [B, T, K], NaN where the
+        class has no ground truth on that resample (the evaluator's -1)."""
+        w = np.atleast_2d(np.asarray(weights, np.float64))
+        if w.shape[1] != self.table.n_images:
+            raise DataError("one weight per image is needed", where="MapRecombiner",
+                            value=(w.shape, self.table.n_images), fix="pass weights [B, I]")
+        b_total = w.shape[0]
+        t_count = self.table.iou_thresholds.shape[0]
+        out = np.full((b_total, t_count, self.table.n_classes), np.nan)
+        npig_all = w @ self._gt  # [B, K]
+        chunk = max(1, _CHUNK_ELEMENTS // max(self.n_columns, 1))
+        r_count = self.recall_thresholds.size
+        for lo in range(0, b_total, chunk):
+            hi = min(b_total, lo + chunk)
+            wt = w[lo:hi].T  # [I, b]
+            tpw = np.asarray(self._tp @ wt)  # [columns, b]
+            fpw = np.asarray(self._fp @ wt)
+            tpc = np.cumsum(tpw, axis=0)
+            fpc = np.cumsum(fpw, axis=0)
+            npig = npig_all[lo:hi]
+            for k, t, a, e in self.blocks:
+                valid = npig[:, k] > 0
+                ap = np.zeros(hi - lo)
+                if e > a:
+                    base_tp = tpc[a - 1] if a > 0 else 0.0
+                    base_fp = fpc[a - 1] if a > 0 else 0.0
+                    tp = tpc[a:e] - base_tp
+                    fp = fpc[a:e] - base_fp
+                    pr = tp / (fp + tp + _EPS)
+                    env = np.maximum.accumulate(pr[::-1], axis=0)[::-1]
+                    with np.errstate(divide="ignore", invalid="ignore"):
+                        rc = tp / npig[:, k]
+                    s = _count_le(np.where(np.isfinite(rc), rc, 0.0), self.recall_thresholds)
+                    ds = np.diff(s, axis=0, prepend=0)
+                    ap = (env * ds).sum(axis=0) / r_count
+                out[lo:hi, t, k] = np.where(valid, ap, np.nan)
+        return out
+
+    def map(self, weights: np.ndarray, metric: str = "map") -> np.ndarray:
+        """mAP per resample [B] over the classes with ground truth and the IoU thresholds of
+        ``metric`` (:data:`MAP_METRICS`): the evaluator's mean over entries > -1."""
+        sel = MAP_METRICS[metric]
+        ap = self.per_class(weights)[:, sel, :]
+        with np.errstate(invalid="ignore"):
+            return np.nanmean(ap.reshape(ap.shape[0], -1), axis=1) \
+                if np.isfinite(ap).any() else np.full(ap.shape[0], np.nan)
+
+
+def resample_weights(n_images: int, n_boot: int, rng: np.random.Generator,
+                     codes: np.ndarray | None = None, n_groups: int = 0) -> np.ndarray:
+    """Bootstrap counts per image [n_boot, n_images]: images drawn with replacement, or with
+    ``codes`` whole groups drawn (``Multinomial(G, 1/G)``), each image taking its group's."""
+    if codes is None:
+        return rng.multinomial(n_images, np.full(n_images, 1.0 / n_images),
+                               size=n_boot).astype(np.float64)
+    g = rng.multinomial(n_groups, np.full(n_groups, 1.0 / n_groups), size=n_boot)
+    return g[:, codes].astype(np.float64)
+
+
+def _check_pair(ref: MatchTable, cand: MatchTable) -> None:
+    if ref.n_images != cand.n_images or ref.n_classes != cand.n_classes \
+            or not np.array_equal(ref.iou_thresholds, cand.iou_thresholds) \
+            or not np.array_equal(ref.gt_count, cand.gt_count):
+        raise DataError("FP32's and the candidate's match tables are not of the same images "
+                        "and labels", where="map_signoff",
+                        value=(ref.n_images, cand.n_images, ref.n_classes, cand.n_classes),
+                        fix="match both models' detections against the same labels")
+
+
+def map_signoff(ref: MatchTable | MapRecombiner, cand: MatchTable | MapRecombiner, *,
+                margin: Margin, metric: str = "map", groups: Any = None,
+                policy: TestPolicy = DEFAULT_POLICY, candidate: str = "") -> SignoffTest:
+    """Non-inferiority of the candidate's mAP to FP32's (module docstring).
+
+    ``ref`` / ``cand``: the match tables of FP32's and the candidate's detections against the
+    same labels (labelled), or against FP32's own detections (label-free: FP32 then scores 1);
+    ``metric``: map (mAP@[.5:.95]), map50 or map75; ``groups``: one key per image or None.
+    """
+    if metric not in MAP_METRICS:
+        raise ConfigError("not an mAP metric", where="verdict.metric", value=metric,
+                          fix=f"use one of {sorted(MAP_METRICS)}")
+    if not isinstance(margin, Margin):
+        raise ConfigError("margin must be a quantkit.verdict.Margin", where="verdict.margin",
+                          value=margin, fix="pass Margin('relative', 0.01)")
+    r_comb = ref if isinstance(ref, MapRecombiner) else MapRecombiner(ref)
+    c_comb = cand if isinstance(cand, MapRecombiner) else MapRecombiner(cand)
+    _check_pair(r_comb.table, c_comb.table)
+    n = r_comb.table.n_images
+    alpha = policy.alpha
+    ones = np.ones((1, n))
+    ref_map = float(r_comb.map(ones, metric)[0])
+    cand_map = float(c_comb.map(ones, metric)[0])
+    if not math.isfinite(ref_map):
+        raise DataError("no ground-truth boxes: mAP is undefined", where="map_signoff",
+                        value=n, fix="evaluate on images with labelled objects")
+    m = to_margin_abs(margin, ref_map)
+    relative = margin.kind == "relative"
+    point = cand_map - ref_map
+    d_obs = cand_map - (1.0 - margin.value) * ref_map if relative else point + m
+
+    codes, g = (None, 0) if groups is None else group_codes(groups, n, "map_signoff(groups)")
+    rng = as_rng(policy.seed)
+    boots = []
+    chunk = max(1, min(policy.n_boot, 250))
+    done = 0
+    while done < policy.n_boot:
+        b = min(chunk, policy.n_boot - done)
+        w = resample_weights(n, b, rng, codes, g)
+        r_b, c_b = r_comb.map(w, metric), c_comb.map(w, metric)
+        boots.append(c_b - (1.0 - margin.value) * r_b if relative else c_b - r_b + m)
+        done += b
+    d = np.concatenate(boots)
+    d = d[np.isfinite(d)]
+    dropped = policy.n_boot - d.size
+    if d.size == 0:
+        d = np.array([d_obs])
+    q_low, q_high = (float(v) for v in np.quantile(d, [alpha, 1.0 - alpha]))
+    low, high = q_low - m, q_high - m
+    status = status_of(low, high, -m)
+    p_ni = (1 + int(np.count_nonzero(d <= 0.0))) / (d.size + 1)
+    p_reg = (1 + int(np.count_nonzero(d >= 0.0))) / (d.size + 1)
+    sd = float(np.std(d, ddof=1)) if d.size > 1 else 0.0
+
+    level = 100 * (1 - 2 * alpha)
+    name = {"map": "mAP@[.5:.95]", "map50": "mAP@.5", "map75": "mAP@.75"}[metric]
+    unit = "groups" if codes is not None else "images"
+    reasons = [f"{name} delta {point:+.4f} [{level:g}% CI {low:+.4f}, {high:+.4f}] vs -margin "
+               f"{-m:+.4f} ({margin.describe(ref_map, name)}); paired percentile bootstrap "
+               f"over {unit} ({d.size} resamples, FP32's and the candidate's {name} "
+               f"recomputed on each, the margin with them); one-sided alpha {alpha:g}",
+               f"reference {name} {ref_map:.4f}, candidate {cand_map:.4f} on n={n} images"]
+    if dropped:
+        reasons.append(f"{dropped} resamples drew no ground-truth box and were left out")
+    gstats = None
+    if codes is not None:
+        sizes = np.bincount(codes, minlength=g)
+        gstats = {"n_groups": g, "mean_group_size": float(sizes.mean()), "icc": None,
+                  "design_effect": None}
+        reasons.append(f"{g} groups resampled whole ({unit})")
+    small = too_small(n, g, codes is not None, policy)
+    if small:
+        reasons.append(small)
+        status = INCONCLUSIVE
+    plan_n = None
+    if status == INCONCLUSIVE:
+        plan_n = plan_map_size(sd=sd, n=n if codes is None else g, effect=min(point, 0.0),
+                               margin_abs=m, alpha=alpha, power=policy.power,
+                               min_n=policy.min_n)
+        if codes is not None and plan_n is not None:
+            plan_n = int(math.ceil(plan_n * n / g))  # groups -> images at this group size
+        reasons.append(
+            f"a new declared plan would need about {plan_n} test images for "
+            f"{100 * policy.power:g}% power at delta {min(point, 0.0):+.4f}"
+            if plan_n is not None else
+            f"the observed delta {point:+.4f} is at or below -margin: no test size would "
+            "give a PASS power at this effect")
+    changed = int(np.count_nonzero(_image_signature(r_comb.table) !=
+                                   _image_signature(c_comb.table)))
+    methods = {"bootstrap": {"method": "paired_percentile" + ("_cluster" if codes is not None
+                                                               else ""),
+                             "low": low, "high": high, "n_boot": policy.n_boot,
+                             "p_noninferiority": p_ni, "p_regression": p_reg,
+                             "sd_of_d": sd, "d_observed": d_obs, "dropped": dropped}}
+    return SignoffTest(candidate=candidate, metric=metric, status=status, point=point, low=low,
+                       high=high, alpha=alpha, threshold=-m, p_noninferiority=p_ni,
+                       p_regression=p_reg, n=n, ref_value=ref_map, cand_value=cand_map,
+                       flip_rate=changed / n, discordant={"images_changed": changed},
+                       methods=methods, groups=gstats, reasons=reasons,
+                       margin={**margin.to_dict(), "abs": m, "relative_to": "fp32_" + metric},
+                       plan_n=plan_n)
+
+
+def _image_signature(table: MatchTable) -> np.ndarray:
+    """Per image: a number that changes when its detections' count or true positives at
+    IoU 0.5 per class change (for the 'images changed' count)."""
+    k = table.n_classes
+    key = table.det_image * k + table.det_class
+    dets = np.bincount(key, minlength=table.n_images * k).reshape(table.n_images, k)
+    tps = np.bincount(key, weights=table.det_tp[0].astype(np.float64),
+                      minlength=table.n_images * k).reshape(table.n_images, k)
+    mix = np.arange(1, k + 1, dtype=np.float64)
+    return dets @ mix * 1000.0 + tps @ np.sqrt(mix + 1.0)
+
+
+def plan_map_size(*, sd: float, n: int, effect: float, margin_abs: float, alpha: float,
+                  power: float, min_n: int) -> int | None:
+    """Units (images, or groups) a new plan needs for ``power`` at ``effect`` (the delta the
+    candidate is assumed to have), with the bootstrap spread ``sd`` of ``D`` at ``n`` units
+    scaled as ``1 / sqrt(n)``: ``n' = n ((z_a + z_power) sd / (effect + margin))^2``."""
+    gap = effect + margin_abs
+    if gap <= 0 or sd <= 0 or not math.isfinite(sd):
+        return None if gap <= 0 else min_n
+    z = norm.ppf(1 - alpha) + norm.ppf(power)
+    return max(min_n, int(math.ceil(n * (z * sd / gap) ** 2)))
