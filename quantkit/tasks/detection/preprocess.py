@@ -4,7 +4,8 @@ channel order; and the way back: boxes in model-input pixels -> original image p
 * ``letterbox`` keeps the aspect ratio: scale ``r = min(H / h, W / w)``, resize to
   ``round(w r) x round(h r)``, pad with ``pad_value`` to H x W, the image centred
   (``anchor="center"``, ultralytics: ``round(pad - 0.1)`` before, the rest after) or at the
-  top-left corner (``anchor="top_left"``, nudenet's pad-right-and-bottom).
+  top-left corner (``anchor="top_left"``, nudenet: the image is first padded right and
+  bottom to the input's aspect, then that canvas is resized).
 * ``plain`` stretches to H x W (PaddleDetection's PicoDet, rapid-layout).
 
 The resize is :mod:`quantkit.data.images`' elementwise bilinear (torch's ``align_corners=False``
@@ -102,15 +103,23 @@ class DetectionPreprocess:
         if self.resize == "plain":
             return BoxTransform(orig_w, orig_h, self.width / orig_w, self.height / orig_h,
                                 0.0, 0.0)
+        if self.anchor == "top_left":  # pad right / bottom to the input's aspect, resize
+            canvas_w, canvas_h = self._top_left_canvas(orig_h, orig_w)
+            return BoxTransform(orig_w, orig_h, self.width / canvas_w,
+                                self.height / canvas_h, 0.0, 0.0)
         r = min(self.height / orig_h, self.width / orig_w)
         new_w, new_h = max(1, int(round(orig_w * r))), max(1, int(round(orig_h * r)))
-        if self.anchor == "top_left":
-            pad_x = pad_y = 0
-        else:
-            pad_x = int(round((self.width - new_w) / 2 - 0.1))
-            pad_y = int(round((self.height - new_h) / 2 - 0.1))
+        pad_x = int(round((self.width - new_w) / 2 - 0.1))
+        pad_y = int(round((self.height - new_h) / 2 - 0.1))
         return BoxTransform(orig_w, orig_h, new_w / orig_w, new_h / orig_h, float(pad_x),
                             float(pad_y))
+
+    def _top_left_canvas(self, orig_h: int, orig_w: int) -> tuple[int, int]:
+        """(width, height) in original pixels of the image padded right / bottom to the
+        input's aspect (nudenet: a square of the longer side)."""
+        if orig_w * self.height >= orig_h * self.width:
+            return orig_w, max(orig_h, int(round(orig_w * self.height / self.width)))
+        return max(orig_w, int(round(orig_h * self.width / self.height))), orig_h
 
     def one(self, image: np.ndarray) -> tuple[np.ndarray, BoxTransform]:
         """One uint8 [H, W, 3] (or [H, W]) image -> float32 [3, height, width] and its
@@ -124,13 +133,19 @@ class DetectionPreprocess:
         x = x[..., :3]
         h, w = x.shape[:2]
         t = self.transform(h, w)
-        new_w = int(round(t.scale_x * w))
-        new_h = int(round(t.scale_y * h))
         f = np.ascontiguousarray(x.transpose(2, 0, 1)).astype(np.float32)[None]
-        f = resize_axis(resize_axis(f, 2, new_h), 3, new_w)[0]  # rows, then columns
-        canvas = np.full((3, self.height, self.width), float(self.pad_value), np.float32)
-        px, py = int(t.pad_x), int(t.pad_y)
-        canvas[:, py:py + new_h, px:px + new_w] = f
+        if self.resize == "letterbox" and self.anchor == "top_left":
+            cw, ch = self._top_left_canvas(h, w)
+            padded = np.full((1, 3, ch, cw), float(self.pad_value), np.float32)
+            padded[:, :, :h, :w] = f
+            canvas = resize_axis(resize_axis(padded, 2, self.height), 3, self.width)[0]
+        else:
+            new_w = int(round(t.scale_x * w))
+            new_h = int(round(t.scale_y * h))
+            f = resize_axis(resize_axis(f, 2, new_h), 3, new_w)[0]  # rows, then columns
+            canvas = np.full((3, self.height, self.width), float(self.pad_value), np.float32)
+            px, py = int(t.pad_x), int(t.pad_y)
+            canvas[:, py:py + new_h, px:px + new_w] = f
         if self.channel_order == "BGR":
             canvas = canvas[::-1]
         mean = np.asarray(self.mean, np.float32)[:, None, None]
