@@ -104,22 +104,40 @@ class MatchTable:
                             fix="build it with quantkit.tasks.detection.coco.match_table")
 
     def subset(self, images: Sequence[int]) -> "MatchTable":
-        """The table of the images ``images`` (distinct indices), renumbered 0..len-1 in the
-        given order; the evaluator's order is kept (as the evaluator would order them when
-        ``images`` is increasing)."""
-        idx = np.asarray(images, dtype=np.int64)
-        new = np.full(self.n_images, -1, dtype=np.int64)
-        new[idx] = np.arange(idx.size)
-        keep = np.flatnonzero(new[self.det_image] >= 0)
-        return MatchTable(int(idx.size), self.n_classes, self.iou_thresholds,
-                          new[self.det_image[keep]], self.det_class[keep],
-                          self.det_score[keep], self.det_tp[:, keep], self.det_fp[:, keep],
-                          self.gt_count[idx])
+        """The table of the images ``images``, renumbered 0..len-1 in increasing order of
+        their index: a repeated index is a copy of that image (a sample drawn with
+        replacement). The evaluator's order is kept: the table the evaluator would give for
+        those images (copies with new, consecutive ids)."""
+        idx = np.sort(np.asarray(images, dtype=np.int64))
+        counts = np.bincount(idx, minlength=self.n_images)
+        first = np.searchsorted(idx, np.arange(self.n_images), side="left")
+        reps = counts[self.det_image]
+        rows = np.repeat(np.arange(self.det_image.size), reps)
+        # the k-th copy of a detection goes to the k-th copy of its image
+        start = np.cumsum(reps) - reps
+        copy = np.arange(rows.size) - np.repeat(start, reps)
+        new_image = first[self.det_image[rows]] + copy
+        return MatchTable(int(idx.size), self.n_classes, self.iou_thresholds, new_image,
+                          self.det_class[rows], self.det_score[rows], self.det_tp[:, rows],
+                          self.det_fp[:, rows], self.gt_count[idx])
 
 
 def _count_le(values: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
-    """How many ``thresholds`` (sorted) are <= each value: ``searchsorted(.., 'right')``."""
-    return np.searchsorted(thresholds, values.ravel(), side="right").reshape(values.shape)
+    """How many ``thresholds`` (sorted) are <= each value in [0, 1]: ``searchsorted(..,
+    'right')``. For COCO's evenly spaced thresholds a guess ``floor(v (R - 1))`` corrected by
+    comparing with the two thresholds around it (the exact float thresholds, so the count is
+    searchsorted's to the bit), in a few elementwise passes instead of a binary search."""
+    r = thresholds.size
+    if r < 2 or not np.allclose(np.diff(thresholds), 1.0 / (r - 1), rtol=0, atol=1e-12) \
+            or thresholds[0] != 0.0:
+        return np.searchsorted(thresholds, values.ravel(), side="right").reshape(values.shape)
+    k = np.clip(np.floor(values * (r - 1)).astype(np.int64), 0, r - 1)
+    count = k + (thresholds[k] <= values)
+    nxt = np.minimum(k + 1, r - 1)
+    count += (k + 1 < r) & (thresholds[nxt] <= values)
+    low = np.maximum(k - 1, 0)
+    count -= (k > 0) & (thresholds[low] > values)  # floor overshot (float rounding)
+    return count
 
 
 class MapRecombiner:

@@ -149,3 +149,14 @@ def test_match_table_reads_the_evaluators_own_matches():
     assert t.det_tp.shape == (10, t.det_image.size)
     assert not (t.det_tp & t.det_fp).any()
     assert int(t.gt_count.sum()) == labels.n_boxes
+
+
+def test_subset_with_repeats_is_the_evaluators_table_of_the_copies():
+    labels, dets = _world(25, seed=9)
+    full = evaluate(labels, dets).table
+    idx = np.array([3, 3, 7, 1, 1, 1, 20])
+    order = np.sort(idx)
+    _, ref_map, ref_map50 = _coco_map(labels, dets, order)
+    comb = MapRecombiner(full.subset(idx))
+    assert comb.map(np.ones((1, idx.size)))[0] == pytest.approx(ref_map, abs=1e-12)
+    assert comb.map(np.ones((1, idx.size)), "map50")[0] == pytest.approx(ref_map50, abs=1e-12)
