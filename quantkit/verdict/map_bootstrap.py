@@ -122,30 +122,40 @@ class MatchTable:
                           self.det_fp[:, rows], self.gt_count[idx])
 
 
-def _count_le(values: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
+def _uniform_from_zero(thresholds: np.ndarray) -> bool:
+    r = thresholds.size
+    return bool(r >= 2 and thresholds[0] == 0.0 and
+                np.allclose(np.diff(thresholds), 1.0 / (r - 1), rtol=0, atol=1e-12))
+
+
+def _count_le(values: np.ndarray, thresholds: np.ndarray, uniform: bool | None = None
+              ) -> np.ndarray:
     """How many ``thresholds`` (sorted) are <= each value in [0, 1]: ``searchsorted(..,
     'right')``. For COCO's evenly spaced thresholds a guess ``floor(v (R - 1))`` corrected by
-    comparing with the two thresholds around it (the exact float thresholds, so the count is
+    comparing with the thresholds around it (the exact float thresholds, so the count is
     searchsorted's to the bit), in a few elementwise passes instead of a binary search."""
-    r = thresholds.size
-    if r < 2 or not np.allclose(np.diff(thresholds), 1.0 / (r - 1), rtol=0, atol=1e-12) \
-            or thresholds[0] != 0.0:
+    if not (_uniform_from_zero(thresholds) if uniform is None else uniform):
         return np.searchsorted(thresholds, values.ravel(), side="right").reshape(values.shape)
-    k = np.clip(np.floor(values * (r - 1)).astype(np.int64), 0, r - 1)
+    r = thresholds.size
+    k = np.floor(values * (r - 1)).astype(np.int64)
+    np.clip(k, 0, r - 1, out=k)
     count = k + (thresholds[k] <= values)
-    nxt = np.minimum(k + 1, r - 1)
-    count += (k + 1 < r) & (thresholds[nxt] <= values)
-    low = np.maximum(k - 1, 0)
-    count -= (k > 0) & (thresholds[low] > values)  # floor overshot (float rounding)
+    count += (k + 1 < r) & (thresholds[np.minimum(k + 1, r - 1)] <= values)
+    count -= (k > 0) & (thresholds[np.maximum(k - 1, 0)] > values)  # floor overshot
     return count
 
 
 class MapRecombiner:
     """mAP of a :class:`MatchTable` on any image weights (module docstring).
 
-    Built once per table: the true-positive points of every (class, IoU threshold) block and
-    two sparse maps from images to them (each true positive's own image; the false positives
-    ranked since the previous true positive). :meth:`per_class` then takes weights [B, I].
+    Built once per table, per class: the *points* (ranks at which some IoU threshold has a
+    true positive) and, per (class, threshold) block, its true-positive columns. Three sparse
+    maps from images: every detection to the first point at or after its rank (so the
+    cumulative weight of all detections up to each point is one product and one cumulative
+    sum), each true positive to its column, each ignored detection to the next column. The
+    false positives before a true positive are then all detections up to it minus the true
+    positives and the ignored ones: the cost per resample is linear in the detections, not in
+    detections x thresholds. :meth:`per_class` takes weights [B, I].
     """
 
     def __init__(self, table: MatchTable, *,
@@ -153,38 +163,53 @@ class MapRecombiner:
         self.table = table
         self.recall_thresholds = np.asarray(recall_thresholds, np.float64)
         t_count = table.iou_thresholds.shape[0]
-        k_count = table.n_classes
-        tp_rows, tp_cols, fp_rows, fp_cols = [], [], [], []
-        blocks = []  # (class, iou index, start column, end column)
-        col = 0
-        for k in range(k_count):
+        n = table.n_images
+        all_rows, all_cols, tp_rows, tp_cols, ig_rows, ig_cols = [], [], [], [], [], []
+        point_of_col, blocks, class_points = [], [], []
+        col = point = 0
+        for k in range(table.n_classes):
             ds = np.flatnonzero(table.det_class == k)
+            tp_k = table.det_tp[:, ds]
+            points = np.flatnonzero(tp_k.any(axis=0))  # ranks with a TP at some threshold
+            class_points.append((point, point + points.size))
+            if points.size:
+                seg = np.searchsorted(points, np.arange(ds.size), side="left")
+                live = seg < points.size  # detections after the last point change nothing
+                all_rows.append(table.det_image[ds[live]])
+                all_cols.append(point + seg[live])
             for t in range(t_count):
-                tp = table.det_tp[t, ds]
-                fp = table.det_fp[t, ds]
-                tp_pos = np.flatnonzero(tp)
+                tp_pos = np.flatnonzero(tp_k[t])
                 m = tp_pos.size
                 blocks.append((k, t, col, col + m))
                 if m:
                     tp_rows.append(table.det_image[ds[tp_pos]])
                     tp_cols.append(col + np.arange(m))
-                    fp_pos = np.flatnonzero(fp)
-                    seg = np.searchsorted(tp_pos, fp_pos, side="left")  # next TP column
-                    live = seg < m  # false positives after the last TP change nothing
-                    fp_rows.append(table.det_image[ds[fp_pos[live]]])
-                    fp_cols.append(col + seg[live])
+                    point_of_col.append(point + np.searchsorted(points, tp_pos))
+                    ig_pos = np.flatnonzero(~tp_k[t] & ~table.det_fp[t, ds])
+                    seg = np.searchsorted(tp_pos, ig_pos, side="left")
+                    live = seg < m
+                    ig_rows.append(table.det_image[ds[ig_pos[live]]])
+                    ig_cols.append(col + seg[live])
                 col += m
+            point += points.size
         self.blocks = blocks
+        self.class_points = class_points
         self.n_columns = col
-        n = table.n_images
+        self.n_points = point
 
-        def build(rows, cols):
+        def build(rows, cols, size):
             r = np.concatenate(rows) if rows else np.zeros(0, np.int64)
             c = np.concatenate(cols) if cols else np.zeros(0, np.int64)
-            return sparse.csr_matrix((np.ones(r.size), (c, r)), shape=(col, n))
+            return sparse.csr_matrix((np.ones(r.size), (c, r)), shape=(size, n))
 
-        self._tp = build(tp_rows, tp_cols)  # [columns, images]
-        self._fp = build(fp_rows, fp_cols)
+        self._all = build(all_rows, all_cols, point)  # [points, images]
+        self._tp_image = (np.concatenate(tp_rows) if tp_rows
+                          else np.zeros(0, np.int64))  # the image of each TP column
+        self._ig = build(ig_rows, ig_cols, col)
+        self._point_of_col = (np.concatenate(point_of_col) if point_of_col
+                              else np.zeros(0, np.int64))
+        self._class_of_point = np.repeat(np.arange(table.n_classes),
+                                         [e - a for a, e in class_points])
         self._gt = np.asarray(table.gt_count, np.float64)  # [I, K]
 
     def per_class(self, weights: np.ndarray) -> np.ndarray:
@@ -198,31 +223,38 @@ class MapRecombiner:
         t_count = self.table.iou_thresholds.shape[0]
         out = np.full((b_total, t_count, self.table.n_classes), np.nan)
         npig_all = w @ self._gt  # [B, K]
-        chunk = max(1, _CHUNK_ELEMENTS // max(self.n_columns, 1))
+        chunk = max(1, _CHUNK_ELEMENTS // max(self.n_columns + self.n_points, 1))
         r_count = self.recall_thresholds.size
+        uniform = _uniform_from_zero(self.recall_thresholds)
+        has_ig = self._ig.nnz > 0
         for lo in range(0, b_total, chunk):
             hi = min(b_total, lo + chunk)
-            wt = w[lo:hi].T  # [I, b]
-            tpw = np.asarray(self._tp @ wt)  # [columns, b]
-            fpw = np.asarray(self._fp @ wt)
-            tpc = np.cumsum(tpw, axis=0)
-            fpc = np.cumsum(fpw, axis=0)
+            wc = np.ascontiguousarray(w[lo:hi])  # [b, I]; resamples are rows from here on
+            allc = np.cumsum(np.ascontiguousarray((self._all @ wc.T).T), axis=1)  # [b, points]
+            for a, e in reversed(self.class_points):  # cumulative within each class
+                if a > 0 and e > a:
+                    allc[:, a:e] -= allc[:, a - 1:a]  # (reversed: still the global value)
+            tpc = np.cumsum(wc[:, self._tp_image], axis=1)  # [b, columns]: one image each
+            igc = (np.cumsum(np.ascontiguousarray((self._ig @ wc.T).T), axis=1)
+                   if has_ig else None)
+            upto = allc[:, self._point_of_col]  # all detections ranked up to each TP
             npig = npig_all[lo:hi]
             for k, t, a, e in self.blocks:
                 valid = npig[:, k] > 0
                 ap = np.zeros(hi - lo)
                 if e > a:
-                    base_tp = tpc[a - 1] if a > 0 else 0.0
-                    base_fp = fpc[a - 1] if a > 0 else 0.0
-                    tp = tpc[a:e] - base_tp
-                    fp = fpc[a:e] - base_fp
+                    tp = tpc[:, a:e] - (tpc[:, a - 1:a] if a > 0 else 0.0)
+                    fp = upto[:, a:e] - tp
+                    if igc is not None:
+                        fp -= igc[:, a:e] - (igc[:, a - 1:a] if a > 0 else 0.0)
                     pr = tp / (fp + tp + _EPS)
-                    env = np.maximum.accumulate(pr[::-1], axis=0)[::-1]
+                    env = np.maximum.accumulate(pr[:, ::-1], axis=1)[:, ::-1]
                     with np.errstate(divide="ignore", invalid="ignore"):
-                        rc = tp / npig[:, k]
-                    s = _count_le(np.where(np.isfinite(rc), rc, 0.0), self.recall_thresholds)
-                    ds = np.diff(s, axis=0, prepend=0)
-                    ap = (env * ds).sum(axis=0) / r_count
+                        rc = tp / npig[:, k:k + 1]
+                    cnt = _count_le(np.where(np.isfinite(rc), rc, 0.0), self.recall_thresholds,
+                                    uniform)
+                    ds = np.diff(cnt, axis=1, prepend=0)
+                    ap = np.einsum("ij,ij->i", env, ds) / r_count
                 out[lo:hi, t, k] = np.where(valid, ap, np.nan)
         return out
 

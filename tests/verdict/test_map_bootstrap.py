@@ -160,3 +160,16 @@ def test_subset_with_repeats_is_the_evaluators_table_of_the_copies():
     comb = MapRecombiner(full.subset(idx))
     assert comb.map(np.ones((1, idx.size)))[0] == pytest.approx(ref_map, abs=1e-12)
     assert comb.map(np.ones((1, idx.size)), "map50")[0] == pytest.approx(ref_map50, abs=1e-12)
+
+
+@pytest.mark.parametrize("area, a", [("small", 1), ("medium", 2), ("large", 3)])
+def test_per_size_tables_with_ignored_detections_match_the_evaluator(area, a):
+    """Outside the area range, ground truth is ignored and so are the detections matched to
+    it or unmatched outside the range: the recombination's ignored path."""
+    labels, dets = _world(50, seed=12)
+    ev = cocoeval(coco_ground_truth(labels), coco_results(dets))
+    table = match_table(ev, N_CLASSES, area=area)
+    assert (~table.det_tp & ~table.det_fp).any()  # some detections are ignored
+    p = ev.eval["precision"][:, :, :, a, -1]
+    got = MapRecombiner(table).map(np.ones((1, len(labels))))[0]
+    assert got == pytest.approx(float(p[p > -1].mean()), abs=1e-12)
