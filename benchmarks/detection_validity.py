@@ -17,7 +17,7 @@ power.
 
 Last line: ``false_pass=<x> se=<s> n_images=<n> sims=<k>``.
 
-    python benchmarks/detection_validity.py [--sims 1000] [--n 1000] [--n-boot 1000]
+    python benchmarks/detection_validity.py [--sims 1000] [--n 1000] [--n-boot 2000] [--workers 2]
     python benchmarks/detection_validity.py --smoke   # a tiny run (seconds)
 
 ``--smoke`` is this script's own flag (another change is adding it to every benchmark
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sims", type=int, default=1000)
     ap.add_argument("--n", type=int, default=1000, help="images per simulated test split")
-    ap.add_argument("--n-boot", type=int, default=1000)
+    ap.add_argument("--n-boot", type=int, default=2000)
     ap.add_argument("--population", type=int, default=8000)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
