@@ -40,7 +40,7 @@ from quantkit.tasks.detection.nms import nms
 from quantkit.tasks.detection.preprocess import BoxTransform
 
 __all__ = ["DECODERS", "FAMILY_DEFAULTS", "DecodeParams", "Decoder", "OutputSpec",
-           "check_decoder", "decode", "fitting_decoders", "describe_shapes"]
+           "check_decoder", "decode", "fitting_decoders", "describe_shapes", "n_classes_of"]
 
 Dim = int | str | None  # a symbolic or unknown dimension is a str or None
 
@@ -419,6 +419,19 @@ DECODERS: dict[str, Decoder] = {
 def fitting_decoders(outputs: Sequence[OutputSpec], n_classes: int | None = None) -> list[str]:
     """The registered decoders whose layout fits ``outputs``."""
     return [n for n, d in DECODERS.items() if d.fit(outputs, n_classes) is None]
+
+
+def n_classes_of(name: str, outputs: Sequence[OutputSpec]) -> int | None:
+    """The class count the layout ``name`` reads off ``outputs`` (None: not in the shapes,
+    e.g. ``nms``)."""
+    if name == "yolov8":
+        return _known(outputs[0].shape[1]) - 4 if _known(outputs[0].shape[1]) else None
+    if name == "yolov5":
+        return _known(outputs[0].shape[2]) - 5 if _known(outputs[0].shape[2]) else None
+    if name == "gfl":
+        r = _gfl_split(outputs, None)
+        return None if isinstance(r, str) else r[2]
+    return None
 
 
 def check_decoder(name: str, outputs: Sequence[OutputSpec], n_classes: int | None = None
