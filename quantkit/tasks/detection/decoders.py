@@ -67,6 +67,8 @@ class DecodeParams:
     ``per_class_candidates`` / ``per_class_max``: rapid-layout's ``candidate_size`` /
     ``keep_top_k`` per class. gfl: ``strides`` (None: inferred from the shapes),
     ``cell_offset`` (0.5 PicoDet, 0 NanoDet / GFL). nms: ``box_format`` of its boxes.
+    ``max_candidates``: at most this many (box, class) candidates, the highest scores,
+    enter NMS (bounds its memory: one IoU matrix per class).
     """
 
     score_threshold: float = 0.001
@@ -80,6 +82,7 @@ class DecodeParams:
     strides: tuple[int, ...] | None = None
     cell_offset: float = 0.5
     box_format: str = "xyxy"  # xyxy | cxcywh
+    max_candidates: int | None = 30000  # ultralytics' max_nms: the top-scoring into NMS
 
     def __post_init__(self) -> None:
         where = "model.output.decode"
@@ -244,6 +247,9 @@ def _finish(boxes_in: np.ndarray, scores: np.ndarray, classes: np.ndarray,
             ) -> Detections:
     if scores.size == 0:
         return empty_detections()
+    if params.max_candidates is not None and scores.size > params.max_candidates:
+        top = np.argsort(-scores, kind="stable")[:params.max_candidates]
+        boxes_in, scores, classes = boxes_in[top], scores[top], classes[top]
     if run_nms:
         keep = nms(boxes_in, scores, classes, iou_threshold=params.iou_threshold,
                    max_det=params.max_det, agnostic=params.agnostic,
