@@ -149,10 +149,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="of the sims, how many also test the near-lossless candidate")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--smoke", action="store_true", help="a tiny run: 20 sims of 200 images")
+    ap.add_argument("--smoke", action="store_true", help="a tiny run: 12 sims of 150 images")
     a = ap.parse_args(argv)
     if a.smoke:
-        a.sims, a.n, a.n_boot, a.population, a.workers, a.power_sims = 20, 200, 200, 800, 1, 10
+        a.sims, a.n, a.n_boot, a.population, a.workers, a.power_sims = 12, 150, 200, 500, 1, 6
     t0 = time.perf_counter()
     labels, dets, noise = population(a.population, a.seed)
     s, ref, cand = at_margin(labels, dets, noise)

@@ -17,4 +17,4 @@ def test_smoke_run_prints_the_summary_line(capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     m = re.search(r"ratio (0\.\d+) \(margin: 0\.99\)", lines[1])
     assert m and abs(float(m.group(1)) - 0.99) <= 1e-4
-    assert re.fullmatch(r"false_pass=[0-9.]+ se=[0-9.]+ n_images=200 sims=20", lines[-1])
+    assert re.fullmatch(r"false_pass=[0-9.]+ se=[0-9.]+ n_images=150 sims=12", lines[-1])
