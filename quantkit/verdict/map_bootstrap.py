@@ -35,8 +35,9 @@ interval. The interval of ``D`` at one-sided ``alpha`` is the envelope of the pe
 interval and the basic (reflected) one: interpolated AP is biased upward on a finite sample
 (its precision envelope is a running maximum of noisy points), and by a different amount for
 a degraded candidate, so ``D`` is biased; the percentile interval repeats that bias on top of
-the sample's and passed a candidate exactly at the margin far more often than alpha, while
-the basic interval reflects it back (simulated: benchmarks/detection_validity.py). PASS when
+the sample's, the basic interval subtracts the bootstrap's estimate of it (which is smaller
+than the sample's bias: see benchmarks/results/detection_validity.md for what this leaves at
+the margin). PASS when
 the envelope's low end is above 0, FAIL when its high end is below, INCONCLUSIVE otherwise or
 below ``min_n`` images / ``min_groups`` groups. Reported on the delta scale (``mAP(cand) - mAP(FP32)`` against
 ``-m mAP(FP32)``, the interval shifted by the observed margin). Measured at the margin:
