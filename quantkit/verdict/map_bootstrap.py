@@ -28,19 +28,37 @@ the full set and on resamples, to 1e-12. (Exact where no two detections of one i
 tie in score; a tie across images keeps the evaluator's image order.) Cost: one sparse
 product and a few passes over the true positives per resample chunk.
 
+With ``recall_thresholds=None`` the recombiner gives the *area* under the same interpolated
+precision-recall curve instead (each true positive's recall step times the envelope there:
+PASCAL VOC's all-point AP since 2010, at COCO's IoU thresholds, areas and maxDets), the
+quantity COCO's 101-point sum approximates; on weights it equals that computed from the
+evaluator's matches of the resampled images (tested the same way).
+
 The test (:func:`map_signoff`): ``D = mAP(cand) - (1 - m) mAP(FP32)`` for a relative margin
 ``m`` (``D = mAP(cand) - mAP(FP32) + m`` for an absolute one), recomputed on each resample,
 so the margin's own uncertainty (it is a fraction of FP32's estimated mAP) is inside the
-interval. The interval of ``D`` at one-sided ``alpha`` is the envelope of the percentile
-interval and the basic (reflected) one: interpolated AP is biased upward on a finite sample
-(its precision envelope is a running maximum of noisy points), and by a different amount for
-a degraded candidate, so ``D`` is biased; the percentile interval repeats that bias on top of
-the sample's, the basic interval subtracts the bootstrap's estimate of it (which is smaller
-than the sample's bias: see benchmarks/results/detection_validity.md for what this leaves at
-the margin). PASS when
-the envelope's low end is above 0, FAIL when its high end is below, INCONCLUSIVE otherwise or
-below ``min_n`` images / ``min_groups`` groups. Reported on the delta scale (``mAP(cand) - mAP(FP32)`` against
-``-m mAP(FP32)``, the interval shifted by the observed margin). Measured at the margin:
+interval. The rule, and why:
+
+* ``D`` is tested on the area mAP. COCO's 101-point sum adds two terms that are not smooth
+  functions of the population: the precision at recall 0 (the maximum over the whole curve,
+  a draw on the few top-ranked detections) and how many of the 0.01-spaced recall thresholds
+  the maximum recall reaches (a step). A test set smooths both, by an amount and with a sign
+  set by where the population's own values fall, which no resampling of the test set can
+  see; on 1,000-image samples they shifted ``D`` by a third of its standard deviation, up in
+  some simulated populations and down in others. The area has neither term; it differs from
+  the 101-point value by the size of those terms, and the report keeps pycocotools' numbers.
+* What is left is the running maximum of a noisy curve, biased upward on a sample (more for
+  a noisier candidate, whose flatter curve gives the noise more to maximize), which the
+  bootstrap sees (its bias estimate), but only in part: the maximum is not a smooth function
+  (Fang & Santos 2019, Ann. Statist.: the bootstrap is consistent only for smooth maps), and
+  its spread is under-estimated where the curve starts on a few true positives. The
+  interval is therefore the envelope of the paired percentile interval (which adds the
+  bootstrap's bias) and the basic one (which subtracts it): the lower of their low ends.
+
+PASS when the envelope's low end is above 0, FAIL when its high end is below,
+INCONCLUSIVE otherwise or below ``min_n`` images / ``min_groups`` groups. Reported on the
+delta scale (``mAP(cand) - mAP(FP32)`` against ``-m mAP(FP32)``, the interval shifted by the
+observed margin). Measured at the margin, and why the 101-point sum could not be used:
 benchmarks/results/detection_validity.md.
 
 Numerics only (numpy / scipy), no I/O; randomness only from the policy's seed.
@@ -65,7 +83,7 @@ from quantkit.verdict.paired import as_rng
 from quantkit.verdict.policy import TestPolicy
 
 __all__ = ["COCO_IOU_THRESHOLDS", "COCO_RECALL_THRESHOLDS", "MAP_METRICS", "MatchTable",
-           "MapRecombiner", "map_signoff", "resample_weights"]
+           "MapRecombiner", "area_recombiner", "map_signoff", "resample_weights"]
 
 #: pycocotools' Params.setDetParams, to the bit
 COCO_IOU_THRESHOLDS = np.linspace(.5, 0.95, int(np.round((0.95 - .5) / .05)) + 1, endpoint=True)
@@ -165,9 +183,10 @@ class MapRecombiner:
     """
 
     def __init__(self, table: MatchTable, *,
-                 recall_thresholds: np.ndarray = COCO_RECALL_THRESHOLDS) -> None:
+                 recall_thresholds: np.ndarray | None = COCO_RECALL_THRESHOLDS) -> None:
         self.table = table
-        self.recall_thresholds = np.asarray(recall_thresholds, np.float64)
+        self.recall_thresholds = (None if recall_thresholds is None
+                                  else np.asarray(recall_thresholds, np.float64))
         t_count = table.iou_thresholds.shape[0]
         n = table.n_images
         all_rows, all_cols, tp_rows, tp_cols, ig_rows, ig_cols = [], [], [], [], [], []
@@ -230,8 +249,9 @@ class MapRecombiner:
         out = np.full((b_total, t_count, self.table.n_classes), np.nan)
         npig_all = w @ self._gt  # [B, K]
         chunk = max(1, _CHUNK_ELEMENTS // max(self.n_columns + self.n_points, 1))
-        r_count = self.recall_thresholds.size
-        uniform = _uniform_from_zero(self.recall_thresholds)
+        area = self.recall_thresholds is None
+        r_count = 0 if area else self.recall_thresholds.size
+        uniform = False if area else _uniform_from_zero(self.recall_thresholds)
         has_ig = self._ig.nnz > 0
         for lo in range(0, b_total, chunk):
             hi = min(b_total, lo + chunk)
@@ -255,12 +275,17 @@ class MapRecombiner:
                         fp -= igc[:, a:e] - (igc[:, a - 1:a] if a > 0 else 0.0)
                     pr = tp / (fp + tp + _EPS)
                     env = np.maximum.accumulate(pr[:, ::-1], axis=1)[:, ::-1]
-                    with np.errstate(divide="ignore", invalid="ignore"):
-                        rc = tp / npig[:, k:k + 1]
-                    cnt = _count_le(np.where(np.isfinite(rc), rc, 0.0), self.recall_thresholds,
-                                    uniform)
-                    ds = np.diff(cnt, axis=1, prepend=0)
-                    ap = np.einsum("ij,ij->i", env, ds) / r_count
+                    if area:  # each true positive's recall step times the envelope there
+                        with np.errstate(divide="ignore", invalid="ignore"):
+                            ap = (np.einsum("ij,ij->i", env, np.diff(tp, axis=1, prepend=0.0))
+                                  / npig[:, k])
+                    else:
+                        with np.errstate(divide="ignore", invalid="ignore"):
+                            rc = tp / npig[:, k:k + 1]
+                        cnt = _count_le(np.where(np.isfinite(rc), rc, 0.0),
+                                        self.recall_thresholds, uniform)
+                        ds = np.diff(cnt, axis=1, prepend=0)
+                        ap = np.einsum("ij,ij->i", env, ds) / r_count
                 out[lo:hi, t, k] = np.where(valid, ap, np.nan)
         return out
 
@@ -283,6 +308,14 @@ def resample_weights(n_images: int, n_boot: int, rng: np.random.Generator,
                                size=n_boot).astype(np.float64)
     g = rng.multinomial(n_groups, np.full(n_groups, 1.0 / n_groups), size=n_boot)
     return g[:, codes].astype(np.float64)
+
+
+def area_recombiner(x: MatchTable | MapRecombiner) -> MapRecombiner:
+    """A recombiner of ``x``'s table that computes AP as the area under the interpolated
+    precision-recall curve (``recall_thresholds=None``): ``x`` itself when it already does."""
+    if isinstance(x, MapRecombiner):
+        return x if x.recall_thresholds is None else MapRecombiner(x.table, recall_thresholds=None)
+    return MapRecombiner(x, recall_thresholds=None)
 
 
 def _check_pair(ref: MatchTable, cand: MatchTable) -> None:
@@ -310,14 +343,15 @@ def map_signoff(ref: MatchTable | MapRecombiner, cand: MatchTable | MapRecombine
     if not isinstance(margin, Margin):
         raise ConfigError("margin must be a quantkit.verdict.Margin", where="verdict.margin",
                           value=margin, fix="pass Margin('relative', 0.01)")
-    r_comb = ref if isinstance(ref, MapRecombiner) else MapRecombiner(ref)
-    c_comb = cand if isinstance(cand, MapRecombiner) else MapRecombiner(cand)
+    r_comb, c_comb = area_recombiner(ref), area_recombiner(cand)
     _check_pair(r_comb.table, c_comb.table)
     n = r_comb.table.n_images
     alpha = policy.alpha
     ones = np.ones((1, n))
     ref_map = float(r_comb.map(ones, metric)[0])
     cand_map = float(c_comb.map(ones, metric)[0])
+    coco_ref, coco_cand = (float(MapRecombiner(t.table).map(ones, metric)[0])
+                           for t in (r_comb, c_comb))
     if not math.isfinite(ref_map):
         raise DataError("no ground-truth boxes: mAP is undefined", where="map_signoff",
                         value=n, fix="evaluate on images with labelled objects")
@@ -360,12 +394,15 @@ def map_signoff(ref: MatchTable | MapRecombiner, cand: MatchTable | MapRecombine
     name = {"map": "mAP@[.5:.95]", "map50": "mAP@.5", "map75": "mAP@.75"}[metric]
     unit = "groups" if codes is not None else "images"
     reasons = [f"{name} delta {point:+.4f} [{level:g}% CI {low:+.4f}, {high:+.4f}] vs -margin "
-               f"{-m:+.4f} ({margin.describe(ref_map, name)}); the wider of the paired "
+               f"{-m:+.4f} ({margin.describe(ref_map, name)}); {name} tested as the area under "
+               f"the interpolated precision-recall curve (COCO's 101-point sum without its "
+               f"two end terms); the wider of the paired "
                f"percentile [{q_low - m:+.4f}, {q_high - m:+.4f}] and basic "
                f"[{b_low - m:+.4f}, {b_high - m:+.4f}] bootstrap over {unit} ({d.size} "
                f"resamples, FP32's and the candidate's {name} recomputed on each, the margin "
                f"with them; bootstrap bias of D {bias:+.5f}); one-sided alpha {alpha:g}",
-               f"reference {name} {ref_map:.4f}, candidate {cand_map:.4f} on n={n} images"]
+               f"reference {name} {ref_map:.4f}, candidate {cand_map:.4f} on n={n} images "
+               f"(COCO's 101-point {name}: {coco_ref:.4f} and {coco_cand:.4f})"]
     if dropped:
         reasons.append(f"{dropped} resamples drew no ground-truth box and were left out")
     gstats = None
@@ -395,6 +432,8 @@ def map_signoff(ref: MatchTable | MapRecombiner, cand: MatchTable | MapRecombine
                                    _image_signature(c_comb.table)))
     kind = "_cluster" if codes is not None else ""
     methods = {"bootstrap": {"method": "paired_percentile_basic_envelope" + kind,
+                             "estimand": "area_under_interpolated_pr_curve",
+                             "coco101_ref": coco_ref, "coco101_cand": coco_cand,
                              "low": low, "high": high, "n_boot": policy.n_boot,
                              "p_noninferiority": p_ni, "p_regression": p_reg,
                              "sd_of_d": sd, "d_observed": d_obs, "bias_of_d": bias,

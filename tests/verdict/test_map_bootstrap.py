@@ -173,3 +173,114 @@ def test_per_size_tables_with_ignored_detections_match_the_evaluator(area, a):
     p = ev.eval["precision"][:, :, :, a, -1]
     got = MapRecombiner(table).map(np.ones((1, len(labels))))[0]
     assert got == pytest.approx(float(p[p > -1].mean()), abs=1e-12)
+
+
+def _all_point_map(ev, area_index: int = 0):
+    """mAP@[.5:.95] as the area under each interpolated precision-recall curve (PASCAL VOC's
+    all-point AP), computed straight from the evaluator's per-image matches in
+    ``accumulate``'s order: the reference for ``MapRecombiner(recall_thresholds=None)``."""
+    p = ev.params
+    n_img, n_area, max_det = len(p.imgIds), len(p.areaRng), p.maxDets[-1]
+    aps = []
+    for k in range(len(p.catIds)):
+        evs = [ev.evalImgs[k * n_area * n_img + area_index * n_img + i] for i in range(n_img)]
+        evs = [e for e in evs if e is not None]
+        if not evs:
+            continue
+        npig = int(np.count_nonzero(np.concatenate([e["gtIgnore"] for e in evs]) == 0))
+        if npig == 0:
+            continue
+        scores = np.concatenate([e["dtScores"][:max_det] for e in evs])
+        order = np.argsort(-scores, kind="mergesort")
+        dtm = np.concatenate([e["dtMatches"][:, :max_det] for e in evs], axis=1)[:, order]
+        dtig = np.concatenate([e["dtIgnore"][:, :max_det] for e in evs], axis=1)[:, order]
+        tps = np.cumsum((dtm > 0) & ~dtig, axis=1).astype(float)
+        fps = np.cumsum((dtm == 0) & ~dtig, axis=1).astype(float)
+        for t in range(len(p.iouThrs)):
+            rec = np.concatenate([[0.0], tps[t] / npig])
+            prec = np.concatenate([[0.0], tps[t] / (tps[t] + fps[t] + np.spacing(1))])
+            for i in range(prec.size - 2, -1, -1):  # the envelope, from the right
+                prec[i] = max(prec[i], prec[i + 1])
+            step = np.flatnonzero(rec[1:] != rec[:-1])
+            aps.append(float(np.sum((rec[step + 1] - rec[step]) * prec[step + 1])))
+    return float(np.mean(aps))
+
+
+@pytest.mark.parametrize("seed", [None, 0, 1])
+def test_area_map_equals_the_all_point_ap_of_the_evaluators_matches(seed):
+    labels, dets = _world(40, seed=20 + (seed or 0))
+    table = evaluate(labels, dets).table
+    comb = MapRecombiner(table, recall_thresholds=None)
+    if seed is None:
+        order = np.arange(len(labels))
+    else:  # a resample: copies given new, sorted ids
+        order = np.sort(np.random.default_rng(seed).integers(0, len(labels), len(labels)))
+    ev = cocoeval(coco_ground_truth(labels, order), coco_results(dets, order))
+    w = np.bincount(order, minlength=len(labels))[None, :].astype(float)
+    assert comb.map(w)[0] == pytest.approx(_all_point_map(ev), abs=1e-12)
+
+
+def test_area_map_with_ignored_detections_equals_the_all_point_ap():
+    labels, dets = _world(50, seed=12)
+    ev = cocoeval(coco_ground_truth(labels), coco_results(dets))
+    table = match_table(ev, N_CLASSES, area="small")
+    got = MapRecombiner(table, recall_thresholds=None).map(np.ones((1, len(labels))))[0]
+    assert got == pytest.approx(_all_point_map(ev, area_index=1), abs=1e-12)
+
+
+def test_area_map_moves_with_the_recall_reached_where_the_101_point_sum_steps():
+    """One class, precision 1: image 0 holds an object found exactly, image 1 one missed.
+    Weighting image 0 by w moves recall w / (w + 1): the area is that recall, the 101-point
+    sum counts the 0.01-spaced thresholds it reaches (the step a test set smooths)."""
+    box = np.array([[10.0, 10.0, 60.0, 60.0]])
+    labels = labels_from_arrays(["a.png", "b.png"], [100, 100], [100, 100], [box, box],
+                                [np.array([0]), np.array([0])], ["c0"])
+    dets = [Detections(box, np.array([0.9]), np.array([0])),
+            Detections(np.zeros((0, 4)), np.zeros(0), np.zeros(0, np.int64))]
+    table = evaluate(labels, dets).table
+    w = np.stack([np.linspace(1.0, 1.5, 501), np.ones(501)], axis=1)
+    recall = w[:, 0] / w.sum(axis=1)
+    area = MapRecombiner(table, recall_thresholds=None).map(w)
+    coco = MapRecombiner(table).map(w)
+    assert area == pytest.approx(recall, abs=1e-12)
+    assert coco == pytest.approx((np.floor(recall * 100 + 1e-9) + 1) / 101, abs=1e-12)
+    assert np.abs(np.diff(area)).max() < 1e-3 < np.abs(np.diff(coco)).max()
+
+
+def test_map_signoff_tests_the_area_and_reports_the_101_point_values():
+    labels, dets = _world(300, seed=7)
+    m = evaluate(labels, dets)
+    rng = np.random.default_rng(1)
+    worse = [Detections(d.boxes + rng.normal(0, 1.5, d.boxes.shape), d.scores, d.classes)
+             for d in dets]
+    c = evaluate(labels, worse)
+    t = map_signoff(m.table, c.table, margin=Margin("relative", 0.01),
+                    policy=TestPolicy(n_boot=300, seed=0))
+    ones = np.ones((1, len(labels)))
+    assert t.ref_value == pytest.approx(
+        MapRecombiner(m.table, recall_thresholds=None).map(ones)[0], abs=1e-12)
+    boot = t.methods["bootstrap"]
+    assert boot["estimand"] == "area_under_interpolated_pr_curve"
+    assert boot["coco101_ref"] == pytest.approx(m.map, abs=1e-12)
+    assert boot["coco101_cand"] == pytest.approx(c.map, abs=1e-12)
+    # the envelope: the lower low end and the higher high end of percentile and basic
+    assert t.low == min(t.methods["percentile"]["low"], t.methods["basic"]["low"])
+    assert t.high == max(t.methods["percentile"]["high"], t.methods["basic"]["high"])
+    assert any("area under the interpolated" in r for r in t.reasons)
+
+
+def test_map_signoff_is_deterministic_given_the_seed():
+    labels, dets = _world(200, seed=4)
+    ref = evaluate(labels, dets).table
+    rng = np.random.default_rng(2)
+    cand = evaluate(labels, [Detections(d.boxes + rng.normal(0, 2, d.boxes.shape), d.scores,
+                                        d.classes) for d in dets]).table
+    margin = Margin("relative", 0.01)
+    a, b, c = (map_signoff(ref, cand, margin=margin, policy=TestPolicy(n_boot=200, seed=s))
+               for s in (3, 3, 4))
+    assert (a.low, a.high, a.methods) == (b.low, b.high, b.methods)
+    assert (a.low, a.high) != (c.low, c.high)
+    # a recombiner passed in gives the same test as its table
+    d = map_signoff(MapRecombiner(ref), MapRecombiner(cand, recall_thresholds=None),
+                    margin=margin, policy=TestPolicy(n_boot=200, seed=3))
+    assert (d.low, d.high) == (a.low, a.high)
