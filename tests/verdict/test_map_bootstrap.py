@@ -266,6 +266,12 @@ def test_map_signoff_tests_the_area_and_reports_the_101_point_values():
     # the envelope: the lower low end and the higher high end of percentile and basic
     assert t.low == min(t.methods["percentile"]["low"], t.methods["basic"]["low"])
     assert t.high == max(t.methods["percentile"]["high"], t.methods["basic"]["high"])
+    # the basic low end takes an upward bootstrap bias b off as b / (sqrt 2 - 1)
+    b, m, d_obs = boot["bias_of_d"], -t.threshold, boot["d_observed"]
+    plain = 2 * d_obs - (t.methods["percentile"]["high"] + m) - m
+    up = max(b, 0.0) / (np.sqrt(2) - 1) - max(b, 0.0)
+    assert t.methods["basic"]["low"] == pytest.approx(plain - up, abs=1e-12)
+    assert boot["bias_taken_off"] == pytest.approx(b + up, abs=1e-12)
     assert any("area under the interpolated" in r for r in t.reasons)
 
 
