@@ -58,7 +58,8 @@ from quantkit.tasks.detection.boxes import Detections  # noqa: E402
 from quantkit.tasks.detection.coco import evaluate  # noqa: E402
 from quantkit.tasks.detection.labels import labels_from_arrays  # noqa: E402
 from quantkit.verdict import Margin, TestPolicy  # noqa: E402
-from quantkit.verdict.map_bootstrap import MapRecombiner, map_signoff  # noqa: E402
+from quantkit.verdict.map_bootstrap import (COCO_RECALL_THRESHOLDS, MapRecombiner,  # noqa: E402
+                                             map_signoff)
 
 MARGIN = Margin("relative", 0.01)
 W, H = 640, 480
@@ -71,7 +72,7 @@ class Character:
 
     n_classes: int
     objects: float         # Poisson mean of objects per non-empty image
-    found: float           # probability an object is detected
+    miss: float            # probability an object is not detected
     jitter: float          # box jitter, a fraction of the object's size
     score_slope: float     # how strongly the score follows the box quality
     score_noise: float     # logit noise of the score
@@ -83,8 +84,8 @@ class Character:
 
 
 POPULATIONS = {
-    "base": Character(4, 4.0, 0.85, 0.05, 40.0, 1.0, 2.5, 0.93, 1.5, (1.5, 6.0)),
-    "sparse": Character(16, 2.5, 0.70, 0.07, 25.0, 1.5, 1.5, 0.85, 3.0, (2.0, 5.0),
+    "base": Character(4, 4.0, 0.15, 0.05, 40.0, 1.0, 2.5, 0.93, 1.5, (1.5, 6.0)),
+    "sparse": Character(16, 2.5, 0.30, 0.07, 25.0, 1.5, 1.5, 0.85, 3.0, (2.0, 5.0),
                         score_step=1 / 256),
 }
 
@@ -102,7 +103,7 @@ def population(n_images: int, seed: int, kind: str = "base"):
         c = rng.integers(0, ch.n_classes, n)
         boxes.append(b)
         classes.append(c)
-        found = rng.random(n) < ch.found
+        found = rng.random(n) > ch.miss
         m = int(found.sum())
         jit = rng.normal(0, ch.jitter, (m, 4))
         db = b[found] + jit * np.repeat(wh[found], 2, axis=1)
@@ -246,6 +247,142 @@ def write_results(kind: str, command: str, body: list[str], path: Path = RESULTS
     path.write_text("\n".join(lines).rstrip() + "\n")
 
 
+#: the estimands the bias study compares (recall thresholds of MapRecombiner)
+STUDY = {"101-point": COCO_RECALL_THRESHOLDS, "area": None, "its recall-0 term": np.array([0.0])}
+
+
+def _d_of(pair, w):
+    """D = mAP(cand) - 0.99 mAP(FP32) on each row of weights (chunked)."""
+    r, c = pair
+    return np.concatenate([c.map(w[i:i + 250]) - 0.99 * r.map(w[i:i + 250])
+                           for i in range(0, len(w), 250)])
+
+
+def _splits(rng, n_pop: int, n: int, count: int, replace: bool) -> np.ndarray:
+    if replace:
+        return rng.multinomial(n, np.full(n_pop, 1.0 / n_pop), size=count).astype(np.float64)
+    w = np.zeros((count, n_pop))
+    for i in range(count):
+        w[i, rng.choice(n_pop, n, replace=False)] = 1.0
+    return w
+
+
+def bias_study(ref_table, cand_table, *, splits: int, boot_splits: int, n_boot: int,
+               seed: int, sizes=(250, 500, 1000, 2000, 4000)) -> list[str]:
+    """Where the sample bias of D comes from and how it scales (no bootstrap but the last
+    line): D on ``splits`` test splits per size, drawn from the population as the simulation
+    draws them, against the population's D, per estimand; the recall-0 term is 1/101 of the
+    101-point sum. Then the bootstrap's own bias and SD of D at n=1000."""
+    n_pop = ref_table.n_images
+    sizes = [m for m in sizes if 2 * m <= n_pop]
+    n_mid = 1000 if 1000 in sizes else sizes[-1]
+    ones = np.ones((1, n_pop))
+    pairs = {k: (MapRecombiner(ref_table, recall_thresholds=t),
+                 MapRecombiner(cand_table, recall_thresholds=t)) for k, t in STUDY.items()}
+    scale = {"101-point": 1.0, "area": 1.0, "its recall-0 term": 1.0 / 101}
+    pop = {k: float(_d_of(p, ones)[0]) * scale[k] for k, p in pairs.items()}
+    rng = np.random.default_rng([seed, 11])
+    out, trend = [], {k: [] for k in STUDY}
+    sd_1000 = {}
+    for n, replace in [(m, True) for m in sizes] + [(n_mid, False)]:
+        w = _splits(rng, n_pop, n, splits, replace)
+        cells = []
+        for k, p in pairs.items():
+            d = _d_of(p, w) * scale[k]
+            bias, sd = float(d.mean()) - pop[k], float(d.std(ddof=1))
+            if k != "its recall-0 term":
+                sd_here = sd
+                if replace:
+                    trend[k].append((n, bias))
+                if n == n_mid and replace:
+                    sd_1000[k] = (bias, sd)
+            cells.append(f"{k} {bias:+.5f} ± {sd / math.sqrt(splits):.5f}"
+                         + (f" ({bias / sd_here:+.2f} SD)" if k != "its recall-0 term" else ""))
+        out.append(f"  n={n} {'with' if replace else 'without'} replacement: " + "; ".join(cells))
+    for k, pts in trend.items():
+        x, y = np.log([n for n, _ in pts]), np.array([b for _, b in pts])
+        if len(pts) >= 2 and (y > 0).all():
+            slope = float(np.polyfit(x, np.log(y), 1)[0])
+            out.append(f"  {k}: bias ~ n^{slope:.2f} over n = {sizes[0]}..{sizes[-1]}")
+    head = (f"bias of D = mAP(cand) - 0.99 mAP(FP32) on test splits vs the population's D "
+            f"(101-point {pop['101-point']:+.5f}, area {pop['area']:+.5f}), {splits} splits "
+            f"per row, mean ± SE (in SDs of D):")
+    boots = {k: [] for k in ("101-point", "area")}
+    for _ in range(boot_splits):
+        idx = rng.integers(0, n_pop, n_mid)
+        w = rng.multinomial(n_mid, np.full(n_mid, 1 / n_mid), size=n_boot).astype(np.float64)
+        for k in boots:
+            t = STUDY[k]
+            pair = (MapRecombiner(ref_table.subset(idx), recall_thresholds=t),
+                    MapRecombiner(cand_table.subset(idx), recall_thresholds=t))
+            d0 = float(_d_of(pair, np.ones((1, n_mid)))[0])
+            db = _d_of(pair, w)
+            boots[k].append((float(db.mean()) - d0, float(db.std(ddof=1))))
+    if boot_splits:
+        cells = []
+        for k, v in boots.items():
+            b = np.array(v)
+            cells.append(f"{k}: its bias of D {b[:, 0].mean():+.5f} ± "
+                         f"{b[:, 0].std(ddof=1) / math.sqrt(len(b)):.5f} (the sample's "
+                         f"{sd_1000[k][0]:+.5f}), its SD {b[:, 1].mean():.5f} (over splits "
+                         f"{sd_1000[k][1]:.5f})")
+        out.append(f"  the bootstrap at n={n_mid} ({boot_splits} splits x {n_boot} resamples): "
+                   + "; ".join(cells))
+    return [head, *out]
+
+
+def _world_line(seed: int, kind: str, images: int, splits: int) -> str:
+    """One more population (another seed) bisected to the area margin: the two estimands'
+    population ratios and the bias of D at n=1000 on each."""
+    labels, dets, noise, ch = population(images, seed, kind)
+    s, ref, cand, ratio = at_margin(labels, dets, noise, ch.score_step)
+    rng = np.random.default_rng([seed, 13])
+    w = _splits(rng, images, 1000, splits, True)
+    ones = np.ones((1, images))
+    cells = []
+    for k in ("101-point", "area"):
+        t = STUDY[k]
+        pair = (MapRecombiner(ref.table, recall_thresholds=t),
+                MapRecombiner(cand.table, recall_thresholds=t))
+        d, d_pop = _d_of(pair, w), float(_d_of(pair, ones)[0])
+        sd = float(d.std(ddof=1))
+        cells.append(f"{k} {float(d.mean()) - d_pop:+.5f} ± {sd / math.sqrt(splits):.5f} "
+                     f"({(float(d.mean()) - d_pop) / sd:+.2f} SD)")
+    return (f"  seed {seed}: at the area margin (101-point ratio {cand.map / ref.map:.5f}), "
+            f"bias of D at n=1000: " + "; ".join(cells))
+
+
+def bias_main(a, argv) -> int:
+    host = _host()
+    load0 = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    labels, dets, noise, ch = population(a.images, a.seed, a.population)
+    s, ref, cand, ratio = at_margin(labels, dets, noise, ch.score_step)
+    lines = [f"population {a.population} seed {a.seed} at the area margin s={s:.5f} (area ratio "
+             f"{ratio:.5f}, 101-point ratio {cand.map / ref.map:.5f})"]
+    print(lines[0], flush=True)
+    for ln in bias_study(ref.table, cand.table, splits=a.splits, boot_splits=a.boot_splits,
+                         n_boot=min(a.n_boot, 400), seed=a.seed):
+        lines.append(ln)
+        print(ln, flush=True)
+    if a.worlds > 1:
+        lines.append(f"other populations of the same kind (seeds), {a.splits} splits each:")
+        print(lines[-1], flush=True)
+        for seed in range(a.seed + 1, a.seed + a.worlds):
+            lines.append(_world_line(seed, a.population, a.images, a.splits))
+            print(lines[-1], flush=True)
+    if not a.no_write:
+        cmd = ("python benchmarks/detection_validity.py " + " ".join(
+            argv if argv is not None else sys.argv[1:])).strip()
+        write_results(f"{a.population}-bias", cmd, [
+            f"## Where the bias comes from: population `{a.population}`", "",
+            f"`{cmd}` on {host['cpu']} ({host['cores']} cores, {host['machine']}, ISA "
+            f"{host['isa']}), commit {host['commit']}, {time.strftime('%Y-%m-%d')}; wall "
+            f"{(time.perf_counter() - t0) / 60:.0f} min; 1-minute load {load0:.1f} at the start, "
+            f"{os.getloadavg()[0]:.1f} at the end.", "", "```", *lines, "```"])
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sims", type=int, default=1000)
@@ -262,10 +399,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-write", action="store_true", help="do not write the results file")
     ap.add_argument("--smoke", action="store_true", help="a tiny run: 12 sims of 150 images")
+    ap.add_argument("--bias", action="store_true",
+                    help="instead of the sims: where the sample bias of D comes from and how "
+                         "it scales with n (--splits per size, --boot-splits bootstraps of "
+                         "--n-boot, --worlds populations of other seeds at n=1000)")
+    ap.add_argument("--splits", type=int, default=1000)
+    ap.add_argument("--boot-splits", type=int, default=100)
+    ap.add_argument("--worlds", type=int, default=4)
     a = ap.parse_args(argv)
     if a.smoke:
         a.sims, a.n, a.n_boot, a.images, a.workers = 12, 150, 200, 500, 1
         a.power_sims, a.coco_sims, a.no_write = 6, 0, True
+    if a.bias:
+        return bias_main(a, argv)
     host = _host()
     load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
