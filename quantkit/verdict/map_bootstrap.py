@@ -187,7 +187,9 @@ class MapRecombiner:
     sum), each true positive to its column, each ignored detection to the next column. The
     false positives before a true positive are then all detections up to it minus the true
     positives and the ignored ones: the cost per resample is linear in the detections, not in
-    detections x thresholds. :meth:`per_class` takes weights [B, I].
+    detections x thresholds. :meth:`per_class` takes weights [B, I]. ``recall_thresholds``:
+    COCO's 101 (the evaluator's AP), others, or None for the area under the interpolated
+    curve (the estimand :func:`map_signoff` tests).
     """
 
     def __init__(self, table: MatchTable, *,

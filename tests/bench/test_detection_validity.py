@@ -59,5 +59,6 @@ def test_results_file_keeps_the_other_sections(tmp_path):
     dv.write_results("sparse", "cmd", ["## sparse", "two"], path)
     dv.write_results("base", "cmd", ["## base", "three"], path)
     text = path.read_text()
-    assert text.count("<!-- population base -->") == 1 and "three" in text and "first-body" not in text
+    assert text.count("<!-- population base -->") == 1
+    assert "three" in text and "first-body" not in text
     assert "two" in text and text.index("## base") < text.index("## History")
