@@ -44,9 +44,10 @@ interval. The rule, and why:
   a draw on the few top-ranked detections) and how many of the 0.01-spaced recall thresholds
   the maximum recall reaches (a step). A test set smooths both, by an amount and with a sign
   set by where the population's own values fall, which no resampling of the test set can
-  see; on 1,000-image samples they shifted ``D`` by a third of its standard deviation, up in
-  some simulated populations and down in others. The area has neither term; it differs from
-  the 101-point value by the size of those terms, and the report keeps pycocotools' numbers.
+  see; on 1,000-image samples they shifted ``D`` by a fifth to a half of its standard
+  deviation, up in some simulated populations and down in others. The area has neither
+  term; it differs from the 101-point value by the size of those terms, and the report keeps
+  pycocotools' numbers.
 * What is left is the running maximum of a noisy curve, biased upward on a sample (more for
   a noisier candidate, whose flatter curve gives the noise more to maximize), which the
   bootstrap sees (its bias estimate), but only in part: the maximum is not a smooth function
@@ -59,14 +60,13 @@ interval. The rule, and why:
   ``b`` taken off as ``b / (sqrt 2 - 1)`` (the slower rate, the larger correction); the high
   end is the higher of the two plain ones (an upward bias only makes FAIL rarer).
 
-Followed: Fang & Santos (2019, Ann. Statist. 47(4)) on the bootstrap of non-smooth maps;
-Efron & Tibshirani (1993, ch. 10) on bootstrap bias; the PASCAL VOC 2010 devkit for the area.
+Followed: Fang & Santos 2019 (Ann. Statist.); Efron & Tibshirani 1993, ch. 10; VOC2010 devkit.
 
 PASS when the envelope's low end is above 0, FAIL when its high end is below,
 INCONCLUSIVE otherwise or below ``min_n`` images / ``min_groups`` groups. Reported on the
 delta scale (``mAP(cand) - mAP(FP32)`` against ``-m mAP(FP32)``, the interval shifted by the
-observed margin). Measured at the margin, and why the 101-point sum could not be used:
-benchmarks/results/detection_validity.md.
+observed margin). Measured at the margin (within the bound there, with little to spare), and
+why the 101-point sum could not be used: benchmarks/results/detection_validity.md.
 
 Numerics only (numpy / scipy), no I/O; randomness only from the policy's seed.
 """
