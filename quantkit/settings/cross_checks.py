@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from quantkit.errors import ConfigError
+from quantkit.graph.mixed_concat import check_concat_range_ratio
 from quantkit.settings.backend_schema import validate_provider_options
 from quantkit.settings.bench_schema import validate_bench
 from quantkit.settings.calibrator_schema import validate_calibrator
@@ -36,6 +37,7 @@ def validate(s: Settings) -> Settings:
     validate_data(s.data)
     validate_calibrator(s.calibrator)
     _choice("precision.remainder", s.precision.remainder, ("fp16", "fp32"))
+    check_concat_range_ratio(s.precision.concat_range_ratio, where="precision.concat_range_ratio")
     for pattern, prec in s.precision.force.items():
         _choice(f"precision.force[{pattern}]", prec, ("int8", "fp16", "fp32"))
     _positive("precision.search.max_full_evals", s.precision.search.max_full_evals, allow_zero=True)

@@ -79,6 +79,9 @@ sorted order). Nothing else differed. Then, for the search's assurance (quantkit
 assurance.py), the same script copied each search evaluation's new ``extra.assurance`` and
 its ``power_plan`` text (one clause added) from a fresh run; no status changed (the tiny
 world's 24 test examples never gave the planned power).
+Issue 46 (branch headrule) added ``precision.concat_range_ratio`` (16.0, the Concat rule:
+quantkit/graph/mixed_concat.py) to ``config.precision`` by hand, one line per fixture, in
+sorted order: the tiny world has no Concat, so its scope, plans and artifacts are unchanged.
 """
 
 from __future__ import annotations
