@@ -50,13 +50,17 @@ default chosen on dev.
 Usage (run under ``flock /tmp/qk-heavy.lock``):
 
     python benchmarks/accuracy_vs_peers.py --model all [--limit N]   # N first dev/test examples
+    python benchmarks/accuracy_vs_peers.py --smoke   # bert_int8, 16 examples, INT8 and FP8
 
-Time and memory (AMD EPYC, AVX2, 2 cores shared with other jobs, quantkit stages warm in
-the stage cache): ``--model all --limit 200`` 12 min (bert_int8 7.4 min, mobilenet_int8
-4.7 min); ``--model bert_int8`` in full (6,389 test, 3,079 dev examples) 21 min with a
-quantkit run beside it; most of it is the peers' calibration (256 samples each: ORT three times, ModelOpt
-four times in a fresh process). Peak RSS 10.6-10.9 GB: ORT's histogram calibrators (percentile,
-entropy) keep every calibration batch's activations of every calibrated tensor.
+``--smoke``: bert_int8 on 16 dev / test examples and 16 calibration samples, quantkit with
+``ptq.recipe=none precision.fp8_weight_rounding=nearest`` (:data:`SMOKE`), ORT's MinMax
+only, every ModelOpt configuration; ModelOpt's rows are ``na`` when its venv does not exist
+(smoke mode never creates it).
+
+Most of a run's time is the peers' calibration (256 samples each: ORT three times, ModelOpt
+four times in a fresh process), and its peak RSS is ORT's: its histogram calibrators
+(percentile, entropy) keep every calibration batch's activations of every calibrated
+tensor. Minutes and GB as measured: benchmarks/results/accuracy_vs_peers.md.
 """
 
 from __future__ import annotations
@@ -72,11 +76,17 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common  # noqa: E402,F401  (puts the repository root on sys.path)
+import _common  # noqa: E402  (also puts the repository root on sys.path)
 
 MODELS = ("bert_int8", "mobilenet_int8")
+#: --smoke: the smallest real run (with --limit 16): the ptq and FP8-rounding stages run, with
+#: their plain choices (the recipe trials and the rounding scores are the runs' own tests')
+SMOKE = ("data.calib.num_samples=16", "calibrator.batch_size=8", "ptq.recipe=none",
+         "precision.fp8_weight_rounding=nearest")
 #: the weighted-op scope of each data kind (quantkit's scope for the experiment)
 SCOPES = {"text": ("MatMul", "Gemm"), "image": ("Conv", "Gemm")}
+#: ONNX Runtime quantize_static's calibration methods (--smoke: MinMax only)
+ORT_METHODS = ("minmax", "percentile", "entropy")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,7 +152,7 @@ def parse_models(value: str) -> list[str]:
     return names
 
 
-def main() -> None:
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--limit", "--eval-limit", dest="limit", type=int, default=None,
                     help="first N examples of dev and of test (documented partial run)")
@@ -155,30 +165,44 @@ def main() -> None:
     ap.add_argument("--fp8", action=argparse.BooleanOptionalAction, default=True,
                     help="also compare FP8 E4M3 (gpu.sm=90): quantkit's fp8.<calibrator> vs "
                          "ModelOpt quantize_mode=fp8 (default on; --no-fp8: INT8 only)")
+    _common.bench_args(ap, "bert_int8 on 16 dev / test examples and 16 calibration samples, "
+                           "INT8 and FP8, ptq.recipe=none, ORT MinMax only; ModelOpt only "
+                           "where its venv exists")
     a = ap.parse_args([f"--model={x.split('=', 1)[1]}" if x.startswith("model=") else x
                        for x in sys.argv[1:]])
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     models = parse_models(a.model)
+    extra: tuple[str, ...] = ()
+    if a.smoke:
+        a.limit, extra = 16, SMOKE
     t0 = time.perf_counter()
-    venv_python, venv_note = ensure_modelopt_venv(Path(a.modelopt_venv))
+    venv_python, venv_note = ensure_modelopt_venv(Path(a.modelopt_venv), create=not a.smoke)
+    if venv_note:
+        print(f"ModelOpt not measured (its rows are na): {venv_note}", flush=True)
     lines = []
     for m in models:
         t = time.perf_counter()
         comparison = compare_model(m, a.limit, venv_python, venv_note,
-                                   all_calibrators=a.all_calibrators, fp8=a.fp8)
+                                   all_calibrators=a.all_calibrators, fp8=a.fp8,
+                                   overrides=extra,
+                                   ort_methods=ORT_METHODS[:1] if a.smoke else ORT_METHODS)
         print_table(comparison)
         print(f"({m}: {time.perf_counter() - t:.0f} s)", flush=True)
         lines.append(comparison.line())
     print(f"total {time.perf_counter() - t0:.0f} s")
     for line in lines:
         print(line, flush=True)
+    return 0
 
 
 def compare_model(experiment: str, limit: int | None, venv_python: Path | None,
                   venv_note: str | None, *, all_calibrators: bool = False,
-                  fp8: bool = False) -> ModelComparison:
+                  fp8: bool = False, overrides: tuple[str, ...] = (),
+                  ort_methods: tuple[str, ...] = ORT_METHODS) -> ModelComparison:
     """Measure quantkit's default, ORT and ModelOpt on ``experiment``'s model and data
-    (``fp8``: on an H200 target, FP8 candidates of quantkit and ModelOpt too)."""
+    (``fp8``: on an H200 target, FP8 candidates of quantkit and ModelOpt too; ``overrides``:
+    more of the experiment's, e.g. a smaller calibration split; ``ort_methods``: the
+    calibration methods of ``quantize_static`` measured)."""
     import numpy as np
 
     import peers
@@ -193,7 +217,8 @@ def compare_model(experiment: str, limit: int | None, venv_python: Path | None,
     from quantkit.app import prepared_context
     from quantkit.run.scope import quant_scope
 
-    overrides = [f"data.test.limit={limit}", f"data.dev.limit={limit}"] if limit else []
+    overrides = [*overrides, *([f"data.test.limit={limit}", f"data.dev.limit={limit}"]
+                               if limit else [])]
     if fp8:  # an FP8 GPU: the run builds fp8.<calibrator> beside int8.<calibrator>
         overrides += ["gpu.sm=90", "precision.formats=[int8,fp8]"]
     s = _common.settings_for(experiment, *overrides)
@@ -213,9 +238,9 @@ def compare_model(experiment: str, limit: int | None, venv_python: Path | None,
             return ev.metric("accuracy"), float((ev.logits.argmax(1) == ref_pred).mean())
 
         overflow = check_fp16_range(ctx)
-        source = apply_ptq(ctx, quant_scope(ctx), overflow, ref_dev)
-        cal = calibrate(ctx, source)
-        arts = {n: art for n, art in build_artifacts(ctx, cal, overflow, source).items()
+        sources = apply_ptq(ctx, quant_scope(ctx), overflow, ref_dev)
+        cal = calibrate(ctx, sources)
+        arts = {n: art for n, art in build_artifacts(ctx, cal, overflow, sources).items()
                 if n.startswith(("int8.", "fp8."))}
         dev = {n: evaluate_artifact(ctx, art, ref_dev) for n, art in arts.items()}
         members = family_members(ctx, dev, None)
@@ -249,7 +274,7 @@ def compare_model(experiment: str, limit: int | None, venv_python: Path | None,
 
         kw = {"pad_to": s.data.max_length} if text else {}
         feeds = [f for _, f in ctx.feeds.batches(splits.calib, s.calibrator.batch_size, **kw)]
-        for method in ("minmax", "percentile", "entropy"):
+        for method in ort_methods:
             out = tmp / f"ort.{method}.onnx"
             peers.ort_quantize(ctx.model.path, out, feeds, method=method, percentile=99.99,
                                op_types=scope_ops)
@@ -320,17 +345,20 @@ quantize(src, quantize_mode=mode, calibration_data=data, calibration_method=meth
 """
 
 
-def ensure_modelopt_venv(venv: Path) -> tuple[Path | None, str | None]:
+def ensure_modelopt_venv(venv: Path, *, create: bool = True) -> tuple[Path | None, str | None]:
     """(python of a venv with nvidia-modelopt[onnx], None) or (None, why not).
 
-    Created on first use: torch 2.13.0 CPU first (else ModelOpt pulls a multi-GB CUDA torch),
-    then ``nvidia-modelopt[onnx]`` (which brings onnxruntime-gpu and onnx 1.21: hence its own
-    venv). Failing installs are reported, not raised: the other peers are still measured.
+    Created on first use unless ``create`` is false (``--smoke``): torch 2.13.0 CPU first
+    (else ModelOpt pulls a multi-GB CUDA torch), then ``nvidia-modelopt[onnx]`` (which brings
+    onnxruntime-gpu and onnx 1.21: hence its own venv). Failing installs are reported, not
+    raised: the other peers are still measured.
     """
     python = venv / "bin" / "python"
     check = [str(python), "-c", "import modelopt.onnx.quantization"]
     if python.exists() and subprocess.run(check, capture_output=True).returncode == 0:
         return python, None
+    if not create:
+        return None, f"no venv with nvidia-modelopt[onnx] at {venv} (--smoke never creates it)"
     steps = [[sys.executable, "-m", "venv", str(venv)],
              [str(python), "-m", "pip", "install", "-q", "torch==2.13.0+cpu"],
              [str(python), "-m", "pip", "install", "-q", "nvidia-modelopt[onnx]"]]
@@ -370,4 +398,4 @@ def modelopt_quantize(python, model_path, out, calib, tmp, *, mode="int8", metho
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(_common.run_benchmark("accuracy_vs_peers", main))

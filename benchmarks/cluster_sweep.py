@@ -25,6 +25,10 @@ the cache), and the sweep report names the killed job as ran again.
     pip install -e '.[sweeps]'
     python benchmarks/cluster_sweep.py                      # ray, submitit and the fault
     python benchmarks/cluster_sweep.py --only ray           # one of: ray, submitit, fault
+    python benchmarks/cluster_sweep.py --smoke              # --only submitit
+
+``--smoke`` (CI's smoke test): ``--only submitit``; without hydra-submitit-launcher it prints
+one line, ``skipped: ...``, and exits 0 (as tests/test_cluster_sweep.py skips).
 
 Last line: ``ray=<ok|FAIL|skipped|not_run> submitit=<...> fault=<...> jobs=<n> seconds=<s>``
 (exit 0 when nothing failed). ``skipped``: that launcher's plugin is not installed;
@@ -52,6 +56,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "reliability"))
 
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import _common  # noqa: E402
 import tinyworld  # noqa: E402
 from test_e2e import comparable  # noqa: E402  (one rule for "the same record")
 
@@ -330,7 +337,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work-dir", type=Path, default=None,
                     help="an empty dir for everything but Ray's temp dir (kept; default: a "
                          "temp dir, removed at the end unless --keep)")
+    _common.bench_args(ap, "--only submitit (the alone runs and one submitit sweep of the tiny "
+                           "world); skipped without hydra-submitit-launcher")
     a = ap.parse_args(argv)
+    if a.smoke:
+        if importlib.util.find_spec(PLUGINS["submitit"]) is None:
+            return _common.skip("hydra-submitit-launcher not installed (pip install -e "
+                                "'.[sweeps]'): the cluster sweep's smoke mode needs it")
+        a.only = a.only or "submitit"
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the cleanup below
     parts = [a.only] if a.only else ["ray", "submitit", "fault"]
     base = a.work_dir or Path(tempfile.mkdtemp(prefix="quantkit-cluster-"))
@@ -371,4 +385,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_common.run_benchmark("cluster_sweep", main))

@@ -15,6 +15,7 @@
 
     python benchmarks/faults.py                     # bert_int8, eval 200 (about 15 minutes)
     python benchmarks/faults.py --tiny              # the tests' tiny world (about 1 minute)
+    python benchmarks/faults.py --smoke             # --tiny --skip-catalog --kill-at evaluate
 
 The runs execute a snapshot of quantkit/ and conf/ taken at start (the working tree may be
 edited while a long benchmark runs); the catalog runs against the working tree.
@@ -40,6 +41,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "reliability"))
 
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import _common  # noqa: E402
 from test_e2e import comparable  # noqa: E402  (one rule for "the same record")
 
 BERT_ARGS = ["experiment=bert_int8", "data.eval.limit=200", "data.calib.num_samples=64",
@@ -254,7 +258,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--delay", type=float, default=None, help="seconds into the stage to kill")
     ap.add_argument("--skip-catalog", action="store_true", help="do not run the bad-input catalog")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir")
+    _common.bench_args(ap, "--tiny --skip-catalog --kill-at evaluate (one kill, the concurrent "
+                           "pair)")
     a = ap.parse_args(argv)
+    if a.smoke:
+        a.tiny, a.skip_catalog, a.kill_at = True, True, a.kill_at or "evaluate"
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the cleanup below
 
     base = Path(tempfile.mkdtemp(prefix="quantkit-faults-"))
@@ -297,4 +305,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_common.run_benchmark("faults", main))

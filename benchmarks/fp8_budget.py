@@ -2,9 +2,13 @@
 (the attention BMMs' and the weighted GEMMs' apart), and both, on the dev (or test) split.
 
     python benchmarks/fp8_budget.py --model bert_int8 [--split dev] [--limit N]
+    python benchmarks/fp8_budget.py --smoke    # 16 examples, the rows without GPTQ
+
+The last line sums the rows up: ``model=<m> split=<split> n=<n> fp8_nodes=<k> acc_fp32=<a>
+worst_row=<row> worst_agree=<agreement of the row furthest from FP32> rows=<rows run>``.
 
 The FP8 plan is the run's ``fp8.minmax`` one on the original graph at opset 19
-(``run/artifacts.fp8_plan``: FP8 E4M3 where TensorRT runs FP8, amax / 448 per tensor), its
+(``run/fp8_source.fp8_plan``: FP8 E4M3 where TensorRT runs FP8, amax / 448 per tensor), its
 ranges from the calibration split. Rows (each one line of JSON: agreement and flips vs
 FP32's top-1, accuracy, mean KL vs FP32, logit NMSE):
 
@@ -31,18 +35,25 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402
 
+#: --smoke: the smallest real run (every row; a handful of examples)
+SMOKE = ("data.calib.num_samples=16", "calibrator.batch_size=8")
 ROWS = ("fp16", "weights_nearest", "weights_gptq", "act_bmm", "act_gemm", "act_all",
         "full_nearest", "full_gptq")
 
 
-def main() -> None:
+def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="bert_int8")
     ap.add_argument("--split", default="dev", choices=["dev", "test"])
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--rows", default=",".join(ROWS), help="comma-separated subset of rows")
     ap.add_argument("--override", action="append", default=[])
+    _common.bench_args(ap, "every row but the two GPTQ ones on 16 dev examples, 16 "
+                           "calibration samples")
     a = ap.parse_args()
+    if a.smoke:  # the GPTQ rows' rounding alone takes most of a minute on MiniLM
+        a.limit, a.rows = 16, ",".join(r for r in ROWS if not r.endswith("_gptq"))
+        a.override = [*a.override, *SMOKE]
     rows = a.rows.split(",")
     unknown = sorted(set(rows) - set(ROWS))
     if unknown:
@@ -66,7 +77,7 @@ def main() -> None:
     from quantkit.qdq.casts import emulate_fp16, to_opset
     from quantkit.qdq.fp8 import FP8_OPSET, fake_quantize_fp8, fp8_weight_scale
     from quantkit.qdq.insert import insert_qdq
-    from quantkit.run.artifact import fp8_plan
+    from quantkit.run.fp8_source import fp8_plan
 
     p, c = s.precision, s.calibrator
     base = onnx.load(model.path)
@@ -154,17 +165,24 @@ def main() -> None:
     print(json.dumps({"model": a.model, "split": a.split, "n": len(y), "fp8_nodes": len(fp8),
                       "weighted": len(weighted), "bmm": len(bmm),
                       "acc_fp32": round(float((ref_pred == y).mean()), 4)}), flush=True)
+    agree = {}
     for row in rows:
         t0 = time.perf_counter()
         logits = evaluate(build(row), row)
         pred = logits.argmax(1)
+        agree[row] = float((pred == ref_pred).mean())
         print(json.dumps({
-            "row": row, "agree": round(float((pred == ref_pred).mean()), 4),
+            "row": row, "agree": round(agree[row], 4),
             "flips": int((pred != ref_pred).sum()), "acc": round(float((pred == y).mean()), 4),
             "mean_kl": float(f"{mean_kl(ref, logits):.4g}"),
             "logit_nmse": float(f"{np.mean((logits - ref) ** 2) / np.mean(ref ** 2):.4g}"),
             "s": round(time.perf_counter() - t0, 1)}), flush=True)
+    worst = min(agree, key=agree.get)
+    print(f"model={a.model} split={a.split} n={len(y)} fp8_nodes={len(fp8)} "
+          f"acc_fp32={float((ref_pred == y).mean()):.4f} worst_row={worst} "
+          f"worst_agree={agree[worst]:.4f} rows={len(rows)}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(_common.run_benchmark("fp8_budget", main))

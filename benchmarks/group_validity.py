@@ -25,6 +25,7 @@ counts, enveloped with the *percentile* cluster bootstrap); last line
 the smallest G of the grid from which every row of every world is within the bound.
 
     python benchmarks/group_validity.py [--sims 2000] [--groups 10 20 30 50 75 100 200]
+    python benchmarks/group_validity.py --smoke    # 20 simulations, 75 and 200 groups
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _common  # noqa: E402
 
 from quantkit.verdict import (Margin, TestPolicy, margin_abs, paired_signoff,  # noqa: E402
                               score_signoff)
@@ -118,7 +122,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--baseline", action="store_true",
                     help="also the percentile cluster bootstrap of before issue 24")
+    _common.bench_args(ap, "20 simulations per row, 75 and 200 groups")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.sims, args.groups = 20, [75, 200]
     t0 = time.perf_counter()
     bound = 0.025 + 2 * math.sqrt(0.025 * 0.975 / args.sims)
     print(f"false PASS with the loss in 10% of groups (each group bad w.p. 0.1), one-sided "
@@ -154,4 +161,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_common.run_benchmark("group_validity", main))

@@ -23,6 +23,7 @@ model), not the real embeddings.
 
     python benchmarks/head_bytes.py [--shape minilm|mobilenet|all] [--reps 20] [--jobs 1]
         [--rows lbfgs_float32,grid,grid_rounded_x]
+    python benchmarks/head_bytes.py --smoke     # the minilm shape, 2 perturbations
 
 Last line: ``head_bytes_changed <shape>=<k>/<reps> ...`` at ``GRID_BITS``.
 """
@@ -39,6 +40,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _common  # noqa: E402
 
 from quantkit.models.head import GRID_BITS, head_on_grid, solve_logistic_head  # noqa: E402
 
@@ -139,13 +143,16 @@ def cost(shape: str, solved) -> dict:
             "train_accuracy": h.train_accuracy}
 
 
-def main() -> None:
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--shape", default="all", choices=["all", *SHAPES])
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--rows", default="lbfgs_float32,grid,grid_rounded_x")
+    _common.bench_args(ap, "the minilm shape only, 2 perturbations, every row")
     a = ap.parse_args()
+    if a.smoke:
+        a.shape, a.reps = "minilm", 2
     rows = tuple(a.rows.split(","))
     shapes = list(SHAPES) if a.shape == "all" else [a.shape]
     summary = []
@@ -172,7 +179,8 @@ def main() -> None:
                 print(f"  grid{GRID_BITS} {key:<18} {val:.4g}")
             summary.append(f"{shape}={sum(r[f'grid{GRID_BITS}'] for r in res)}/{a.reps}")
     print("head_bytes_changed " + " ".join(summary))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(_common.run_benchmark("head_bytes", main))

@@ -23,6 +23,7 @@ acceptance bound ``0.025 + 2 SE`` and the new test's power; last line
 ``labelfree_false_pass_worst=<x> row=<world>:<n> rows_ok=<k>/<m> sims=<s>``.
 
     python benchmarks/labelfree_validity.py [--sims 2000] [--sizes 100 500 1000]
+    python benchmarks/labelfree_validity.py --smoke    # 20 simulations per row, n = 100
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ import numpy as np
 from scipy.stats import norm, t as student_t
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _common  # noqa: E402
 
 from quantkit.verdict import TestPolicy, score_signoff  # noqa: E402
 
@@ -120,7 +124,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", type=int, nargs="*", default=[100, 500, 1000])
     ap.add_argument("--worlds", nargs="*", default=list(BOUNDS))
     ap.add_argument("--seed", type=int, default=0)
+    _common.bench_args(ap, "20 simulations per row (10 of the old test), n = 100")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.sims, args.old_sims, args.sizes = 20, 10, [100]
     t0 = time.perf_counter()
     bound = 0.025 + 2 * math.sqrt(0.025 * 0.975 / args.sims)
     print(f"score_signoff (share within the tolerance >= {1 - QUANTILE:g}, exact binomial) at "
@@ -148,4 +155,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_common.run_benchmark("labelfree_validity", main))

@@ -2,13 +2,14 @@
 vs ONNX Runtime quantize_static's TensorRT-style model, interleaved in one run.
 
 All models come from the same prepared FP32 model; both quantkit artifacts from the
-same calibration (one calibrator, default mse; the tensor set of target=ort_cpu, a superset
-of tensorrt's: it adds the Conv / residual-Add outputs that target quantizes, and every
-tensor's range is computed on its own) and the same Plan, realized per target
-(quantkit/qdq/targets.py). ONNX Runtime's own uint8 QDQ model (quantize_static defaults:
-uint8 activations, per-channel int8 weights, MinMax, every op it can quantize) is timed as
-the reference for target=ort_cpu. The two TensorRT-style models are compared fairly: both have an
-FP32 remainder (precision.remainder=fp32; quantize_static leaves the rest FP32) and the same
+same calibration (the run's ptq and calibration stages with ``ptq.recipe=none``: no
+SmoothQuant / equalization rewrite, so quantize_static below quantizes the same graph; one
+calibrator, default mse; the tensor set of target=ort_cpu, a superset of tensorrt's: it adds
+the Conv / residual-Add outputs that target quantizes, and every tensor's range is computed on
+its own) and the same Plan, realized per target (quantkit/qdq/targets.py). ONNX Runtime's
+own uint8 QDQ model (quantize_static defaults: uint8 activations, per-channel int8 weights,
+MinMax, every op it can quantize) is timed as the reference for target=ort_cpu. The two
+TensorRT-style models are compared fairly: both have an FP32 remainder (precision.remainder=fp32; quantize_static leaves the rest FP32) and the same
 INT8 op scope (quantize_static's nodes_to_quantize = quantkit's INT8 nodes), symmetric int8
 activations and per-channel int8 weights in QDQ format. The CPU numbers of the TensorRT-style
 models say nothing about TensorRT latency: they only show how ONNX Runtime runs such graphs.
@@ -18,6 +19,9 @@ execution, the run's disabled optimizers); warm-up calls, then interleaved round
 A B C D A B C D ...; medians. Usage:
 
     python benchmarks/latency.py [model=bert_int8|mobilenet_int8] [--rounds 7] [--threads 1]
+    python benchmarks/latency.py --smoke    # 16 calibration samples, 32 tokens, 1 round
+
+The full run writes benchmarks/results/latency.md (``--results-dir``: elsewhere).
 
 Last line (throughput ratios; x, y: ort_cpu target over FP32; z: quantkit target=tensorrt
 over quantize_static; c: fraction of the ort_cpu target's INT8 nodes ONNX Runtime ran as
@@ -37,6 +41,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402
 
 EXPERIMENTS = ("bert_int8", "mobilenet_int8")
+#: --smoke: the smallest real run (the same stages on a handful of examples)
+SMOKE = ("data.calib.num_samples=16", "data.dev.limit=32", "data.test.limit=32",
+         "calibrator.batch_size=8")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -48,7 +55,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--repeat-b1", type=int, default=8, help="batch-1 calls per round and model")
     ap.add_argument("--threads", type=int, default=1, help="ONNX Runtime intra-op threads")
     ap.add_argument("--seq-len", type=int, default=128, help="text: tokens per example (padded)")
+    _common.bench_args(ap, "bert_int8 on 16 calibration samples and 32 dev examples, 32 "
+                           "tokens, one timing round of one call, no warm-up")
     a = ap.parse_args(argv)
+    if a.smoke:
+        a.rounds, a.warmup, a.repeat_b1, a.seq_len = 1, 0, 1, 32
     a.model = "bert_int8"
     for o in a.overrides:
         key, _, value = o.partition("=")
@@ -98,7 +109,11 @@ def ort_quantize_uint8(model_path, out_path, feeds: list[dict]) -> None:
 
 def main(argv=None) -> None:
     a = parse_args(argv)
-    overrides = ["precision.remainder=fp32"]  # both TensorRT-style models: FP32 remainder
+    # both TensorRT-style models: FP32 remainder; no ptq rewrite (quantize_static gets the
+    # same graph and the same INT8 nodes)
+    overrides = ["precision.remainder=fp32", "ptq.recipe=none"]
+    if a.smoke:
+        overrides += SMOKE
     s_trt = _common.settings_for(a.model, *overrides)
     s_ort = _common.settings_for(a.model, *overrides, "target=ort_cpu")
 
@@ -108,10 +123,14 @@ def main(argv=None) -> None:
 
     import peers
     from quantkit.backends.ort import OrtRunner
-    from quantkit.run.artifact import build_artifact, plan_for_ranges
-    from quantkit.run.stages.calibration import calibration as calibrate
     from quantkit.app import prepared_context
+    from quantkit.run.artifact import build_artifact
+    from quantkit.run.plans import plan_for_ranges
     from quantkit.run.scope import quant_scope
+    from quantkit.run.stages.calibration import calibration
+    from quantkit.run.stages.fp16_range_check import fp16_range_check
+    from quantkit.run.stages.fp32_reference import fp32_reference
+    from quantkit.run.stages.ptq import ptq
 
     ropts = dict(disabled_optimizers=s_trt.backend.disabled_optimizers,
                  intra_op_threads=a.threads, providers=s_trt.backend.providers)
@@ -122,7 +141,9 @@ def main(argv=None) -> None:
         model, splits, proto = ctx.model, ctx.splits, ctx.graph.model  # nodes named
         make_batch, calib_feeds, feed_desc = feeds_for(s_trt, ctx.feeds, splits,
                                                        seq_len=a.seq_len)
-        cal = calibrate(ctx, quant_scope(ctx))  # ort_cpu's set: a superset
+        # the run's stages; ort_cpu's tensor set: a superset of tensorrt's
+        sources = ptq(ctx, quant_scope(ctx), fp16_range_check(ctx), fp32_reference(ctx, "dev"))
+        cal = calibration(ctx, sources)
         if a.calibrator not in cal.ranges:
             raise SystemExit(f"--calibrator {a.calibrator}: not one of {list(cal.ranges)}")
         rng = cal.ranges[a.calibrator]
@@ -209,4 +230,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(_common.run_benchmark("latency", main))

@@ -13,7 +13,7 @@ one-sided alpha 0.025, the test size planned for 80% power at alpha by the Nam f
    ``seed`` re-draws the partition); "best of K" = PASS on any of K seeds, without the
    ledger (alpha each time) and with it (look k at the rule's alpha_k, via look_alpha).
 
-Usage: ``python benchmarks/ledger_spending.py [--sims 4000]``. Last line:
+Usage: ``python benchmarks/ledger_spending.py [--sims 4000]`` (``--smoke``: 5 simulations). Last line:
 ``gamma=<g> look1_power=<p> by_look2_power=<p> false_pass_best_of_5_reseeds=<x> (no ledger <y>)``
 """
 
@@ -27,6 +27,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _common  # noqa: E402
 
 from quantkit.verdict import Margin, TestPolicy, paired_signoff, required_test_size  # noqa: E402
 from quantkit.verdict.ledger import SPENDING_RATIO, SpentLook, look_alpha  # noqa: E402
@@ -93,7 +96,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sims", type=int, default=4000)
     ap.add_argument("--reseeds", type=int, default=5)
+    _common.bench_args(ap, "5 simulations per cell")
     a = ap.parse_args(argv)
+    if a.smoke:
+        a.sims = 5
     n = required_test_size(flip_rate=F, delta=0.0, margin_abs=M, alpha=ALPHA, power=0.8)
     t0 = time.perf_counter()
     print(f"n planned {n} (Nam, 80% power at one-sided alpha {ALPHA}); {a.sims} simulations")
@@ -116,4 +122,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_common.run_benchmark("ledger_spending", main))

@@ -24,6 +24,7 @@ the score bound is for), and the power (lossless world); last line
 ``macro_f1_false_pass_worst=<x> row=<world>:<n> rows_ok=<k>/<m> sims=<s>``.
 
     python benchmarks/macro_f1_validity.py [--sims 2000] [--sizes 100 500 1000 5000]
+    python benchmarks/macro_f1_validity.py --smoke    # 20 simulations per row, n = 100
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _common  # noqa: E402
 
 from quantkit.verdict import Margin, TestPolicy  # noqa: E402
 from quantkit.verdict.macro_f1 import macro_f1, macro_f1_signoff  # noqa: E402
@@ -140,7 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--power-sims", type=int, default=300)
     ap.add_argument("--sizes", type=int, nargs="*", default=[100, 500, 1000, 5000])
     ap.add_argument("--seed", type=int, default=0)
+    _common.bench_args(ap, "20 simulations per row (5 for power), n = 100")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.sims, args.power_sims, args.sizes = 20, 5, [100]
     t0 = time.perf_counter()
     print(f"macro_f1_signoff at the margin (relative 1%), one-sided alpha 0.025, "
           f"{args.sims} simulations per row (power: {args.power_sims})")
@@ -167,4 +174,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_common.run_benchmark("macro_f1_validity", main))

@@ -7,9 +7,11 @@ agreement with FP32 on the eval split head (``--eval-limit``, default 1000).
 
     python benchmarks/ptq_techniques.py --model bert_int8 --calibrator percentile \\
         --configs base,sq,rs,bc,sq+rs+bc
+    python benchmarks/ptq_techniques.py --smoke    # base and sq+bc, 16 eval examples
 Config letters: sq = SmoothQuant (alpha via --alpha), eq = cross-layer equalization,
 eqa = activation-aware equalization (alpha via --alpha),
-rs = range search, bc = bias correction. One line per config, then a summary line.
+rs = range search, bc = bias correction. One line per config, then the summary line
+``model=<m> acc_fp32=<a> <config>:acc=<a>,agree=<g> ...``.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402
 
 
-def main() -> None:
+def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="bert_int8", choices=["bert_int8", "mobilenet_int8"])
     ap.add_argument("--eval-limit", type=int, default=1000)
@@ -41,8 +43,13 @@ def main() -> None:
                     help="directory: write each config's step records (JSON) there")
     ap.add_argument("--only", default=None,
                     help="regexes separated by ;, one run each: only INT8 nodes whose name matches stay INT8 (diagnosis)")
+    _common.bench_args(ap, "the configs base and sq+bc on 16 eval examples, 16 calibration "
+                           "samples")
     a = ap.parse_args()
-    s, model, splits, enc = _common.setup(a.model)
+    smoke = ("data.calib.num_samples=16", "calibrator.batch_size=8") if a.smoke else ()
+    if a.smoke:
+        a.eval_limit, a.configs, a.capture_samples = 16, "base,sq+bc", 8
+    s, model, splits, enc = _common.setup(a.model, *smoke)
     end = min(a.eval_offset + a.eval_limit, len(splits.eval))
     evals = splits.eval.subset(range(a.eval_offset, end), "eval")
 
@@ -142,7 +149,8 @@ def main() -> None:
                                       indent=1))
     print(f"model={a.model} acc_fp32={acc_fp32:.4f} " + " ".join(
         f"{r['config']}:acc={r['acc']:.4f},agree={r['agree']:.4f}" for r in rows))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(_common.run_benchmark("ptq_techniques", main))

@@ -8,6 +8,10 @@ Evaluated on ONNX Runtime CPU with ``session.disable_quant_qdq`` (exact Q/DQ, th
 
     python benchmarks/ptq_variants.py --model bert_int8 --split dev \\
         --variants "cal=percentile,sq=0.8,rs=1,bc=1;cal=mse,sq=0.8,rs=1"
+    python benchmarks/ptq_variants.py --smoke    # two variants, 16 dev examples
+
+The last line sums them up: ``model=<m> split=<split> n=<n> acc_fp32=<a> variants=<k>
+best_variant=<spec> best_agree=<its agreement with FP32>`` (the best dev agreement).
 Variant keys: cal (calibrator), sq (SmoothQuant alpha, 0 = off), rs (range search 0/1),
 bc (bias correction 0/1), comb (widest|sum), err (tensor|row range-search error), rsn (range-search samples), grid,
 only (regex: only matching INT8 nodes stay INT8), drop (regex: matching nodes leave INT8),
@@ -29,6 +33,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402
 
 
+#: --smoke: a plain variant and one with SmoothQuant and bias correction
+SMOKE_VARIANTS = "cal=percentile,rs=0;cal=mse,sq=0.8,rs=0,bc=1"
+
+
 def parse(spec: str) -> dict:
     out = {"cal": "percentile", "sq": "0", "rs": "1", "bc": "0", "comb": "widest", "err": "tensor", "rsn": "32",
            "grid": "16", "only": "", "drop": "", "eq": "0", "rem": "fp16", "wr": "nearest", "st": "0"}
@@ -40,19 +48,26 @@ def parse(spec: str) -> dict:
     return out
 
 
-def main() -> None:
+def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="bert_int8")
     ap.add_argument("--split", default="dev", choices=["dev", "test"])
     ap.add_argument("--limit", type=int, default=None)
-    ap.add_argument("--variants", required=True, help="variants separated by ;")
+    ap.add_argument("--variants", default=None, help="variants separated by ; (required)")
     ap.add_argument("--override", action="append", default=[],
                     help="Hydra overrides of the experiment (e.g. calibrator.num_samples=512)")
     ap.add_argument("--out", default=None, help="append the JSON lines to this file")
     ap.add_argument("--test-top", type=int, default=0,
                     help="then evaluate the K variants with the best dev agreement (and the "
                          "first variant, the baseline) once on the test split")
+    _common.bench_args(ap, f"the variants {SMOKE_VARIANTS!r} on 16 dev examples, 16 "
+                           "calibration samples")
     a = ap.parse_args()
+    if a.smoke:
+        a.limit, a.variants = 16, a.variants or SMOKE_VARIANTS
+        a.override = [*a.override, "data.calib.num_samples=16", "calibrator.batch_size=8"]
+    if not a.variants:
+        ap.error("--variants is required (variants separated by ;)")
     s, model, splits, enc = _common.setup(a.model, *a.override)
 
     import numpy as np
@@ -91,7 +106,8 @@ def main() -> None:
 
     def reference(name):
         data = split_data(name)
-        cache = Path("/tmp/qk16") / f"ref.{a.model}.{name}.{data.sha256[:12]}.npy"
+        cache = (Path("/tmp/qk16") / f"ref.{a.model}.{Path(model.path).parent.name}."
+                 f"{name}.{data.sha256[:12]}.npy")  # the prepared model's and the split's hash
         cache.parent.mkdir(parents=True, exist_ok=True)
         if cache.exists():
             ref = np.load(cache)
@@ -194,7 +210,11 @@ def main() -> None:
             if a.out:
                 with open(a.out, "a") as fh:
                     fh.write(json.dumps(row) + "\n")
+    best = max(rows, key=lambda r: (r["agree"], r["acc"]))
+    print(f"model={a.model} split={a.split} n={len(y)} acc_fp32={acc_fp32:.4f} "
+          f"variants={len(rows)} best_variant={best['variant']} best_agree={best['agree']:.4f}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(_common.run_benchmark("ptq_variants", main))

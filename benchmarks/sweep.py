@@ -6,6 +6,7 @@ calibration statistics (one pass serves every calibrator), the FP16 candidate an
 evaluation. Real CLI runs in subprocesses. Usage:
 
     python benchmarks/sweep.py [--eval-limit N]
+    python benchmarks/sweep.py --smoke      # the same on the tests' tiny world
 
 Last line: sweep_seconds=<s> single_seconds=<s> sweep_vs_single=<ratio>
 """
@@ -33,16 +34,21 @@ def timed(args: list[str], cwd: Path) -> float:
     return time.perf_counter() - t0
 
 
-def main() -> None:
+def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--eval-limit", type=int, default=None)
+    _common.bench_args(ap, "the same two commands on the tests' tiny world")
     a = ap.parse_args()
-    _common.setup("bert_int8")  # prepare / reuse the model outside the measurement
-    common = ["experiment=bert_int8", "progress=false"]
-    if a.eval_limit:
-        common.append(f"data.eval.limit={a.eval_limit}")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
+        if a.smoke:  # its own cache and ledger under tmp; the two commands' stage caches below
+            common = [o for o in _common.tiny_overrides(tmp / "world")
+                      if not o.startswith("stage_cache_dir=")]
+        else:
+            _common.setup("bert_int8")  # prepare / reuse the model outside the measurement
+            common = ["experiment=bert_int8", "progress=false"]
+        if a.eval_limit:
+            common.append(f"data.eval.limit={a.eval_limit}")
         single = timed([*common, f"stage_cache_dir={tmp / 'cache_single'}",
                         f"hydra.run.dir={tmp / 'single'}"], tmp)
         sweep = timed(["-m", *common, "calibrator=minmax,percentile,entropy,mse",
@@ -53,7 +59,8 @@ def main() -> None:
     print(f"sweep, calibrator=minmax,percentile,entropy,mse (4 jobs): {sweep:7.1f} s; "
           f"comparison report written: {report}")
     print(f"sweep_seconds={sweep:.1f} single_seconds={single:.1f} sweep_vs_single={sweep / single:.2f}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(_common.run_benchmark("sweep", main))

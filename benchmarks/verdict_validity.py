@@ -65,54 +65,13 @@ candidate is lossless (the accuracy world).
 
     python benchmarks/verdict_validity.py [--sims 2000] [--rows accuracy kl_n100 ...]
     python benchmarks/verdict_validity.py --sims 100      # a quick check
+    python benchmarks/verdict_validity.py --smoke         # every row, 3 simulations each
 
 The process points QUANTKIT_CACHE and HOME at a temporary directory before importing
 quantkit (nothing of the user's cache or home is read or written).
 
-Measured at 2,000 simulated experiments per row (AMD EPYC, avx512_vnni, no amx_int8, 2
-cores; code as at a5150af; under load beside the test suite and a bert_int8 run, so the
-seconds are not timings), in four invocations: ``--rows accuracy macro_f1 agreement
-cosine_n100 cosine_n500 kl_n100 kl_n500 reruns_k5 retest`` (nice 19), ``--rows grouped``,
-``--rows engine``::
-
-        accuracy sims=2000 false_pass=0.0175 SE=0.0035 bound=0.0320 OK (220 s)
-        macro_f1 sims=2000 false_pass=0.0055 SE=0.0035 bound=0.0320 OK (232 s)
-       agreement sims=2000 false_pass=0.0235 SE=0.0035 bound=0.0320 OK (128 s)
-     cosine_n100 sims=2000 false_pass=0.0055 SE=0.0035 bound=0.0320 OK (58 s)
-     cosine_n500 sims=2000 false_pass=0.0230 SE=0.0035 bound=0.0320 OK (89 s)
-         kl_n100 sims=2000 false_pass=0.0025 SE=0.0035 bound=0.0320 OK (269 s)
-         kl_n500 sims=2000 false_pass=0.0220 SE=0.0035 bound=0.0320 OK (142 s)
-       reruns_k5 sims=2000 false_pass=0.0290 SE=0.0035 bound=0.0320 OK (2552 s)
-          retest sims=2000 false_pass=0.0240 SE=0.0035 bound=0.0320 OK (546 s)
-         grouped sims=2000 false_pass=0.0205 SE=0.0035 bound=0.0320 OK (624 s)
-     recall_n500 sims=2000 false_pass=0.0155 SE=0.0035 bound=0.0320 OK (870 s)
-          engine sims=2000 false_pass=0.0000 SE=0.0035 bound=0.0500 OK (117 s)
-    (grouped run's last line: power_lossless=0.7635 n_test=6000)
-
-(recall_n500 in a fourth invocation, ``--rows recall_n500``, alone.) reruns_k5 is the closest to its bound
-(0.0290, 1.1 SE above the nominal 0.025). The first run of these rows was killed by the
-kernel's OOM killer: every simulated experiment's ledger stayed in /dev/shm (23 GB);
-:meth:`Bench.ledger` now removes the previous experiment's files.
-
-The first run (helper, f8b32c2 plus this change, same host, under load, nice 19, 1,373 s
-wall) was ``--sims 1000 --slow-sims 300``::
-
-        accuracy sims=1000 false_pass=0.0130 SE=0.0049 bound=0.0349 OK (66 s)
-        macro_f1 sims=1000 false_pass=0.0050 SE=0.0049 bound=0.0349 OK (116 s)
-       agreement sims=1000 false_pass=0.0220 SE=0.0049 bound=0.0349 OK (51 s)
-     cosine_n100 sims=1000 false_pass=0.0050 SE=0.0049 bound=0.0349 OK (18 s)
-     cosine_n500 sims=1000 false_pass=0.0220 SE=0.0049 bound=0.0349 OK (23 s)
-         kl_n100 sims=1000 false_pass=0.0040 SE=0.0049 bound=0.0349 OK (32 s)
-         kl_n500 sims=1000 false_pass=0.0230 SE=0.0049 bound=0.0349 OK (45 s)
-     recall_n500 sims=300 false_pass=0.0233 SE=0.0090 bound=0.0430 OK (339 s)
-         grouped sims=300 false_pass=0.0167 SE=0.0090 bound=0.0430 OK (209 s)
-       reruns_k5 sims=1000 false_pass=0.0240 SE=0.0049 bound=0.0349 OK (249 s)
-          retest sims=1000 false_pass=0.0220 SE=0.0049 bound=0.0349 OK (99 s)
-          engine sims=1000 false_pass=0.0000 SE=0.0049 bound=0.0500 OK (62 s)
-    false_pass_recommended=0.0130 worst_row=reruns_k5:0.0240 power_lossless=0.7570 n_test=6000
-
-Every row is within its bound. At the run's default ``verdict.min_power=0.5`` the null
-rows would be lower still (a member at the bound is rarely planned to 50% power on dev).
+The measured rows (rates, seconds, host, commit) are in
+benchmarks/results/verdict_validity.md.
 """
 
 from __future__ import annotations
@@ -130,6 +89,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 ALPHA = 0.025
@@ -621,7 +583,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-power", type=float, default=0.0,
                     help="verdict.min_power (0: every declared member tested, the worst case)")
     ap.add_argument("--power-sims", type=int, default=0, help="verdict.power_sims")
+    _common.bench_args(ap, "every row, 3 simulated experiments each")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.sims, args.slow_sims = 3, 3
     t0 = time.perf_counter()
     logging.basicConfig(level=logging.ERROR)  # the run's per-candidate warnings: thousands
     logging.getLogger("quantkit").setLevel(logging.ERROR)
@@ -641,4 +606,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_common.run_benchmark("verdict_validity", main))

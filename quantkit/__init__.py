@@ -5,7 +5,7 @@ The Python API (quantkit/api.py), beside ``python -m quantkit``:
 
     import quantkit
     record = quantkit.run(overrides=["experiment=bert_int8"])
-    record = quantkit.load_record("experiments/bert_int8/<time>/record.json")
+    record = quantkit.load_record("experiments/bert_int8/<time>/record.json")  # a RunRecord
 
 Importing this package is cheap: it never imports torch, transformers or tensorrt; the API's
 modules load on first use.

@@ -3,7 +3,7 @@
 
     import quantkit
     record = quantkit.run(overrides=["experiment=bert_int8"])   # -> RunRecord
-    view = quantkit.load_record(record.run_dir + "/record.json")
+    same = quantkit.load_record(record.run_dir + "/record.json")  # -> RunRecord, any version
     settings = quantkit.configure(["experiment=bert_int8", "seed=1"])  # validated, no run
 
 Overrides are the command line's (``key=value``, ``group=option``); ``hydra.*`` overrides
@@ -24,7 +24,7 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
 
 from quantkit.errors import ConfigError
-from quantkit.record.record_view import RecordView
+from quantkit.record.migrate import load_record as load_any_record
 from quantkit.record.run_record import RunRecord
 from quantkit.settings import Settings, build, register
 from quantkit.settings.overrides import check_overrides
@@ -77,7 +77,9 @@ def run(overrides: Sequence[str] = (), *, run_dir: str | Path | None = None) -> 
     return run_app(cfg, out_dir=run_dir, command=command)
 
 
-def load_record(path: str | Path) -> RecordView:
-    """A record.json written by any version of quantkit, read into its typed sections."""
-    return RecordView.load(path)
+def load_record(path: str | Path) -> RunRecord:
+    """A record.json written by any version of quantkit, read into the RunRecord a run
+    returns (the same types write and read it; older schema versions are upgraded by
+    quantkit/record/migrate.py)."""
+    return load_any_record(path)
 

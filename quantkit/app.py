@@ -21,6 +21,8 @@ from omegaconf import DictConfig
 
 from quantkit.assets import cache_root
 from quantkit.environment import host_facts
+from quantkit.record.migrate import parse_record
+from quantkit.record.provenance import CacheCount, JobRecord, StageTiming
 from quantkit.record.run_record import RunRecord
 from quantkit.report.summary import summary_lines
 from quantkit.run.context import RunContext, make_context
@@ -129,7 +131,7 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None,
     ctx = make_context(settings, run_dir, cache_root(settings.cache_dir))
     preflight(ctx)  # one clear error per bad dir / backend / model file, before any work
     rec.host = host_facts(settings.backend)  # + GPU, driver, CUDA, TensorRT on backend=trt
-    rec.job = job_facts(run_dir)  # launcher, worker host, attempt (a sweep's rerun)
+    rec.job = JobRecord(**job_facts(run_dir))  # launcher, worker host, attempt (a rerun)
     stage, res = _Stages(), RunResults()
 
     ctx, res.prepared = _with_model(ctx, stage)
@@ -199,11 +201,13 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None,
         res.recommendation, res.notes = recommend(ctx, res.signoff, every, res.backend_checks,
                                                   res.latency)
     record(rec, res, run_dir)
-    rec.stages = {**stage.stages, "run": _totals(t_start)}  # wall time, peak memory
-    rec.stage_cache = ctx.cache.stats()
+    rec.stages = {name: StageTiming(**info)  # what each stage noted; wall time, peak memory
+                  for name, info in {**stage.stages, "run": _totals(t_start)}.items()}
+    rec.stage_cache = {name: CacheCount(**c) for name, c in ctx.cache.stats().items()}
     rec.finished = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     rec.write(run_dir / "record.json")
     log.info("record written to %s", run_dir / "record.json")
+    rec = parse_record(rec.to_dict())  # as written, read back through the same types
     with stage("report"):
         paths = report(rec, run_dir, settings.report.formats)
         rec.notes.append("reports: " + ", ".join(str(p) for p in paths.values()))

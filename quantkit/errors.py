@@ -69,3 +69,7 @@ class BackendError(QuantkitError):
 
 class LedgerError(QuantkitError):
     """The persistent test ledger (SQLite) is missing, unreadable or refuses a look."""
+
+
+class RecordError(QuantkitError):
+    """A record.json (or a section of one) does not fit the record schema of its version."""

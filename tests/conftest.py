@@ -122,14 +122,9 @@ def label_free_world(request, tmp_path_factory) -> dict:
 
 
 def _bert_settings(*overrides: str):
-    from hydra import compose, initialize_config_dir
+    import quantkit
 
-    from quantkit.settings import build, register
-
-    register()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return build(compose(config_name="config",
-                             overrides=["experiment=bert_int8", "progress=false", *overrides]))
+    return quantkit.configure(["experiment=bert_int8", "progress=false", *overrides])
 
 
 @pytest.fixture(scope="session")

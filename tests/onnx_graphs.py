@@ -13,13 +13,13 @@ from onnx import TensorProto, helper, numpy_helper
 
 
 def save_cnn(nodes: list[onnx.NodeProto], inits: dict[str, np.ndarray], path: Path,
-             name: str) -> None:
+             name: str, *, batch: str | int = "batch") -> None:
     """Save the checked opset-17 model of ``nodes`` with these initializers (in this order) at
     ``path``: graph ``name``, input ``input`` FLOAT [batch, 3, 16, 16], output ``logits``
-    FLOAT [batch, 2]."""
+    FLOAT [batch, 2] (``batch``: a fixed batch size, or a symbolic name)."""
     g = helper.make_graph(nodes, name, [helper.make_tensor_value_info(
-        "input", TensorProto.FLOAT, ["batch", 3, 16, 16])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 2])],
+        "input", TensorProto.FLOAT, [batch, 3, 16, 16])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, 2])],
         [numpy_helper.from_array(a, n) for n, a in inits.items()])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8
@@ -30,18 +30,13 @@ def save_cnn(nodes: list[onnx.NodeProto], inits: dict[str, np.ndarray], path: Pa
 def cnn_run_context(root: Path, model_path: Path, name: str, *overrides: str):
     """A prepared RunContext of the CNN at ``model_path`` on a fresh 16 x 16 two-class image
     folder under ``root`` (no stage cache), with the ptq ``overrides``."""
-    from hydra import compose, initialize_config_dir
-
+    import quantkit
     from quantkit.app import prepared_context
-    from quantkit.settings import build, register
-    from test_app_images import CONF, image_folder
+    from test_app_images import image_folder
 
     image_folder(root / "images")
-    register()
     base = ["model=onnx", f"model.path={model_path}", "data=image_folder",
             f"data.path={root / 'images'}", "data.image.size=16", "data.test_fraction=0.5",
             "data.calib.num_samples=16", f"cache_dir={root / 'cache'}", "progress=false",
             "stage_cache=false", f"experiment_name={name}"]
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        s = build(compose(config_name="config", overrides=[*base, *overrides]))
-    return prepared_context(s, root / "run")
+    return prepared_context(quantkit.configure([*base, *overrides]), root / "run")

@@ -14,16 +14,13 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from hydra import compose, initialize_config_dir
 from onnx import helper
 
+import quantkit
 from onnx_graphs import save_cnn
-from quantkit.settings import register
-
-CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
-def residual_cnn(path: Path) -> None:
+def residual_cnn(path: Path, *, batch: str | int = "batch") -> None:
     rng = np.random.default_rng(0)
     w1 = np.abs(rng.standard_normal((16, 3, 3, 3))).astype(np.float32) * 0.1
     w2 = (rng.standard_normal((16, 16, 1, 1)) * 0.2).astype(np.float32)
@@ -37,7 +34,7 @@ def residual_cnn(path: Path) -> None:
              helper.make_node("GlobalAveragePool", ["a"], ["p"], name="gap"),
              helper.make_node("Flatten", ["p"], ["f"], name="flatten"),
              helper.make_node("Gemm", ["f", "fc", "fb"], ["logits"], name="head", transB=1)]
-    save_cnn(nodes, inits, path, "residual_cnn")
+    save_cnn(nodes, inits, path, "residual_cnn", batch=batch)
 
 
 def image_folder(root: Path, n_per_class: int = 40) -> None:
@@ -51,32 +48,29 @@ def image_folder(root: Path, n_per_class: int = 40) -> None:
 
 
 def test_run_on_an_image_folder_with_your_own_cnn(tmp_path):
-    from quantkit.app import run
     from quantkit.qdq.qdq_map import QdqMap
     from quantkit.qdq.lint import lint_qdq
 
     residual_cnn(tmp_path / "cnn.onnx")
     image_folder(tmp_path / "images")
-    register()
     overrides = ["model=onnx", f"model.path={tmp_path / 'cnn.onnx'}", "data=image_folder",
                  f"data.path={tmp_path / 'images'}", "data.image.size=16", "data.eval_fraction=0.5",
                  "data.calib.num_samples=16", f"cache_dir={tmp_path / 'cache'}", "progress=false",
                  "report.formats=[json,md]", "verdict.n_boot=200", "compare.subset=16",
                  "compare.backend_check_subset=16", "precision.search.subset=16",
                  "bench.enabled=false", "experiment_name=images"]
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=overrides)
     out = tmp_path / "run"
-    rec = run(cfg, out_dir=out)
+    rec = quantkit.run(overrides=overrides, run_dir=out)
 
-    assert rec.data["kind"] == "image" and rec.data["sizes"] == {"train": 8, "calib": 16, "dev": 16, "test": 40}
-    assert rec.data["label_names"] == ["bright", "dark"]
-    assert rec.data["feeds"]["preprocess"]["size"] == 16
-    cands = rec.candidates
+    assert rec.data.kind == "image" and rec.data.sizes == {"train": 8, "calib": 16, "dev": 16, "test": 40}
+    assert rec.data.label_names == ["bright", "dark"]
+    assert rec.data.feeds["preprocess"]["size"] == 16
+    written = rec.to_dict()  # record.json as the run writes it
+    cands = written["candidates"]
     assert cands["fp32"]["metrics"]["accuracy"] == 1.0  # the CNN tells dark from bright
     assert set(cands["fp32"]["slices"]) == {"class"}  # images have no length slice
     # the skip input of the residual Add was calibrated with the Conv/Gemm inputs
-    assert "r1" in rec.calibration["amax"]["minmax"] and rec.calibration["quant_nodes"] == 3
+    assert "r1" in rec.calibration.amax["minmax"] and rec.calibration.quant_nodes == 3
     for m in ("minmax", "percentile", "entropy", "mse"):
         c = cands[f"int8.{m}"]
         assert c["verdict"]["status"] in ("PASS", "FAIL", "INCONCLUSIVE")
@@ -98,3 +92,25 @@ def test_run_on_an_image_folder_with_your_own_cnn(tmp_path):
             assert wdq.op_type == "DequantizeLinear"
             assert {a.name: a.i for a in wdq.attribute}.get("axis", 1) == 0
     assert "mixed" in cands and (out / "record.json").is_file() and (out / "report.md").is_file()
+
+
+def test_a_model_with_a_fixed_batch_of_one_runs_with_no_setting(tmp_path):
+    """A CNN exported with a fixed batch of 1 (as detectors often are) runs every stage with
+    the default batch sizes: fed one image at a time, timed at batch 1 only."""
+    import quantkit
+
+    residual_cnn(tmp_path / "cnn.onnx", batch=1)
+    image_folder(tmp_path / "images", n_per_class=20)
+    rec = quantkit.run([
+        "model=onnx", f"model.path={tmp_path / 'cnn.onnx'}", "data=image_folder",
+        f"data.path={tmp_path / 'images'}", "data.image.size=16", "data.eval_fraction=0.5",
+        "data.calib.num_samples=8", f"cache_dir={tmp_path / 'cache'}", "progress=false",
+        "report.formats=[json]", "verdict.n_boot=100", "compare.subset=4",
+        "compare.backend_check_subset=4", "precision.search.enabled=false",
+        "bench.feeds=1", "bench.warmup=1", "bench.min_repeats=1", "bench.repeats=2",
+        "experiment_name=fixed1"],
+        run_dir=tmp_path / "run")
+    assert rec.data.feeds["fixed_batch"] == 1
+    assert rec.candidates["fp32"].metrics.accuracy == 1.0
+    assert {int(b) for b in rec.candidates["fp32"].latency} == {1}  # batch 1 only
+    assert rec.candidates["int8.minmax"].plan_counts["int8"] == 2

@@ -24,7 +24,8 @@ _ABSENT = [name for name, mod in (("hydra-ray-launcher", "hydra_plugins.hydra_ra
 @pytest.mark.skipif(bool(_ABSENT), reason=f"{', '.join(_ABSENT)} not installed (pip install -e '.[sweeps]')")
 def test_sweep_through_ray_and_submitit_then_a_lost_worker(tmp_path):
     r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "cluster_sweep.py"),
-                        "--work-dir", str(tmp_path / "work")],
+                        "--work-dir", str(tmp_path / "work"),
+                        "--results-dir", str(tmp_path)],  # never into benchmarks/results/
                        capture_output=True, text=True, timeout=1500)
     lines = r.stdout.strip().splitlines()
     assert lines, r.stderr[-3000:]

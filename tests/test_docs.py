@@ -221,13 +221,9 @@ def _pyproject() -> dict:
 
 
 def _compose(overrides: list[str]):
-    from hydra import compose, initialize_config_dir
+    import quantkit
 
-    from quantkit.settings import build, register
-
-    register()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return build(compose(config_name="config", overrides=overrides))
+    return quantkit.configure(overrides)
 
 
 def _sweep_variants(overrides: list[str]) -> list[list[str]]:

@@ -5,20 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+import quantkit
 from quantkit.errors import ConfigError
-from quantkit.settings import Settings, build, register
+from quantkit.settings import Settings, build
 
-register()
 CONF = Path(__file__).resolve().parents[1] / "conf"
 EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
 
 
 def compose_cfg(*overrides: str):
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides))
+    return quantkit.compose(overrides)
 
 
 @pytest.mark.parametrize("experiment", EXPERIMENTS)

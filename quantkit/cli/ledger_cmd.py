@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from quantkit.errors import LedgerError, QuantkitError
+from quantkit.record.migrate import load_record
 
 __all__ = ["format_looks", "main"]
 
@@ -26,18 +27,19 @@ def _from_record(path: Path) -> tuple[str, str | None]:
     """(model sha256, ledger path or None) from a run dir or its record.json."""
     rec_path = path / "record.json" if path.is_dir() else path
     try:
-        rec = json.loads(rec_path.read_text(encoding="utf-8"))
+        rec = load_record(rec_path)
     except (OSError, ValueError) as exc:
         raise LedgerError("cannot read the run's record", where=str(rec_path),
                           value=type(exc).__name__,
                           fix="pass a run dir that holds record.json, or a model sha256 prefix"
                           ) from exc
-    facts = (rec.get("signoff") or {}).get("ledger") or {}
-    sha = facts.get("model_key") or (rec.get("model") or {}).get("sha256")
-    if not isinstance(sha, str) or not sha:
+    facts = rec.signed.ledger if rec.signed is not None else None
+    sha = (facts.model_key if facts is not None else None) or \
+        (rec.model.sha256 if rec.model is not None else None)
+    if not sha:
         raise LedgerError("the record names no model sha256", where=str(rec_path),
                           fix="pass the model's sha256 prefix instead")
-    return sha, facts.get("path")
+    return sha, facts.path if facts is not None else None
 
 
 def format_looks(looks) -> list[str]:

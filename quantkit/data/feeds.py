@@ -68,10 +68,12 @@ class TextFeeds:
 
     kind = "text"
 
-    def __init__(self, encoder, *, pooling: str = "none") -> None:
+    def __init__(self, encoder, *, pooling: str = "none", fixed_batch: int | None = None
+                 ) -> None:
         self.encoder = encoder
         self.input_names = list(encoder.input_names)
         self.pooling = pooling
+        self.fixed_batch = fixed_batch
 
     def pool(self, output: np.ndarray, feed: dict[str, np.ndarray]) -> np.ndarray:
         """A token-level output [batch, tokens, dims] pooled per ``model.output.pooling``
@@ -86,7 +88,8 @@ class TextFeeds:
                 pad_to: int | None = None) -> Iterator[tuple[np.ndarray, dict[str, np.ndarray]]]:
         from quantkit.data.text import iter_feeds
 
-        return iter_feeds(self.encoder, _texts(data), batch_size, lengths, pad_to=pad_to)
+        return iter_feeds(self.encoder, _texts(data), batch_size_for(self, batch_size), lengths,
+                          pad_to=pad_to)
 
     def feeds(self, data: Any, batch_size: int, *, lengths: np.ndarray | None = None
               ) -> Iterator[dict[str, np.ndarray]]:
@@ -101,12 +104,12 @@ class TextFeeds:
 
     def cache_key(self) -> dict:
         """The tokenizer by content (a changed vocabulary at the same path is another key; a
-        moved cache still hits)."""
-        return {"tokenizer": self.encoder.fingerprint()}
+        moved cache still hits), and a fixed batch where the model has one."""
+        return {"tokenizer": self.encoder.fingerprint(), **_fixed(self)}
 
     def describe(self) -> dict:
         return {"kind": self.kind, "inputs": self.input_names,
-                "max_length": self.encoder.max_length}
+                "max_length": self.encoder.max_length, **_fixed(self)}
 
 
 class ImageFeeds:
@@ -115,7 +118,7 @@ class ImageFeeds:
     kind = "image"
 
     def __init__(self, preprocess, *, input_name: str = "input", layout: str = "NCHW",
-                 pooling: str = "none") -> None:
+                 pooling: str = "none", fixed_batch: int | None = None) -> None:
         from quantkit.data.images import ImagePreprocess
 
         if not isinstance(preprocess, ImagePreprocess):
@@ -129,6 +132,7 @@ class ImageFeeds:
         self.layout = layout
         self.input_names = [input_name]
         self.pooling = pooling
+        self.fixed_batch = fixed_batch
 
     def pool(self, output: np.ndarray, feed: dict[str, np.ndarray]) -> np.ndarray:
         """A token-level output (e.g. a vision transformer's patch states) pooled (no mask)."""
@@ -143,8 +147,8 @@ class ImageFeeds:
         from quantkit.data.images import iter_image_feeds
 
         name = self.input_names[0]
-        for idx, feed in iter_image_feeds(_images(data), batch_size, self.preprocess,
-                                          input_name=name):
+        for idx, feed in iter_image_feeds(_images(data), batch_size_for(self, batch_size),
+                                          self.preprocess, input_name=name):
             if self.layout == "NHWC":
                 feed = {name: np.ascontiguousarray(feed[name].transpose(0, 2, 3, 1))}
             yield idx, feed
@@ -162,11 +166,25 @@ class ImageFeeds:
         from quantkit.data.images import PREPROCESS_VERSION
 
         return {"preprocess": self.preprocess.to_dict(), "layout": self.layout,
-                "input": self.input_names[0], "preprocess_version": PREPROCESS_VERSION}
+                "input": self.input_names[0], "preprocess_version": PREPROCESS_VERSION,
+                **_fixed(self)}
 
     def describe(self) -> dict:
         return {"kind": self.kind, "inputs": self.input_names, "layout": self.layout,
-                "preprocess": self.preprocess.to_dict()}
+                "preprocess": self.preprocess.to_dict(), **_fixed(self)}
+
+
+def batch_size_for(feeds, batch_size: int) -> int:
+    """The batch size ``feeds`` actually give: 1 for a model whose batch is fixed at 1 (one
+    example at a time, whatever the setting), else ``batch_size``."""
+    return 1 if getattr(feeds, "fixed_batch", None) == 1 else batch_size
+
+
+def _fixed(feeds) -> dict:
+    """``{"fixed_batch": n}`` where the model fixes its batch (keys stay as they were
+    without one)."""
+    n = getattr(feeds, "fixed_batch", None)
+    return {"fixed_batch": n} if n is not None else {}
 
 
 def pool_output(output: np.ndarray, mask: np.ndarray | None, pooling: str) -> np.ndarray:
@@ -229,8 +247,9 @@ def check_kind(settings, model) -> None:
                             "or data=rotten_tomatoes)")
 
 
-def make_feeds(settings, model) -> TextFeeds | ImageFeeds:
-    """The feeds for ``model``'s inputs from ``settings.data`` (text or image).
+def make_feeds(settings, model, *, fixed_batch: int | None = None) -> TextFeeds | ImageFeeds:
+    """The feeds for ``model``'s inputs from ``settings.data`` (text or image);
+    ``fixed_batch``: the batch the model's inputs fix (1: fed one example at a time).
 
     Checks first (before any inference) that the model takes the data's kind, and for
     text that ``data.max_length`` is within the tokenizer's model limit.
@@ -243,7 +262,8 @@ def make_feeds(settings, model) -> TextFeeds | ImageFeeds:
                             value=model.input_names,
                             fix="export the model with one image input [N, C, H, W] (or NHWC)")
         return ImageFeeds(image_preprocess(settings), input_name=model.input_names[0],
-                          layout=settings.data.image.layout, pooling=pooling)
+                          layout=settings.data.image.layout, pooling=pooling,
+                          fixed_batch=fixed_batch)
     from quantkit.data.text import TextEncoder, load_tokenizer, model_max_length
 
     if not model.tokenizer:
@@ -257,7 +277,7 @@ def make_feeds(settings, model) -> TextFeeds | ImageFeeds:
                                  max_length=settings.data.max_length,
                                  input_names=model.input_names,
                                  model_limit=model_max_length(model.tokenizer),
-                                 input_map=fields), pooling=pooling)
+                                 input_map=fields), pooling=pooling, fixed_batch=fixed_batch)
 
 
 def length_buckets(lengths: Any, edges: Sequence[int] = (16, 32, 64, 128)) -> np.ndarray:

@@ -32,6 +32,9 @@ import onnx
 
 from quantkit.errors import ConfigError, ModelError, QuantkitError
 from quantkit.fsutil import atomic_path, atomic_write_text, sha256_file
+from quantkit.record.candidate import CandidateRecord
+from quantkit.record.migrate import load_record
+from quantkit.record.run_record import RunRecord
 
 __all__ = ["PLATFORMS", "TensorSpec", "model_io", "config_pbtxt", "parse_pbtxt", "export_candidate",
            "validate_repository", "RepositoryCheck", "main"]
@@ -290,42 +293,42 @@ def validate_repository(model_dir: str | Path, *, model: onnx.ModelProto | None 
 
 # ----------------------------------------------------------------------------- export
 
-def _load_record(run_dir: Path) -> dict:
+def _load_record(run_dir: Path) -> RunRecord:
     path = run_dir / "record.json"
     if not path.is_file():
         raise ConfigError("not a quantkit run directory (no record.json)", where=str(run_dir),
                           value=None, fix="pass a run directory, e.g. experiments/bert_int8/<time>")
-    return json.loads(path.read_text(encoding="utf-8"))
+    return load_record(path)
 
 
-def _model_name(record: Mapping, candidate: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_-]+", "_", f"{record.get('experiment', 'model')}_{candidate}")
+def _model_name(record: RunRecord, candidate: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]+", "_", f"{record.experiment or 'model'}_{candidate}")
 
 
-def _source(run_dir: Path, record: Mapping, candidate: str) -> tuple[Path, str | None]:
+def _source(run_dir: Path, record: RunRecord, candidate: str) -> tuple[Path, str | None]:
     """The candidate's ONNX file and the sha256 the run recorded for it."""
     if candidate == "fp32":
-        m = record.get("model") or {}
-        return Path(m.get("path", "")), m.get("sha256")
-    c = record["candidates"][candidate]
-    name = c.get("artifact") or f"model.{candidate}.onnx"
-    return run_dir / name, c.get("artifact_sha256") or (record.get("artifacts") or {}).get(name)
+        m = record.model
+        return Path(m.path if m is not None else ""), m.sha256 if m is not None else None
+    c = record.candidates[candidate]
+    name = c.artifact or f"model.{candidate}.onnx"
+    return run_dir / name, c.artifact_sha256 or record.artifacts.get(name)
 
 
-def _signed_plan(cand: Mapping, candidate: str, platform: str) -> tuple[Path, dict]:
+def _signed_plan(cand: CandidateRecord, candidate: str, platform: str) -> tuple[Path, dict]:
     """The engine file a backend=trt run built and signed off for ``candidate``, checked against
     the engine sha256 the run recorded, and the facts it is valid for (TensorRT version, GPU
     name, compute capability): a plan only runs on that GPU and TensorRT version."""
-    engine = cand.get("engine") or {}
-    plan = Path(engine["engine_path"]) if engine.get("engine_path") else None
-    if plan is None or not plan.is_file():
+    engine = cand.engine
+    plan = Path(engine.engine_path) if engine is not None and engine.engine_path else None
+    if engine is None or plan is None or not plan.is_file():
         raise ConfigError(f"no TensorRT engine for {candidate} in this run", where="--platform",
                           value=platform,
                           fix="run the experiment with backend=trt on the target GPU (it "
                               "builds and caches the engine), or export with "
                               "--platform onnxruntime_onnx")
-    meta = engine.get("meta") or {}
-    want = engine.get("engine_sha256") or meta.get("engine_sha256")
+    meta = engine.meta
+    want = engine.engine_sha256 or meta.engine_sha256
     if not want:
         raise ModelError("the run recorded no sha256 for the candidate's engine, so the plan "
                          "cannot be checked against what was signed off", where=str(plan),
@@ -338,12 +341,12 @@ def _signed_plan(cand: Mapping, candidate: str, platform: str) -> tuple[Path, di
                          where=str(plan), value=have[:12],
                          fix="rerun the experiment with backend=trt to sign off the current "
                              "engine, or restore the signed one")
-    facts = {"engine_sha256": want, "tensorrt_version": meta.get("tensorrt_version"),
-             "gpu_name": meta.get("gpu_name"), "compute_capability": meta.get("compute_capability"),
-             "onnx_sha256": meta.get("onnx_sha256"), "trtexec": engine.get("trtexec")}
+    facts = {"engine_sha256": want, "tensorrt_version": meta.tensorrt_version,
+             "gpu_name": meta.gpu_name, "compute_capability": meta.compute_capability,
+             "onnx_sha256": meta.onnx_sha256, "trtexec": engine.trtexec}
     if not (facts["tensorrt_version"] and facts["gpu_name"] and facts["compute_capability"]):
         raise ModelError("the run's engine record lacks the TensorRT version or GPU it was built "
-                         "for", where=str(plan), value=sorted(meta),
+                         "for", where=str(plan), value=sorted(meta.to_dict()),
                          fix="rerun the experiment with backend=trt")
     return plan, facts
 
@@ -362,9 +365,9 @@ def export_candidate(run_dir: str | Path, *, candidate: str | None = None,
     if platform not in PLATFORMS:
         raise ConfigError("unknown Triton platform", where="--platform", value=platform,
                           fix=f"use one of {list(PLATFORMS)}")
-    cands = record.get("candidates") or {}
+    cands = record.candidates
     if candidate is None:
-        candidate = record.get("recommended")
+        candidate = record.recommended
         if not candidate:
             raise ConfigError("the run recommends no candidate (none passed its verdict)",
                               where=str(run_dir / "record.json"), value=None,
@@ -383,8 +386,8 @@ def export_candidate(run_dir: str | Path, *, candidate: str | None = None,
     proto = onnx.load(str(src), load_external_data=False)
     inputs, outputs = model_io(proto)
     if batch_dynamic(inputs, outputs):
-        trt = ((record.get("config") or {}).get("backend") or {}).get("trt") or {}
-        mbs = max_batch_size if max_batch_size is not None else int(trt.get("max_batch") or
+        configured = record.configured("backend", "trt", "max_batch")
+        mbs = max_batch_size if max_batch_size is not None else int(configured or
                                                                     DEFAULT_MAX_BATCH)
         if mbs <= 0:
             raise ConfigError("max_batch_size must be > 0 for a model with a dynamic batch",
@@ -405,12 +408,13 @@ def export_candidate(run_dir: str | Path, *, candidate: str | None = None,
         shutil.copyfile(plan or src, tmp)
     atomic_write_text(model_dir / "config.pbtxt",
                       config_pbtxt(name, platform, inputs, outputs, max_batch_size=mbs))
-    meta = {"run_dir": str(run_dir), "experiment": record.get("experiment"),
+    verdict = cands[candidate].verdict
+    meta = {"run_dir": str(run_dir), "experiment": record.experiment,
             "candidate": candidate, "platform": platform, "source": str(plan or src),
             "onnx_source": str(src),
             "onnx_sha256": sha, "model_file_sha256": sha256_file(target),
-            "verdict": ((cands[candidate].get("verdict") or {}).get("status")),
-            "recommended": record.get("recommended") == candidate}
+            "verdict": verdict.status if verdict is not None else None,
+            "recommended": record.recommended == candidate}
     if engine_facts is not None:
         if meta["model_file_sha256"] != engine_facts["engine_sha256"]:
             raise ModelError("the copied plan differs from the engine the run signed off",

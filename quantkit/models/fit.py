@@ -6,7 +6,8 @@ work is spent:
 
 - custom-domain operators that ONNX Runtime cannot run (named by node, op and domain);
 - the class count (the logits output's static last dimension vs the data's labels);
-- a fixed batch dimension vs every batch-size setting of the run;
+- a fixed batch dimension above 1 vs every batch-size setting of the run (a fixed batch of 1
+  runs as it is: the feeds give one example at a time);
 - the output compared (``model.output.name / kind / pooling``: :func:`resolve_output`);
 - a text model's input names vs the tokenizer's fields (``model.inputs.*``:
   :func:`quantkit.data.text_inputs.check_text_inputs`).
@@ -23,7 +24,7 @@ import onnx
 from quantkit.errors import ConfigError, DataError, ModelError
 
 __all__ = ["InputSpec", "OutputSpec", "input_specs", "check_custom_ops", "check_class_count",
-           "check_class_width", "check_fixed_batch", "output_names", "resolve_output",
+           "check_class_width", "check_fixed_batch", "fixed_batch", "output_names", "resolve_output",
            "STANDARD_DOMAINS"]
 
 #: Operator domains ONNX Runtime's CPU build runs without a custom-op library.
@@ -124,11 +125,20 @@ def check_class_width(output: str, model_classes: int, n_classes: int) -> None:
                         "the model's logits output with model.output.name=<name>")
 
 
+def fixed_batch(specs: Sequence[InputSpec]) -> int | None:
+    """The batch dimension the model's inputs fix (detectors are often exported with 1), or
+    None when it is dynamic."""
+    fixed = [s.dims[0] for s in specs if s.dims and isinstance(s.dims[0], int)]
+    return fixed[0] if fixed else None
+
+
 def check_fixed_batch(specs: Sequence[InputSpec], batch_sizes: Mapping[str, int | Sequence[int]]
                       ) -> None:
-    """A fixed batch dimension must equal every batch size of the run (name the settings)."""
+    """A fixed batch dimension above 1 must equal every batch size of the run (name the
+    settings). A fixed batch of 1 needs no setting: the run feeds one example at a time
+    (``Feeds.fixed_batch``) and times batch 1 only."""
     fixed = {s.name: s.dims[0] for s in specs if s.dims and isinstance(s.dims[0], int)}
-    if not fixed:
+    if not fixed or set(fixed.values()) == {1}:
         return
     name, batch = next(iter(fixed.items()))
     wrong = {}

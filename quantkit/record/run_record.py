@@ -1,15 +1,32 @@
-"""RunRecord: everything a run measured, JSON-serializable. Reports render it; they compute nothing."""
+"""RunRecord: everything a run measured, one typed dataclass per section (quantkit/record/),
+written to record.json by :func:`quantkit.record.serde.encode` and read back by
+:func:`quantkit.record.migrate.load_record` (any schema version) into the same types.
+Reports render it; they compute nothing."""
 
 from __future__ import annotations
 
-import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from importlib import metadata
-from pathlib import Path
-from typing import Any
 
+from quantkit.environment import host_facts
 from quantkit.fsutil import atomic_write_json
+from quantkit.models.model import Model
+from quantkit.record.calibration import CalibrationRecord
+from quantkit.record.candidate import CandidateRecord
+from quantkit.record.latency import LatencyRecord
+from quantkit.record.provenance import (
+    CacheCount,
+    DataRecord,
+    JobRecord,
+    StageTiming,
+)
+from quantkit.record.ptq import PtqRecord
+from quantkit.record.search import SearchRecord, SearchSkipped
+from quantkit.record.serde import JsonObject, JsonValue, encode, optional, section
+from quantkit.record.signoff import RecommendationRecord, SignoffRecord, SignoffSkipped
+
+__all__ = ["PACKAGES", "RunRecord", "SCHEMA_VERSION", "host_info", "package_versions"]
 
 PACKAGES = ("quantkit", "onnx", "onnxruntime", "onnx-graphsurgeon", "polygraphy", "numpy", "scipy",
             "scikit-learn", "datasets", "tokenizers", "hydra-core", "omegaconf", "torch",
@@ -26,68 +43,80 @@ def package_versions() -> dict[str, str | None]:
     return out
 
 
-def host_info() -> dict[str, Any]:
-    from quantkit.environment import host_facts
-
+def host_info() -> JsonObject:
     return host_facts()
 
 
-#: Version of the record's layout; bump when a field changes meaning. 1: issue 14's spine
-#: (the recorded config is the one that ran). 2: dev / test sign-off (``signoff``; a family
-#: member's ``metrics`` / ``verdict`` are on test, its ``dev`` entry on dev; every other
-#: candidate's verdict is a dev verdict, ``verdict.split == "dev"``). 3: the ptq stage's own
-#: section ``ptq`` (recipe, steps, the proof of every rewrite, auto's choice; was
-#: ``calibration.ptq``) and the persistent test ledger (issue 24): ``signoff.alpha_one_sided``
-#: is the look's alpha (``signoff.ledger``: look number, declared alpha, earlier looks),
-#: ``signoff.decision`` / ``family`` may be empty when no member had the planned power to be
-#: tested (``signoff.not_tested``). Older records lack them.
+#: Version of the record's layout; bump when a field changes meaning, and teach
+#: quantkit/record/migrate.py to upgrade the version before it (it documents each one).
 SCHEMA_VERSION = 3
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RunRecord:
+    """The record of one run (record.json). Sections of stages that did not run are None
+    (written ``{}``); ``search`` / ``signoff`` say why when the stage was skipped."""
+
     experiment: str
     run_dir: str
     command: str
-    config: dict[str, Any]
+    config: JsonObject
     seed: int
     started: str = ""
     finished: str = ""
-    host: dict[str, Any] = field(default_factory=host_info)
+    host: JsonObject = field(default_factory=host_info)
     packages: dict[str, str | None] = field(default_factory=package_versions)
-    model: dict[str, Any] = field(default_factory=dict)
-    data: dict[str, Any] = field(default_factory=dict)
-    stages: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> seconds, cached
-    ptq: dict[str, Any] = field(default_factory=dict)  # recipe, steps, proofs, auto's choice
-    calibration: dict[str, Any] = field(default_factory=dict)
-    candidates: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> evidence
-    search: dict[str, Any] = field(default_factory=dict)
-    latency: dict[str, Any] = field(default_factory=dict)  # what the timings belong to, cost
+    model: Model | None = section()
+    data: DataRecord | None = section()
+    stages: dict[str, StageTiming] = field(default_factory=dict)
+    ptq: PtqRecord | None = section()  # schema 3 on
+    calibration: CalibrationRecord | None = section()
+    candidates: dict[str, CandidateRecord] = field(default_factory=dict)
+    search: SearchRecord | SearchSkipped | None = section()
+    latency: LatencyRecord | None = section()
     recommended: str | None = None
-    recommendation: dict[str, Any] = field(default_factory=dict)  # candidate, reason, excluded
-    signoff: dict[str, Any] = field(default_factory=dict)  # family, power plan, ledger, decision
-    artifacts: dict[str, str] = field(default_factory=dict)  # relative path -> sha256
-    stage_cache: dict[str, dict[str, int]] = field(default_factory=dict)  # stage -> hits, misses
-    job: dict[str, Any] = field(default_factory=dict)  # launcher, worker host, attempt (run/job.py)
+    recommendation: RecommendationRecord | None = section()
+    signoff: SignoffRecord | SignoffSkipped | None = section()  # schema 2 on
+    artifacts: dict[str, str] = field(default_factory=dict)
+    stage_cache: dict[str, CacheCount] = field(default_factory=dict)
+    job: JobRecord | None = optional()  # where a sweep job ran (run/job.py)
     notes: list[str] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
 
-    def to_dict(self) -> dict[str, Any]:
-        return json.loads(json.dumps(asdict(self), default=_jsonable))
+    def to_dict(self) -> JsonObject:
+        out = encode(self)
+        assert isinstance(out, dict)
+        return out
 
     def write(self, path: str | os.PathLike) -> None:
         atomic_write_json(path, self.to_dict())
 
+    def candidate(self, name: str | None) -> CandidateRecord | None:
+        """Candidate ``name``, None when the record has no such candidate."""
+        return self.candidates.get(name) if name is not None else None
 
-def _jsonable(o: Any) -> Any:
-    import numpy as np
+    def configured(self, *path: str) -> JsonValue:
+        """The recorded config's value at ``path`` (``"verdict", "alpha"``), None when the
+        record's config has no such key."""
+        node: JsonValue = self.config
+        for key in path:
+            if not isinstance(node, dict) or key not in node:
+                return None
+            node = node[key]
+        return node
 
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if hasattr(o, "to_dict"):
-        return o.to_dict()
-    if isinstance(o, Path):
-        return str(o)
-    return str(o)
+    @property
+    def hostname(self) -> str | None:
+        """The host the run ran on (``host.hostname``), None when not recorded."""
+        name = self.host.get("hostname")
+        return name if isinstance(name, str) else None
+
+    @property
+    def search_run(self) -> SearchRecord | None:
+        """The search's record when it ran (not skipped)."""
+        return self.search if isinstance(self.search, SearchRecord) else None
+
+    @property
+    def signed(self) -> SignoffRecord | None:
+        """The sign-off's record when it ran (not skipped)."""
+        return self.signoff if isinstance(self.signoff, SignoffRecord) else None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
@@ -14,7 +13,7 @@ log = logging.getLogger(__name__)
 class SweepReport(Callback):
     """``on_multirun_end``: rank every job's record into sweep.md / sweep.html."""
 
-    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+    def on_multirun_end(self, config: DictConfig, **kwargs: object) -> None:
         from quantkit.errors import QuantkitError
         from quantkit.report.sweep_dir import rebuild
 

@@ -9,12 +9,13 @@ import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
+from quantkit.record.serde import JsonValue
+from quantkit.record.verdict import Interval
 from quantkit.verdict.outcome import FAIL, INCONCLUSIVE, PASS
 
-if TYPE_CHECKING:
-    from quantkit.record.interval_view import IntervalView
+#: a value the report formats: a recorded JSON value (numbers, text, lists, objects)
+Value = JsonValue
 
 DASH = "—"
 NOT_MEASURED = "not measured"
@@ -24,25 +25,25 @@ NOT_MEASURED = "not measured"
 STATUS_ORDER = (PASS, INCONCLUSIVE, FAIL)
 
 
-def status_rank(status: Any) -> int:
+def status_rank(status: Value) -> int:
     """0 for PASS, 1 for INCONCLUSIVE, 2 for FAIL, 3 for anything else (missing, SKIPPED)."""
     return STATUS_ORDER.index(status) if status in STATUS_ORDER else len(STATUS_ORDER)
 
 
-def status_class(status: Any) -> str:
+def status_class(status: Value) -> str:
     """CSS class for a verdict status."""
     return {"PASS": "pass", "INCONCLUSIVE": "inconclusive", "FAIL": "fail"}.get(status, "other")
 
 
-def is_number(x: Any) -> bool:
+def is_number(x: Value) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
-def finite(x: Any) -> bool:
+def finite(x: Value) -> bool:
     return is_number(x) and math.isfinite(x)
 
 
-def num(x: Any, digits: int = 4) -> str:
+def num(x: Value, digits: int = 4) -> str:
     """A number with ``digits`` decimals; ints as ints; None as a dash."""
     if x is None:
         return DASH
@@ -59,28 +60,28 @@ def num(x: Any, digits: int = 4) -> str:
     return str(x)
 
 
-def signed(x: Any, digits: int = 4) -> str:
+def signed(x: Value, digits: int = 4) -> str:
     """A number with an explicit sign (+0.0016, -0.0117)."""
     if not finite(x):
         return num(x, digits)
     return f"{x:+.{digits}f}"
 
 
-def sig(x: Any, digits: int = 3) -> str:
+def sig(x: Value, digits: int = 3) -> str:
     """A number with ``digits`` significant digits (p-values, ratios, KL)."""
     if not finite(x):
         return num(x)
     return f"{x:.{digits}g}"
 
 
-def pct(x: Any, digits: int = 2) -> str:
+def pct(x: Value, digits: int = 2) -> str:
     """A fraction as a percentage (0.0123 -> 1.23%)."""
     if not finite(x):
         return num(x)
     return f"{100 * x:.{digits}f}%"
 
 
-def interval(delta: IntervalView | None, digits: int = 4, *, level: bool = True) -> str:
+def interval(delta: Interval | None, digits: int = 4, *, level: bool = True) -> str:
     """``+0.1 [-0.2, +0.4] (95% CI)`` (``digits=1``) from a recorded interval (point, low,
     high, level); "not measured" for None.
 
@@ -96,7 +97,7 @@ def interval(delta: IntervalView | None, digits: int = 4, *, level: bool = True)
     return out
 
 
-def text(x: Any) -> str:
+def text(x: Value) -> str:
     """A recorded value as text: a dash for nothing, lists joined, booleans as yes / no."""
     if x is None or x == "":
         return DASH
@@ -107,12 +108,12 @@ def text(x: Any) -> str:
     return str(x)
 
 
-def cfg(x: Any) -> str:
+def cfg(x: Value) -> str:
     """A configured value as written (0.01, 10, 2000), not padded to fixed decimals."""
     return f"{x:g}" if finite(x) and not isinstance(x, bool) else text(x)
 
 
-def value_text(v: Any) -> str:
+def value_text(v: Value) -> str:
     """A value of any kind: floats to 4 decimals, pairs as [a, b], collections counted."""
     if isinstance(v, float):
         return num(v)
@@ -123,12 +124,12 @@ def value_text(v: Any) -> str:
     return text(v)
 
 
-def alpha_text(a: Any) -> str:
+def alpha_text(a: Value) -> str:
     """A one-sided alpha with 4 significant digits (a look's alpha may be 0.000225)."""
     return f"{a:.4g}" if finite(a) else value_text(a)
 
 
-def with_ci(value: Any, ci: Any, digits: int) -> str:
+def with_ci(value: Value, ci: Value, digits: int) -> str:
     """``1.23 [1.10, 1.40]`` (``digits=2``): ``value`` and, when both ends are finite, its
     interval ``ci`` (``[lo, hi]``), ``digits`` decimals each."""
     out = num(value, digits)
@@ -149,12 +150,12 @@ def short_name(name: str, width: int = 48) -> str:
     return "…" + name[-(width - 1):]
 
 
-def md_cell(x: Any) -> str:
+def md_cell(x: Value) -> str:
     """Text safe inside a Markdown table cell (pipes escaped, newlines removed)."""
     return str(x).replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
 
 
-def md_code(x: Any) -> str:
+def md_code(x: Value) -> str:
     """Inline code in a Markdown table cell (tensor names contain ``_`` and ``*``)."""
     text = str(x).replace("|", "\\|").replace("\n", " ")
     fence = "``" if "`" in text else "`"

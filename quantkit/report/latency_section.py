@@ -3,10 +3,8 @@ with their intervals, what the timings belong to, and the cost projection."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from quantkit.record.latency_view import CostRow, LatencySection, LatencyStats
-from quantkit.record.record_view import RecordView
+from quantkit.record.latency import CostRow, LatencyRecord, LatencySettings, LatencyStats
+from quantkit.record.run_record import RunRecord
 from quantkit.report.fmt import DASH, batch_key, finite, num, pct, text, with_ci
 
 __all__ = ["latency_info", "latency_rows"]
@@ -21,7 +19,7 @@ def _vs_fp16(s: LatencyStats) -> str:
     return f"{flag} (median ratio {ratio}, {text(c.status)})"
 
 
-def latency_rows(record: RecordView) -> list[dict[str, str]]:
+def latency_rows(record: RunRecord) -> list[dict[str, str | bool]]:
     """Latency rows: per candidate and batch size, percentiles and throughput with intervals."""
     rows = []
     for name, c in record.candidates.items():
@@ -37,70 +35,75 @@ def latency_rows(record: RecordView) -> list[dict[str, str]]:
     return rows
 
 
-def _feed_shapes(batch: Any, feeds: list[dict[str, Any]]) -> str:
+def _feed_shapes(batch: str, feeds: list[dict[str, list[int]]]) -> str:
     """``batch 32: input_ids [32, 18] / [32, 25] (+ attention_mask)``: the timed feeds' shapes."""
+    feeds = [f for f in feeds if f]
     if not feeds:
         return f"batch {batch}: {DASH}"
     first, *rest = list(feeds[0])
-    out = f"batch {batch}: {first} " + " / ".join(str(f.get(first)) for f in feeds)
+    out = f"batch {batch}: {first} " + " / ".join(str(f[first] if first in f else None)
+                                                   for f in feeds)
     return out + (f" (+ {', '.join(rest)})" if rest else "")
 
 
 def _cost_row(name: str, c: CostRow) -> dict[str, str]:
     rng = c.instances_range
-    saving = c.saving_vs_fp32
+    saving = c.saving.saving_vs_fp32 if c.saving is not None else None
+    saved = c.saving.instances_saved_vs_fp32 if c.saving is not None else None
     return {
         "name": name,
         "batch": text(c.batch_size),
-        "p99": num(c.p99_ms, 3) if c.fits_budget else DASH,
+        "p99": num(c.fit.p99_ms if c.fit is not None else None, 3) if c.fits_budget else DASH,
         "qps": num(c.qps_per_instance, 1),
         "instances": (f"{c.instances}" + (f" [{rng[0]}, {rng[1]}]"
                                           if isinstance(rng, (list, tuple)) and len(rng) == 2
                                           and rng[0] != rng[1] else ""))
         if c.instances else DASH,
-        "saving": (f"{pct(saving, 1)} ({c.instances_saved_vs_fp32:+d} instances)"
-                   if finite(saving) and isinstance(c.instances_saved_vs_fp32, int)
+        "saving": (f"{pct(saving, 1)} ({saved:+d} instances)"
+                   if finite(saving) and isinstance(saved, int)
                    else "FP32 cannot meet the budget" if c.fits_budget else DASH),
         "note": text(c.reason) if not c.fits_budget else ""}
 
 
-def _method(st: dict[str, Any]) -> str:
-    level = st["level"]
-    return (f"{text(st['warmup'])} warm-up runs, then timed runs until "
-            f"{text(st['repeats'])} runs or {text(st['max_seconds'])} s (at least "
-            f"{text(st['min_repeats'])}), cycling {text(st['feeds'])} eval batches, "
+def _method(st: LatencySettings) -> str:
+    level = st.level
+    return (f"{text(st.warmup)} warm-up runs, then timed runs until "
+            f"{text(st.repeats)} runs or {text(st.max_seconds)} s (at least "
+            f"{text(st.min_repeats)}), cycling {text(st.feeds)} eval batches, "
             "the same for every candidate; latency per batch; intervals: "
             f"{num(level * 100, 0) + '% ' if finite(level) else ''}percentile bootstrap "
-            f"({text(st['n_boot'])} resamples, seeded)")
+            f"({text(st.n_boot)} resamples, seeded)")
 
 
-def latency_info(record: RecordView) -> dict[str, Any] | None:
+def latency_info(record: RunRecord) -> dict[str, object] | None:
     """What the latency numbers belong to (backend, provider, device, host) and the cost table."""
-    lat: LatencySection | None = record.latency
+    lat: LatencyRecord | None = record.latency
     if lat is None:
         return None
-    host = lat.host
+    label = lat.label
+    host = label.host
     reused = sorted({f"{n} (measured {s.measured_at})"
                      for n, c in record.candidates.items() if c.latency is not None
                      for s in c.latency.values() if s.reused})
-    info: dict[str, Any] = {
+    info: dict[str, object] = {
         "reused": reused,
-        "execution": text(lat.execution), "device": text(lat.device),
-        "backend": text(lat.backend), "providers": text(lat.providers),
-        "target": text(lat.target), "caveat": text(lat.caveat),
-        "host": f"{text(host['cpu'])}, {text(host['cpu_count'])} cores, "
-                f"intra-op threads {text(host['intra_op_threads'])} (0 = ORT default)",
+        "execution": text(label.execution), "device": text(label.device),
+        "backend": text(label.backend), "providers": text(label.providers),
+        "target": text(label.target), "caveat": text(label.caveat),
+        "host": f"{text(host.cpu)}, {text(host.cpu_count)} cores, "
+                f"intra-op threads {text(host.intra_op_threads)} (0 = ORT default)",
         "method": _method(lat.settings),
         "inputs": [_feed_shapes(b, feeds) for b, feeds in
                    sorted(lat.inputs.items(), key=lambda t: batch_key(t[0]))],
         "skipped": [f"{k}: {v}" for k, v in lat.skipped.items()]
         + [f"batch {k}: {v}" for k, v in lat.skipped_batches.items()],
         "flags": [f"{f.candidate} at batch {f.batch_size}: INT8 / FP16 latency "
-                  f"ratio {num(f.median_ratio_vs_fp16, 2)} (median run by run; "
-                  f"{text(f.status)})" for f in lat.int8_not_faster],
+                  f"ratio {num(f.ratio.median_ratio_vs_fp16, 2)} (median run by run; "
+                  f"{text(f.ratio.status)})" for f in lat.int8_not_faster],
     }
     cost = lat.cost
-    fp32 = cost.row("fp32") if cost is not None else None
+    fp32 = cost.per_candidate["fp32"] if cost is not None and "fp32" in cost.per_candidate \
+        else None
     info["cost_fp32_note"] = (
         "FP32 fits no measured batch size within the P99 budget, so no saving against it can be "
         "computed; raise bench.p99_budget_ms or measure smaller batch sizes to compare"

@@ -3,10 +3,8 @@ tensors by SQNR against the FP16 floor and the full table."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from quantkit.record.candidate_view import FlaggedLayer, LayerStats
-from quantkit.record.record_view import RecordView
+from quantkit.record.candidate import FlaggedLayer, LayerStats
+from quantkit.record.run_record import RunRecord
 from quantkit.report.fmt import DASH, finite, num, pct, sig
 from quantkit.report.layer_selection import floor_candidate, floor_sqnr, layer_candidates
 
@@ -16,8 +14,8 @@ __all__ = ["TOP_N_LAYERS", "layer_sections"]
 TOP_N_LAYERS = 10
 
 
-def _layer_row(record: RecordView, cand_name: str, idx: int, tensor: str, stats: LayerStats,
-               flagged: dict[str, FlaggedLayer]) -> dict[str, Any]:
+def _layer_row(record: RunRecord, cand_name: str, idx: int, tensor: str, stats: LayerStats,
+               flagged: dict[str, FlaggedLayer]) -> dict[str, object]:
     f = flagged.get(tensor)
     clip = stats.clipping_rate
     return {"idx": idx, "name": tensor,
@@ -30,12 +28,12 @@ def _layer_row(record: RecordView, cand_name: str, idx: int, tensor: str, stats:
             "flagged": f is not None}
 
 
-def layer_sections(record: RecordView) -> list[dict[str, Any]]:
+def layer_sections(record: RunRecord) -> list[dict[str, object]]:
     """One section per INT8 candidate with per-layer numbers."""
     sections = []
     for name in layer_candidates(record):
         c = record.candidates[name]
-        layers = c.layers
+        layers = c.layers or {}
         flagged = {f.name: f for f in c.flagged_layers if f.name and f.flagged}
         rows = [_layer_row(record, name, i, t, s, flagged)
                 for i, (t, s) in enumerate(layers.items())]

@@ -3,15 +3,13 @@ and the kernel census of the deployed graphs."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from quantkit.record.record_view import RecordView
+from quantkit.record.run_record import RunRecord
 from quantkit.report.fmt import DASH, num, text
 
 __all__ = ["kernel_census", "plan"]
 
 
-def plan(record: RecordView) -> dict[str, Any]:
+def plan(record: RunRecord) -> dict[str, object]:
     """Precision counts per candidate and, per plan, its node -> precision, reason rows."""
     cands = record.candidates
     rows, decisions = [], []
@@ -24,27 +22,27 @@ def plan(record: RecordView) -> dict[str, Any]:
         counts = c.plan_counts
         if counts is None:
             continue
-        rows.append({"name": name, "counts": [num(c.plan_count(p)) for p in precisions],
-                     "lint": num(c.lint_violations),
+        rows.append({"name": name, "counts": [num(counts[p] if p in counts else None)
+                                              for p in precisions],
+                     "lint": num(c.lint.violations if c.lint is not None else None),
                      "calibrator": text(c.calibrator) if c.calibrator else ""})
         nodes = []
-        if c.plan_decisions is not None:  # full plan: node -> {precision, reason}
-            nodes = [{"node": n, "precision": text(d.precision), "reason": text(d.reason)}
-                     for n, d in c.plan_decisions.items()]
-        elif c.plan_reasons:  # nodes moved off the default, with why
-            fp16 = set(c.fp16_layers)
-            nodes = [{"node": n, "precision": "fp16" if n in fp16 else DASH, "reason": text(r)}
-                     for n, r in c.plan_reasons.items()]
+        if c.plan_reasons:  # nodes moved off the default, with why
+            fp16, fp8 = set(c.fp16_layers or []), set(c.fp8_layers or [])
+            nodes = [{"node": n, "precision": "fp16" if n in fp16 else "fp8" if n in fp8
+                      else DASH, "reason": text(r)} for n, r in c.plan_reasons.items()]
         if nodes or c.plan_reasons is not None:
-            decisions.append({"name": name, "rows": nodes, "full": c.has_plan})
+            decisions.append({"name": name, "rows": nodes, "full": False})
     return {"precisions": precisions, "rows": rows, "decisions": decisions}
 
 
-def kernel_census(record: RecordView) -> dict[str, Any] | None:
+def kernel_census(record: RunRecord) -> dict[str, object] | None:
     """Op type x candidate counts of the kernels each deployed graph runs."""
-    cols = [n for n, c in record.candidates.items() if c.kernel_census is not None]
-    if not cols:
+    census = {n: c.kernel_census for n, c in record.candidates.items()
+              if c.kernel_census is not None}
+    if not census:
         return None
-    ops = sorted({op for n in cols for op in record.candidates[n].kernel_census})
-    return {"cols": cols, "rows": [{"op": op, "cells": [num(record.candidates[n].census_count(op))
-                                                        for n in cols]} for op in ops]}
+    ops = sorted({op for per in census.values() for op in per})
+    return {"cols": list(census), "rows": [{"op": op, "cells": [num(per[op] if op in per else None)
+                                                                for per in census.values()]}
+                                           for op in ops]}

@@ -13,16 +13,17 @@ from __future__ import annotations
 
 import io
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from quantkit.record.interval_view import IntervalView
-from quantkit.record.record_view import RecordView, as_view
-from quantkit.record.search_view import SearchEval
+from quantkit.record.migrate import as_record
+from quantkit.record.run_record import RunRecord
+from quantkit.record.search import SearchEval
+from quantkit.record.verdict import Interval
 from quantkit.report import layer_selection
 from quantkit.report.fmt import finite, short_name, status_rank
 from quantkit.report.layer_selection import floor_sqnr, focus_candidate
+from quantkit.report.status import verdict_view
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,7 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
-def _draw(draw, *args, **kwargs) -> Plot | None:
+def _draw(draw: Callable[..., Plot | None], *args: object, **kwargs: object) -> Plot | None:
     """Run ``draw`` under pinned matplotlib defaults; a drawing error logs and gives None."""
     import matplotlib
 
@@ -89,27 +90,27 @@ def _draw(draw, *args, **kwargs) -> Plot | None:
 
 # ----------------------------------------------------------------------------- selection
 
-def floor_candidate(record: RecordView | Mapping[str, Any]) -> str | None:
+def floor_candidate(record: RunRecord | Mapping[str, object]) -> str | None:
     """The candidate whose per-layer numbers are the FP16 floor ("fp16"), if it has layers."""
-    return layer_selection.floor_candidate(as_view(record))
+    return layer_selection.floor_candidate(as_record(record))
 
 
-def layer_candidates(record: RecordView | Mapping[str, Any]) -> list[str]:
+def layer_candidates(record: RunRecord | Mapping[str, object]) -> list[str]:
     """Candidates with per-layer numbers, excluding the FP16 floor, in record order."""
-    return layer_selection.layer_candidates(as_view(record))
+    return layer_selection.layer_candidates(as_record(record))
 
 
-def worst_calibrated_tensors(record: RecordView | Mapping[str, Any],
+def worst_calibrated_tensors(record: RunRecord | Mapping[str, object],
                              top_n: int = 6) -> tuple[list[str], str]:
     """Calibrated tensors with the lowest SQNR in the focus candidate, and how they were chosen."""
-    return layer_selection.worst_tensors(as_view(record), top_n)
+    return layer_selection.worst_tensors(as_record(record), top_n)
 
 
 # ----------------------------------------------------------------------------- plots
 
-def sqnr_per_layer(record: RecordView | Mapping[str, Any]) -> Plot | None:
+def sqnr_per_layer(record: RunRecord | Mapping[str, object]) -> Plot | None:
     """(a) SQNR per layer of every INT8 candidate against the FP16 floor."""
-    record = as_view(record)
+    record = as_record(record)
     names = layer_candidates(record)
     if not names:
         return None
@@ -122,14 +123,14 @@ def _sqnr_per_layer(record, names) -> Plot | None:
     ax = fig.add_subplot()
     drawn = False
     floor = floor_candidate(record)
-    order = list(cands[floor].layers) if floor else list(cands[names[0]].layers)
+    order = list(cands[floor].layers or {}) if floor else list(cands[names[0]].layers or {})
     fx = [i for i, t in enumerate(order) if finite(floor_sqnr(record, names[0], t))]
     fy = [floor_sqnr(record, names[0], order[i]) for i in fx]
     if fx:
         ax.plot(fx, fy, color="black", linestyle="--", linewidth=1.2, label="FP16 floor")
         drawn = True
     for k, name in enumerate(names):
-        layers = cands[name].layers
+        layers = cands[name].layers or {}
         pts = [(i, v.sqnr_db) for i, v in enumerate(layers.values()) if finite(v.sqnr_db)]
         if not pts:
             continue
@@ -152,9 +153,9 @@ def _sqnr_per_layer(record, names) -> Plot | None:
                 "the FP16 artifact (the floor INT8 is judged against).", _png(fig))
 
 
-def activation_summary(record: RecordView | Mapping[str, Any], top_n: int = 6) -> Plot | None:
+def activation_summary(record: RunRecord | Mapping[str, object], top_n: int = 6) -> Plot | None:
     """(b) Calibration summary of the worst tensors with each calibrator's amax as lines."""
-    record = as_view(record)
+    record = as_record(record)
     if record.calibration is None or not record.calibration.summary:
         return None
     return _draw(_activation_summary, record, top_n)
@@ -216,37 +217,35 @@ def search_margin(evals: Sequence[SearchEval]) -> tuple[str | None, float | None
     verdict under ``extra.verdict``; only then is a -margin line meaningful on the plot.
     """
     for e in evals:
-        v = e.verdict
-        if v is None:
-            continue
+        v = e.extra.verdict
         name = v.decision_metric
         d = v.delta(name)
         point = d.point if d is not None else None
-        margin = v.margin.abs
-        if finite(point) and finite(e.value) and point == e.value and finite(margin):
+        margin = v.margin.labelled.abs if v.margin.labelled is not None else None
+        if finite(point) and finite(e.metric) and point == e.metric and finite(margin):
             return name, float(margin)
         return None, None
     return None, None
 
 
-def pareto(record: RecordView | Mapping[str, Any]) -> Plot | None:
+def pareto(record: RunRecord | Mapping[str, object]) -> Plot | None:
     """(c) FP16 layer count vs metric with interval bars, when a precision search ran."""
-    record = as_view(record)
-    evals = record.search.evaluations if record.search is not None else []
-    if not any(finite(e.count) and finite(e.value) for e in evals):
+    record = as_record(record)
+    evals = record.search_run.evaluations if record.search_run is not None else []
+    if not any(finite(e.fp16_count) and finite(e.metric) for e in evals):
         return None
     return _draw(_pareto, record)
 
 
-def _pareto(record: RecordView) -> Plot | None:
+def _pareto(record: RunRecord) -> Plot | None:
     from matplotlib.ticker import MaxNLocator
 
-    search = record.search
-    evals = [e for e in search.evaluations if finite(e.count) and finite(e.value)]
+    search = record.search_run
+    evals = [e for e in search.evaluations if finite(e.fp16_count) and finite(e.metric)]
     ivs = [e.bounds for e in evals]
     # An interval that brackets the metric is drawn as error bars on it; otherwise (e.g. an
     # interval of the delta vs FP32) it gets its own panel, as recorded.
-    around = all(iv is None or iv[0] <= e.value <= iv[1] for e, iv in zip(evals, ivs))
+    around = all(iv is None or iv[0] <= e.metric <= iv[1] for e, iv in zip(evals, ivs))
     separate = not around and any(iv is not None for iv in ivs)
     fig = _figure(8.0, 6.0 if separate else 4.2)
     ax = fig.add_subplot(2, 1, 1) if separate else fig.add_subplot()
@@ -255,8 +254,8 @@ def _pareto(record: RecordView) -> Plot | None:
     for status in statuses:
         idx = [i for i, e in enumerate(evals) if e.status == status]
         color = STATUS_COLORS.get(status, OTHER_COLOR)
-        xs = [evals[i].count for i in idx]
-        ys = [evals[i].value for i in idx]
+        xs = [evals[i].fp16_count for i in idx]
+        ys = [evals[i].metric for i in idx]
         if around:
             lo = [ys[j] - ivs[i][0] if ivs[i] else 0.0 for j, i in enumerate(idx)]
             hi = [ivs[i][1] - ys[j] if ivs[i] else 0.0 for j, i in enumerate(idx)]
@@ -267,22 +266,16 @@ def _pareto(record: RecordView) -> Plot | None:
         if ax2 is not None:
             with_iv = [i for i in idx if ivs[i]]
             if with_iv:
-                ax2.vlines([evals[i].count for i in with_iv], [ivs[i][0] for i in with_iv],
+                ax2.vlines([evals[i].fp16_count for i in with_iv], [ivs[i][0] for i in with_iv],
                            [ivs[i][1] for i in with_iv], color=color, linewidth=2)
-    front = []
-    for p in search.pareto:
-        if isinstance(p, SearchEval) and finite(p.count) and finite(p.value):
-            front.append((p.count, p.value))
-        elif isinstance(p, int) and 0 <= p < len(search.evaluations):
-            e = search.evaluations[p]
-            if finite(e.count) and finite(e.value):
-                front.append((e.count, e.value))
+    front = [(p.fp16_count, p.metric) for p in search.pareto
+             if finite(p.fp16_count) and finite(p.metric)]
     if front:
         front.sort()
         ax.plot([f[0] for f in front], [f[1] for f in front], color="black", linewidth=1,
                 linestyle="--", label="Pareto front")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    counts = [e.count for e in evals]
+    counts = [e.fp16_count for e in evals]
     if max(counts) - min(counts) < 2:  # one or two sizes: keep integer ticks around them
         ax.set_xlim(min(counts) - 1, max(counts) + 1)
     metric_name, margin = search_margin(evals)
@@ -306,7 +299,7 @@ def _pareto(record: RecordView) -> Plot | None:
                    "the lower panel shows each evaluation's recorded interval."), _png(fig))
 
 
-def _verdict_rows(record: RecordView) -> list[tuple[str, Any, IntervalView]]:
+def _verdict_rows(record: RunRecord) -> list[tuple[str, str, Interval]]:
     rows = []
     for name, c in record.candidates.items():
         v = c.verdict
@@ -319,28 +312,26 @@ def _verdict_rows(record: RecordView) -> list[tuple[str, Any, IntervalView]]:
     return rows
 
 
-def delta_ci(record: RecordView | Mapping[str, Any]) -> Plot | None:
+def delta_ci(record: RunRecord | Mapping[str, object]) -> Plot | None:
     """(d) Metric delta vs FP32 with its interval per candidate, and the -margin line."""
-    record = as_view(record)
+    record = as_record(record)
     if not _verdict_rows(record):
         return None
     return _draw(_delta_ci, record)
 
 
-def _delta_ci(record: RecordView) -> Plot | None:
+def _delta_ci(record: RunRecord) -> Plot | None:
     rows = _verdict_rows(record)
     first = next(c.verdict for c in record.candidates.values() if c.verdict is not None)
     metric = first.decision_metric or "metric"
     mg = first.margin
-    margin = mg.abs
+    margin = mg.labelled.abs if mg.labelled is not None else None
     # label-free: the interval is of a share (agreement, or examples within the tolerance)
-    floor_key, floor = next(((k, x) for k, x in (("min_share", mg.min_share),
-                                                  ("min_agreement", mg.min_agreement))
-                             if finite(x)), (None, None))
+    floor_key, floor = next(((k, x) for k, x in (
+        ("min_share", mg.share.min_share if mg.share is not None else None),
+        ("min_agreement", mg.min_agreement)) if finite(x)), (None, None))
     fig = _figure(8.0, 0.55 * len(rows) + 1.6)
     ax = fig.add_subplot()
-    from quantkit.report.status import verdict_view
-
     rec = record.recommended
     views = {name: verdict_view(record, name, status) for name, status, _ in rows}
     for i, (name, status, d) in enumerate(rows):
@@ -384,9 +375,9 @@ def _delta_ci(record: RecordView) -> Plot | None:
                 _png(fig))
 
 
-def all_plots(record: RecordView | Mapping[str, Any]) -> list[Plot]:
+def all_plots(record: RunRecord | Mapping[str, object]) -> list[Plot]:
     """Every plot the record has data for, in report order."""
-    record = as_view(record)
+    record = as_record(record)
     out = []
     for fn in (delta_ci, sqnr_per_layer, activation_summary, pareto):
         p = fn(record)

@@ -5,11 +5,13 @@ value of the record (or a plot of record values). Missing sections say "not meas
 are skipped. Output is deterministic: the same record gives byte-identical files (no
 render time is written; the sign-off date is a field for the reviewer).
 
-The record is parsed once into typed sections (quantkit.record.record_view.RecordView);
-each section of the report is built by its own module (``*_section.py``) from them.
+The report reads the typed RunRecord (quantkit/record/; a loaded record.json of any schema
+version is read through quantkit.record.migrate first); each section of the report is built
+by its own module (``*_section.py``) from it. What the record holds and the report does not
+show is listed, with why, in :data:`quantkit.report.not_rendered.NOT_RENDERED`.
 
     from quantkit.report.render import render_reports
-    paths = render_reports(record.to_dict(), run_dir)   # {"json": ..., "md": ..., "html": ...}
+    paths = render_reports(record, run_dir)   # {"json": ..., "md": ..., "html": ...}
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ import logging
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+
+import jinja2
 
 from quantkit.errors import ConfigError
-from quantkit.record.record_view import RecordView, as_view
+from quantkit.record.migrate import as_record
+from quantkit.record.run_record import RunRecord
 from quantkit.report.calibration_section import calibration
 from quantkit.report.family_section import family
 from quantkit.report.fmt import (
@@ -44,9 +48,11 @@ from quantkit.report.latency_section import latency_info, latency_rows
 from quantkit.report.layers_section import TOP_N_LAYERS, layer_sections
 from quantkit.report.metrics_section import metrics
 from quantkit.report.plan_section import kernel_census, plan
-from quantkit.report.provenance_section import provenance, stages
+from quantkit.report.plots import all_plots
+from quantkit.report.provenance_section import provenance, stage_cache, stages
 from quantkit.report.ptq_section import ptq_context
-from quantkit.report.search_section import search
+from quantkit.report.search_section import format_fill, search
+from quantkit.report.svg import all_svg_plots
 from quantkit.report.verdict_section import calibrator_rows, thresholds, verdict_block
 
 log = logging.getLogger(__name__)
@@ -60,28 +66,29 @@ FILENAMES = {"json": "report.json", "md": "report.md", "html": "report.html"}
 TEMPLATES = Path(__file__).with_name("templates")
 
 
-def render_reports(record: Mapping[str, Any], out_dir: str | Path, *,
+def render_reports(record: RunRecord | Mapping[str, object], out_dir: str | Path, *,
                    formats: Iterable[str] = FORMATS) -> dict[str, Path]:
     """Write the requested report files to ``out_dir`` atomically; return ``{format: path}``.
 
-    ``record`` is a RunRecord as a dict (``RunRecord.to_dict()`` or a loaded record.json).
-    report.json is the record itself.
+    ``record`` is a RunRecord or a loaded record.json (of any schema version). report.json
+    is the record itself, as record.json writes it (a loaded older record as it was).
     """
     formats = tuple(formats)
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
         raise ConfigError("unknown report format", where="report.formats", value=unknown[0],
                           fix=f"use any of {list(FORMATS)}")
-    if not isinstance(record, Mapping):
-        raise ConfigError("a report renders a RunRecord dict", where="render_reports(record)",
-                          value=type(record).__name__, fix="pass RunRecord.to_dict() or a loaded record.json")
+    if not isinstance(record, (Mapping, RunRecord)):
+        raise ConfigError("a report renders a RunRecord", where="render_reports(record)",
+                          value=type(record).__name__, fix="pass a RunRecord or a loaded record.json")
     out_dir = Path(out_dir)
+    written = record.to_dict() if isinstance(record, RunRecord) else dict(record)
     ctx = build_context(record) if ("md" in formats or "html" in formats) else None
     # Render everything before writing anything: a rendering error leaves no partial report.
     rendered: dict[str, str] = {}
     for fmt in formats:
         if fmt == "json":
-            rendered[fmt] = json.dumps(record, indent=2, ensure_ascii=False, default=str) + "\n"
+            rendered[fmt] = json.dumps(written, indent=2, ensure_ascii=False, default=str) + "\n"
         elif fmt == "md":
             rendered[fmt] = render_markdown(record, ctx=ctx)
         else:
@@ -93,24 +100,22 @@ def render_reports(record: Mapping[str, Any], out_dir: str | Path, *,
     return paths
 
 
-def render_markdown(record: RecordView | Mapping[str, Any], *,
-                    ctx: dict[str, Any] | None = None) -> str:
+def render_markdown(record: RunRecord | Mapping[str, object], *,
+                    ctx: dict[str, object] | None = None) -> str:
     """report.md as a string."""
     return _env(False).get_template("report.md.j2").render(
         **(ctx if ctx is not None else build_context(record)))
 
 
-def render_html(record: RecordView | Mapping[str, Any], *,
-                ctx: dict[str, Any] | None = None) -> str:
+def render_html(record: RunRecord | Mapping[str, object], *,
+                ctx: dict[str, object] | None = None) -> str:
     """report.html as a string: self-contained (inline CSS, plots as data URIs, no network)."""
     return _env(True).get_template("report.html.j2").render(
         **(ctx if ctx is not None else build_context(record)))
 
 
 @lru_cache(maxsize=2)
-def _env(autoescape: bool):
-    import jinja2
-
+def _env(autoescape: bool) -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
                              autoescape=autoescape, undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
@@ -119,12 +124,12 @@ def _env(autoescape: bool):
     return env
 
 
-def build_context(record: RecordView | Mapping[str, Any], *,
-                  with_plots: bool = True) -> dict[str, Any]:
+def build_context(record: RunRecord | Mapping[str, object], *,
+                  with_plots: bool = True) -> dict[str, object]:
     """Everything the templates show, as preformatted strings and rows (no measurement)."""
-    record = as_view(record)
+    record = as_record(record)
     verdicts = [c.verdict for c in record.candidates.values() if c.verdict is not None]
-    ctx: dict[str, Any] = {
+    ctx: dict[str, object] = {
         "experiment": text(record.experiment),
         "run_dir": text(record.run_dir),
         "command": record.command or "",
@@ -148,19 +153,19 @@ def build_context(record: RecordView | Mapping[str, Any], *,
     ctx["latency"] = latency_rows(record)
     ctx["latency_info"] = latency_info(record)
     ctx["search"] = search(record)
+    ctx["format_fill"] = format_fill(record)
     ctx["family"] = family(record)
     ctx["stages"] = stages(record)
+    ctx["stage_cache"] = stage_cache(record)
     ctx["kernel_census"] = kernel_census(record)
     ctx["notes"] = [str(n) for n in record.notes]
-    ctx["signoff"] = {"reviewer": record.config.reviewer, "candidate": record.recommended or ""}
+    ctx["signoff"] = {"reviewer": record.configured("report", "reviewer") or "",
+                      "candidate": record.recommended or ""}
     ctx["sha256sums"] = [f"{sha}  {name}" for name, sha in record.artifacts.items()]
     return ctx
 
 
-def _plots(record: RecordView) -> list[dict[str, str]]:
-    from quantkit.report.plots import all_plots
-    from quantkit.report.svg import all_svg_plots
-
+def _plots(record: RunRecord) -> list[dict[str, str]]:
     return [{"name": p.name, "title": p.title, "caption": p.caption, "svg": "",
              "src": "data:image/png;base64," + base64.b64encode(p.png).decode("ascii")}
             for p in all_plots(record)] + [

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from quantkit.record.record_view import RecordView, as_view
+from quantkit.record.migrate import as_record
+from quantkit.record.run_record import RunRecord
+from quantkit.report.fmt import DASH, status_class
 
 __all__ = ["NOT_SIGNED_OFF", "VerdictView", "engine_lines", "signed_candidates", "trt_command",
            "verdict_view"]
@@ -39,23 +40,22 @@ class VerdictView:
     dev_only: bool
 
 
-def signed_candidates(record: RecordView | Mapping[str, Any]) -> frozenset[str] | None:
+def signed_candidates(record: RunRecord | Mapping[str, object]) -> frozenset[str] | None:
     """The candidates signed off on test (the declared family), an empty set when the run
     signed nothing off (a sweep job, or no family), None for a record from before the
     dev / test sign-off."""
-    record = as_view(record)
-    so = record.signoff
-    if so is not None and so.family:
-        return frozenset(str(c) for c in so.family)
+    record = as_record(record)
+    so = record.signed
+    if so is not None and so.family.candidates:
+        return frozenset(so.family.candidates)
     has_split = any(c.verdict is not None and c.verdict.split for c in record.candidates.values())
-    return frozenset() if (so is not None or has_split) else None
+    return frozenset() if (record.signoff is not None or has_split) else None
 
 
-def verdict_view(record: RecordView | Mapping[str, Any], name: str, status: Any) -> VerdictView:
+def verdict_view(record: RunRecord | Mapping[str, object], name: str,
+                 status: str | None) -> VerdictView:
     """The badge of candidate ``name`` whose recorded verdict status is ``status``."""
-    from quantkit.report.fmt import DASH, status_class
-
-    record = as_view(record)
+    record = as_record(record)
     text = str(status) if status not in (None, "") else DASH
     signed = signed_candidates(record)
     c = record.candidate(name)
@@ -71,11 +71,12 @@ def trt_command(command: str | None) -> str:
     return " ".join([*words, "backend=trt"])
 
 
-def engine_lines(record: RecordView | Mapping[str, Any], name: str | None) -> list[dict[str, Any]]:
+def engine_lines(record: RunRecord | Mapping[str, object],
+                 name: str | None) -> list[dict[str, str | bool]]:
     """What the banner of candidate ``name`` says about its engine check: the deployed
     artifact's bound (pass; ``todo`` False), or plainly what to run (not run, failed,
     inconclusive; ``todo`` True). Each line: ``{"text", "todo"}``."""
-    record = as_view(record)
+    record = as_record(record)
     c = record.candidate(name) if name else None
     bc = c.backend_check if c is not None else None
     if bc is None or bc.status is None:
@@ -83,7 +84,7 @@ def engine_lines(record: RecordView | Mapping[str, Any], name: str | None) -> li
     status = bc.status
     note = next((str(n) for n in record.notes if str(n).startswith(f"deployment of {name}:")), "")
     if status == "not_run":
-        trt = str(bc.deployment).startswith("a TensorRT")
+        trt = str(bc.basis.deployment if bc.basis is not None else "").startswith("a TensorRT")
         run = (f"run `{trt_command(record.command)}` on the target GPU (tensorrt >= 10) "
                f"before deploying {name}" if trt else str(bc.what_to_run or ""))
         reason = bc.reason if bc.reason is not None else ""

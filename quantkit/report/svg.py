@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from quantkit.record.record_view import RecordView, as_view
+from quantkit.record.migrate import as_record
+from quantkit.record.run_record import RunRecord
 
 __all__ = ["SvgPlot", "agreement_by_slice", "all_svg_plots", "cosine_histogram"]
 
@@ -38,14 +38,14 @@ def _f(x: float) -> str:
     return f"{x:.2f}".rstrip("0").rstrip(".")
 
 
-def agreement_by_slice(record: RecordView | Mapping[str, Any]) -> SvgPlot | None:
+def agreement_by_slice(record: RunRecord | Mapping[str, object]) -> SvgPlot | None:
     """Grouped bars: x = slice value, one bar per candidate (``agreement_slices``)."""
-    cands = {n: c for n, c in as_view(record).candidates.items() if c.agreement_slices}
+    cands = {n: c for n, c in as_record(record).candidates.items() if c.agreement_slices}
     if not cands:
         return None
     keys: list[tuple[str, str]] = []
     for c in cands.values():
-        for s, values in c.agreement_slices.items():
+        for s, values in (c.agreement_slices or {}).items():
             for v in values:
                 if (s, v) not in keys:
                     keys.append((s, v))
@@ -56,7 +56,8 @@ def agreement_by_slice(record: RecordView | Mapping[str, Any]) -> SvgPlot | None
     legend_h = 16.0 * len(names)
     height = top + plot_h + 56.0 + legend_h
     lo = min((1.0 if st.agreement is None else st.agreement for c in cands.values()
-              for vals in c.agreement_slices.values() for st in vals.values()), default=1.0)
+              for vals in (c.agreement_slices or {}).values() for st in vals.values()),
+             default=1.0)
     y0 = max(0.0, min(0.9, (int(lo * 20) / 20.0)))  # axis floor: a multiple of 0.05
 
     def y_of(a: float) -> float:
@@ -106,10 +107,10 @@ def agreement_by_slice(record: RecordView | Mapping[str, Any]) -> SvgPlot | None
                    "length (tokens).", "".join(parts))
 
 
-def cosine_histogram(record: RecordView | Mapping[str, Any]) -> SvgPlot | None:
+def cosine_histogram(record: RunRecord | Mapping[str, object]) -> SvgPlot | None:
     """One small histogram per candidate of its per-example cosine to FP32."""
-    cands = {n: c.embedding_cosine for n, c in as_view(record).candidates.items()
-             if c.embedding_cosine is not None}
+    cands = {n: c.embedding_fp32.cosine for n, c in as_record(record).candidates.items()
+             if c.embedding_fp32 is not None}
     if not cands:
         return None
     panel_w, panel_h, pad, top = 240.0, 110.0, 16.0, 22.0
@@ -121,7 +122,7 @@ def cosine_histogram(record: RecordView | Mapping[str, Any]) -> SvgPlot | None:
              f'viewBox="0 0 {_f(width)} {_f(height)}" width="{_f(width)}" '
              f'height="{_f(height)}" role="img" aria-label="per-example cosine histograms">']
     for i, (name, cos) in enumerate(cands.items()):
-        counts, edges = cos.counts, cos.edges
+        counts, edges = cos.hist.counts, cos.hist.edges
         px = pad + (i % cols) * (panel_w + pad)
         py = pad + (i // cols) * (panel_h + top + 34.0)
         peak = max(max(counts), 1)
@@ -148,7 +149,7 @@ def cosine_histogram(record: RecordView | Mapping[str, Any]) -> SvgPlot | None:
                    "mean near 1 hides.", "".join(parts))
 
 
-def all_svg_plots(record: RecordView | Mapping[str, Any]) -> list[SvgPlot]:
+def all_svg_plots(record: RunRecord | Mapping[str, object]) -> list[SvgPlot]:
     """Every SVG chart the record has data for, in report order."""
-    record = as_view(record)
+    record = as_record(record)
     return [p for p in (agreement_by_slice(record), cosine_histogram(record)) if p is not None]

@@ -20,15 +20,18 @@ reference) are listed per job but not ranked.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from quantkit.errors import ConfigError
-from quantkit.record.candidate_view import CandidateView
-from quantkit.record.record_view import RecordView, as_view
+from quantkit.record.candidate import CandidateRecord
+from quantkit.record.migrate import as_record
+from quantkit.record.run_record import RunRecord
+from quantkit.record.search import SearchSkipped
+from quantkit.record.signoff import SignoffSkipped
 from quantkit.report.fmt import (
     DASH,
     finite,
@@ -53,14 +56,14 @@ RANKING = ("on the dev split: verdict (PASS > INCONCLUSIVE > FAIL), then metric 
 LOWER_IS_BETTER = ("kl", "abs_logit")
 
 
-def _batch_key(b: Any) -> tuple:
+def _batch_key(b: str) -> tuple:
     try:
         return (0, float(b))
     except (TypeError, ValueError):
         return (1, str(b))
 
 
-def _latency(c: CandidateView) -> tuple[str | None, float | None]:
+def _latency(c: CandidateRecord) -> tuple[str | None, float | None]:
     """(batch, p50_ms) at the smallest recorded batch, or (None, None)."""
     if c.latency is None:
         return None, None
@@ -71,23 +74,23 @@ def _latency(c: CandidateView) -> tuple[str | None, float | None]:
     return None, None
 
 
-def _dev_evidence(c: CandidateView) -> CandidateView:
+def _dev_evidence(c: CandidateRecord) -> CandidateRecord:
     """A candidate's dev evidence: its ``dev`` entry (signed-off family members carry their
     test evidence at the top), else the entry itself (compared on dev, never signed off).
     Latency is kept: it is the same artifact."""
     if c.dev is not None and c.dev.verdict is not None:
-        return c.dev.with_latency(c.latency)
+        return dataclasses.replace(c, metrics=c.dev.metrics, verdict=c.dev.verdict)
     return c
 
 
-def _job_run(rec: RecordView) -> dict[str, Any]:
+def _job_run(rec: RunRecord) -> dict[str, object]:
     """Where and how a job ran (``record.job``, ``record.stage_cache``): launcher, worker host,
     stage-cache hits, the stages it computed, and whether it ran again after a lost attempt."""
     job, counts = rec.job, rec.stage_cache
-    attempt = job.attempt
+    attempt = job.attempt if job is not None else None
     later = isinstance(attempt, int) and attempt > 1
-    return {"launcher": job.launcher,
-            "worker_host": job.worker_host or rec.hostname,
+    return {"launcher": job.launcher if job is not None else None,
+            "worker_host": (job.worker_host if job is not None else None) or rec.hostname,
             "cache_hits": sum(c.hits for c in counts.values()),
             "cache_misses": sum(c.misses for c in counts.values()),
             "computed": [s for s, c in counts.items() if c.misses],
@@ -96,12 +99,12 @@ def _job_run(rec: RecordView) -> dict[str, Any]:
             "rerun_of_finished": later and bool(job.earlier_finished)}
 
 
-def _label(record: RecordView, i: int) -> str:
+def _label(record: RunRecord, i: int) -> str:
     return Path(str(record.run_dir)).name if record.run_dir else f"job {i}"
 
 
-def sweep_summary(records: Sequence[RecordView | Mapping[str, Any]], *,
-                  labels: Sequence[str] | None = None) -> dict[str, Any]:
+def sweep_summary(records: Sequence[RunRecord | Mapping[str, object]], *,
+                  labels: Sequence[str] | None = None) -> dict[str, object]:
     """Rank every candidate with a verdict across ``records`` (see the module docstring).
 
     Returns ``{"ranking": str, "jobs": [...], "rows": [...], "best": row | None}``; each row
@@ -117,18 +120,18 @@ def sweep_summary(records: Sequence[RecordView | Mapping[str, Any]], *,
                           fix="pass labels=None or one label per record")
     jobs, rows = [], []
     for i, raw in enumerate(records):
-        if not isinstance(raw, (Mapping, RecordView)):
+        if not isinstance(raw, (Mapping, RunRecord)):
             raise ConfigError("a sweep summary takes RunRecord dicts", where=f"records[{i}]",
                               value=type(raw).__name__, fix="load each record.json with json.load")
-        rec = as_view(raw)
+        rec = as_record(raw)
         label = labels[i] if labels is not None else _label(rec, i)
         recommended = rec.recommended
         rec_cand = rec.candidate(recommended) if recommended else None
         rec_status = rec_cand.verdict.status if rec_cand is not None and rec_cand.verdict else None
         jobs.append({"job": i, "label": label, "experiment": rec.experiment,
                      "run_dir": rec.run_dir, "command": rec.command,
-                     "search_skipped": bool(rec.search is not None and rec.search.skipped),
-                     "signoff_skipped": bool(rec.signoff is not None and rec.signoff.skipped),
+                     "search_skipped": isinstance(rec.search, SearchSkipped),
+                     "signoff_skipped": isinstance(rec.signoff, SignoffSkipped),
                      "recommended": recommended, "recommended_status": rec_status,
                      "candidates": len(rec.candidates), **_job_run(rec)})
         for name, c in rec.candidates.items():
@@ -138,7 +141,7 @@ def sweep_summary(records: Sequence[RecordView | Mapping[str, Any]], *,
                 continue
             metric = v.decision_metric
             delta = v.delta(metric) if metric else None
-            value = c.metric(metric) if metric else None
+            value = c.metrics.value(metric)
             if not finite(value) and delta is not None:
                 value = delta.cand
             batch, p50 = _latency(c)
@@ -146,11 +149,11 @@ def sweep_summary(records: Sequence[RecordView | Mapping[str, Any]], *,
                          "candidate": name, "status": v.status, "metric": metric,
                          "value": value if finite(value) else None, "delta": delta,
                          "low": delta.low if delta is not None and finite(delta.low) else None,
-                         "margin_abs": v.margin.abs,
+                         "margin_abs": v.margin.labelled.abs if v.margin.labelled else None,
                          "latency_batch": batch, "latency_p50_ms": p50,
                          "recommended": name == recommended,
                          "required_n": v.required_n,
-                         "share": v.margin.quantile is not None})
+                         "share": v.margin.share is not None})
 
     def key(r):
         # kl / abs_logit: lower is better, and the safer claim is the lower upper bound
@@ -174,7 +177,7 @@ def sweep_summary(records: Sequence[RecordView | Mapping[str, Any]], *,
     return {"ranking": RANKING, "jobs": jobs, "rows": rows, "best": best, "next_step": next_step}
 
 
-def _context(summary: Mapping[str, Any], links: Sequence[str | None] | None) -> dict[str, Any]:
+def _context(summary: Mapping[str, object], links: Sequence[str | None] | None) -> dict[str, object]:
     rows = []
     for r in summary["rows"]:
         rows.append({
@@ -198,19 +201,19 @@ def _context(summary: Mapping[str, Any], links: Sequence[str | None] | None) -> 
              "link": links[j["job"]] if links else None} for j in summary["jobs"]]
     best = rows[0] if rows else None
     return {"ranking": summary["ranking"], "rows": rows, "jobs": jobs, "best": best,
-            "next_step": summary.get("next_step"),
+            "next_step": summary["next_step"],
             "ran_again": [j["label"] for j in summary["jobs"] if j["ran_again"]],
             "reread": [j["label"] for j in summary["jobs"] if j["rerun_of_finished"]]}
 
 
-def _cache_text(job: Mapping[str, Any]) -> str:
+def _cache_text(job: Mapping[str, object]) -> str:
     if not job["cache_hits"] and not job["cache_misses"]:
         return "not recorded"
     text = f"{job['cache_hits']} hit(s), {job['cache_misses']} computed"
     return text + (f" ({', '.join(job['computed'])})" if job["computed"] else "")
 
 
-def _attempt_text(job: Mapping[str, Any]) -> str:
+def _attempt_text(job: Mapping[str, object]) -> str:
     if job["ran_again"]:
         return f"attempt {job['attempt']}: ran again (the earlier attempt did not finish)"
     if job["rerun_of_finished"]:
@@ -218,7 +221,7 @@ def _attempt_text(job: Mapping[str, Any]) -> str:
     return "first" if job["attempt"] == 1 else DASH
 
 
-def render_sweep(records: Sequence[RecordView | Mapping[str, Any]], out_dir: str | Path, *,
+def render_sweep(records: Sequence[RunRecord | Mapping[str, object]], out_dir: str | Path, *,
                  labels: Sequence[str] | None = None,
                  links: Sequence[str | None] | None = None) -> dict[str, Path]:
     """Write sweep.md and sweep.html (atomically) to ``out_dir``; return ``{format: path}``.

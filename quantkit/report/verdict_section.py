@@ -3,12 +3,9 @@ at (with the declared budget's split), and the per-candidate verdict table."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from quantkit.record.backend_check_view import BackendCheckView
-from quantkit.record.candidate_view import CandidateView
-from quantkit.record.record_view import RecordView
-from quantkit.record.verdict_entry import MarginView, VerdictEntry
+from quantkit.record.candidate import BackendCheckRecord, CandidateRecord
+from quantkit.record.run_record import RunRecord
+from quantkit.record.verdict import Margin, VerdictRecord
 from quantkit.report.fmt import (
     DASH,
     NOT_MEASURED,
@@ -27,7 +24,7 @@ from quantkit.verdict.margin import LABELLED_METRICS
 __all__ = ["calibrator_rows", "thresholds", "verdict_block"]
 
 
-def _warnings(c: CandidateView) -> list[str]:
+def _warnings(c: CandidateRecord) -> list[str]:
     out = []
     bc = c.backend_check
     if bc is not None and bc.gates_recommendation and bc.ok is False:
@@ -35,13 +32,13 @@ def _warnings(c: CandidateView) -> list[str]:
     elif bc is not None and not bc.is_engine_check and bc.checked and bc.ok is False:
         # a record from before issue 24
         out.append(f"backend check failed: agreement {num(bc.agreement)} on n={num(bc.n)}")
-    lint = c.lint_violations
+    lint = c.lint.violations if c.lint is not None else None
     if is_number(lint) and lint > 0:
         out.append(f"{lint} lint violation(s)")
     return out
 
 
-def verdict_block(record: RecordView) -> dict[str, Any]:
+def verdict_block(record: RunRecord) -> dict[str, object]:
     """The verdict cards: one per candidate, the recommended one first in the banner."""
     rec = record.recommended
     rows = []
@@ -59,7 +56,7 @@ def verdict_block(record: RecordView) -> dict[str, Any]:
         d = v.delta(metric) if metric else None
         what = (f"{metric} delta" if metric in LABELLED_METRICS else
                 f"{metric}: share of examples within the tolerance"
-                if v.margin.quantile is not None else str(metric))
+                if v.margin.share is not None else str(metric))
         headline = f"{what} {interval(d)}" if d is not None else (reasons[0] if reasons else "")
         view = verdict_view(record, name, v.status)
         rows.append({"name": name, "status": view.text, "cls": view.cls, "headline": headline,
@@ -68,21 +65,24 @@ def verdict_block(record: RecordView) -> dict[str, Any]:
     rec_row = next((r for r in rows if r["recommended"]), None)
     return {"recommended": rec, "recommended_row": rec_row, "verdicts": rows,
             "engine": engine_lines(record, rec),
-            "recommendation_reason": text(record.recommendation_reason)}
+            "recommendation_reason": text(record.recommendation.reason
+                                          if record.recommendation is not None else None)}
 
 
-def _label_free_thresholds(metric: Any, mg: MarginView, level: Any) -> list[tuple[str, str]]:
+def _label_free_thresholds(metric: str | None, mg: Margin,
+                           level: float | None) -> list[tuple[str, str]]:
     """Threshold rows of a label-free verdict (agreement, or a per-example score vs FP32)."""
     lvl = f"the {pct(level, 0)} interval" if finite(level) else "the interval"
-    if mg.quantile is not None:
-        side = ">=" if mg.higher_is_better else "<="
+    share = mg.share
+    if share is not None:
+        side = ">=" if share.higher_is_better else "<="
         rows = [("decision metric", f"{text(metric)} (label-free, vs FP32)"),
-                ("per-example tolerance", f"{text(metric)} {side} {cfg(mg.bound)}"),
-                ("tested", f"the share of examples within it (the {cfg(mg.quantile)} "
+                ("per-example tolerance", f"{text(metric)} {side} {cfg(share.bound)}"),
+                ("tested", f"the share of examples within it (the {cfg(share.quantile)} "
                            "quantile, verdict.score_quantile), exact binomial "
                            "(Clopper-Pearson) bound"),
                 ("PASS when", f"{lvl} of the share of examples within the tolerance lies "
-                              f"above {cfg(mg.min_share)}")]
+                              f"above {cfg(share.min_share)}")]
         gal = mg.gallery
         if gal is not None:
             rows.append(("recall@k gallery", f"{num(gal.size)} {text(gal.source)} "
@@ -97,12 +97,12 @@ def _label_free_thresholds(metric: Any, mg: MarginView, level: Any) -> list[tupl
     return []
 
 
-def thresholds(record: RecordView, v: VerdictEntry | None) -> list[tuple[str, str]]:
+def thresholds(record: RunRecord, v: VerdictRecord | None) -> list[tuple[str, str]]:
     """What the verdicts were taken at: metric, margin, alpha, n, the budget, the config."""
-    cfg_v, cfg_c = record.config.verdict, record.config.compare
     rows: list[tuple[str, str]] = []
     if v is not None:
         margin = v.margin
+        value = margin.labelled
         metric = v.decision_metric
         level = next((d.level for d in v.deltas.values() if d.level is not None), None)
         label_free = _label_free_thresholds(metric, margin, level)
@@ -110,55 +110,63 @@ def thresholds(record: RecordView, v: VerdictEntry | None) -> list[tuple[str, st
                               ("paired eval examples (n)", num(v.n))] if label_free else [
             ("decision metric", text(metric)),
             ("margin kind", text(margin.kind)),
-            ("margin value", cfg(margin.value)),
-            ("margin (absolute)", sig(margin.abs, 4)),
+            ("margin value", cfg(value.value if value is not None else None)),
+            ("margin (absolute)", sig(value.abs if value is not None else None, 4)),
             ("PASS when", f"the {f'{100 * level:g}%' if finite(level) else ''} interval of the "
-                          f"{text(metric)} delta lies above -{sig(margin.abs, 4)}"),
+                          f"{text(metric)} delta lies above "
+                          f"-{sig(value.abs if value is not None else None, 4)}"),
             ("alpha", cfg(v.alpha)),
             ("paired eval examples (n)", num(v.n)),
         ]
     else:
         rows.append(("verdict", NOT_MEASURED))
     rows += _budget_rows(record)
-    if "n_boot" in cfg_v:
-        rows.append(("bootstrap resamples", cfg(cfg_v["n_boot"])))
+    if record.configured("verdict", "n_boot") is not None:
+        rows.append(("bootstrap resamples", cfg(record.configured("verdict", "n_boot"))))
     for key, label in (("floor_multiple", "layer flagged when INT8 noise > this x FP16 noise"),
                        ("numerics_margin_share", "engine check: its share of the margin"),
                        ("backend_check_subset", "engine check: dev examples (at most)"),
                        ("subset", "per-layer comparison: examples")):
-        if key in cfg_c:
-            rows.append((label, cfg(cfg_c[key])))
+        if record.configured("compare", key) is not None:
+            rows.append((label, cfg(record.configured("compare", key))))
     return rows
 
 
-def _budget_rows(record: RecordView) -> list[tuple[str, str]]:
+def _budget_rows(record: RunRecord) -> list[tuple[str, str]]:
     """The declared budget's split between the sign-off and the engine check (the record's
-    ``backend_check.budget``), so the margin above reads against what was declared."""
-    b = next((c.backend_check.budget for c in record.candidates.values()
-              if c.backend_check is not None and c.backend_check.budget is not None), None)
-    if not b or not b.share:
+    ``backend_check.budget``), so the margin above reads against what was declared, and
+    what the engine check compares (where the deployed artifact runs)."""
+    basis = next((c.backend_check.basis for c in record.candidates.values()
+                  if c.backend_check is not None and c.backend_check.basis is not None), None)
+    if basis is None:
         return []
-    if b.metric in LABELLED_METRICS and record.config.margin_kind == "relative":
+    b = basis.budget
+    where = [("deployed artifact", text(basis.deployment)),
+             ("engine check compares", text(basis.plan.compared))]
+    if not b.share:
+        return where
+    if b.metric in LABELLED_METRICS and record.configured("verdict", "margin_kind") == "relative":
         rel = " (relative: x FP32 accuracy)"
         return [("declared margin (bounds the deployed artifact)", cfg(b.declared) + rel),
                 ("the sign-off decides at", cfg(b.signoff) + rel),
                 ("engine check tolerance", f"{cfg(b.tolerance)}{rel} as a "
                                            f"{text(b.units)} vs the emulation; "
-                                           f"{text(b.composition)}")]
+                                           f"{text(b.composition)}"), *where]
     return [("declared budget (bounds the deployed artifact)", cfg(b.declared)),
             ("the sign-off decides at", cfg(b.signoff)),
             ("engine check tolerance", f"{cfg(b.tolerance)} ({text(b.units)} "
-                                       f"vs the emulation; {text(b.composition)})")]
+                                       f"vs the emulation; {text(b.composition)})"), *where]
 
 
-def _backend_text(bc: BackendCheckView | None, *, detail: bool = True) -> str:
+def _backend_text(bc: BackendCheckRecord | None, *, detail: bool = True) -> str:
     if bc is not None and bc.is_engine_check:  # the engine check
         status = str(bc.status)
         if not bc.checked:
             return {"not_run": "NOT run", "not_needed": "not needed"}.get(status, status) + \
                 (f": {bc.what_to_run or bc.reason}" if detail else "")
         gate = bc.gate
-        out = f"{status} ({gate.units} {sig(gate.observed, 3)} <= {sig(gate.tolerance, 3)}?)"
+        out = (f"{status} ({gate.units if gate else ''} {sig(gate.observed if gate else None, 3)}"
+               f" <= {sig(gate.tolerance if gate else None, 3)}?)")
         return out + (f", n={num(bc.n)}" + (f"; {bc.what_to_run}" if bc.what_to_run else "")
                       if detail else "")
     if bc is None or not bc.checked:
@@ -171,30 +179,31 @@ def _backend_text(bc: BackendCheckView | None, *, detail: bool = True) -> str:
     return out
 
 
-def calibrator_rows(record: RecordView) -> list[dict[str, Any]]:
+def calibrator_rows(record: RunRecord) -> list[dict[str, object]]:
     """The verdict table: metrics, delta, McNemar, status and engine check per candidate."""
     rows = []
     for name, c in record.candidates.items():
-        v = c.verdict if c.verdict is not None else VerdictEntry()
-        metric = v.decision_metric if c.verdict is not None else None
-        mc = v.mcnemar
-        status = v.status
+        v = c.verdict
+        metric = v.decision_metric if v is not None else None
+        mc = v.mcnemar if v is not None else None
+        status = v.status if v is not None else None
         view = verdict_view(record, name, status)
         rows.append({
             "name": name,
             "recommended": name == record.recommended,
-            "accuracy": num(c.metric("accuracy")),
-            "macro_f1": num(c.metric("macro_f1")),
+            "accuracy": num(c.metrics.accuracy),
+            "macro_f1": num(c.metrics.macro_f1),
             "agreement": num(c.agreement_fp32),
             "kl": sig(c.mean_kl_fp32) if c.mean_kl_fp32 is not None else DASH,
             "metric": metric or DASH,
-            "delta": interval(v.delta(metric), level=False) if metric else
+            "delta": interval(v.delta(metric), level=False) if v is not None and metric else
             ("reference" if name == "fp32" else NOT_MEASURED),
-            "b": num(mc.b), "c": num(mc.c),
-            "p": sig(mc.p) if mc.p is not None else DASH,
+            "b": num(mc.b if mc else None), "c": num(mc.c if mc else None),
+            "p": sig(mc.p) if mc is not None and mc.p is not None else DASH,
             "status": view.text if status else ("reference" if name == "fp32" else DASH),
             "cls": view.cls,
-            "required_n": num(v.required_n) if status == "INCONCLUSIVE" else DASH,
+            "required_n": num(v.required_n) if v is not None and status == "INCONCLUSIVE"
+            else DASH,
             "backend": _backend_text(c.backend_check) if name != "fp32" else DASH,
             "backend_short": _backend_text(c.backend_check, detail=False)
             if name != "fp32" else DASH,

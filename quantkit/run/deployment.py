@@ -19,30 +19,12 @@ sign-off on test decide with the same share of the declared margin:
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 
 from quantkit.backends.ort import evaluation_qdq_mode
-from quantkit.verdict.engine_gate import DeploymentBudget, split_budget
+from quantkit.verdict.engine_gate import DeploymentBudget, EngineCheckPlan, split_budget
 
 __all__ = ["EngineCheckPlan", "engine_check_plan", "signoff_budget", "declared_budget"]
-
-
-@dataclass(frozen=True)
-class EngineCheckPlan:
-    """``required``: an engine check is part of the deployed artifact's bound (the sign-off
-    decides with ``1 - share`` of the budget); ``runs_here``: this run executes the
-    deployment runtime, so the check runs and gates the recommendation; ``how_to_run``: what
-    to run, where, when it does not."""
-
-    required: bool
-    runs_here: bool
-    deployment: str
-    compared: str
-    how_to_run: str
-    reason: str
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def _eval_qdq_mode(settings) -> str:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from quantkit.data.partition import Part, partition_groups
+from quantkit.record.search import DevHalvesRecord
 from quantkit.run.context import RunContext
 from quantkit.run.verdicts import split_groups
 
@@ -47,11 +48,11 @@ class DevHalves:
     def split(self) -> bool:
         return self.selection is not None
 
-    def to_record(self) -> dict:
-        return {"split": self.split, "reason": self.reason,
-                "selection_n": None if self.selection is None else int(len(self.selection)),
-                "confirmation_n": (None if self.confirmation is None
-                                   else int(len(self.confirmation)))}
+    def to_record(self) -> DevHalvesRecord:
+        return DevHalvesRecord(
+            split=self.split, reason=self.reason,
+            selection_n=None if self.selection is None else int(len(self.selection)),
+            confirmation_n=None if self.confirmation is None else int(len(self.confirmation)))
 
 
 def dev_halves(ctx: RunContext) -> DevHalves:

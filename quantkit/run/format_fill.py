@@ -25,6 +25,7 @@ from quantkit.precision.fp8_rules import fp8_exclusions
 from quantkit.precision.plan import NodeDecision, Plan, Precision
 from quantkit.qdq.casts import to_opset
 from quantkit.qdq.fp8 import FP8_OPSET
+from quantkit.record.search import FormatFill, FormatFillSkipped, LayerEstimate
 from quantkit.run.artifact import Artifact, build_artifact
 from quantkit.run.context import RunContext
 from quantkit.run.cost import run_gemm_shapes
@@ -47,7 +48,7 @@ class FillResult:
     artifact: Artifact | None
     evaluation: Evaluation | None
     fp8_layers: tuple[str, ...]
-    record: dict
+    record: FormatFill | FormatFillSkipped | None
 
 
 def _cheaper_in_fp8(ctx: RunContext, layers: list[str]) -> tuple[list[str], dict]:
@@ -69,6 +70,11 @@ def _cheaper_in_fp8(ctx: RunContext, layers: list[str]) -> tuple[list[str], dict
         if t8.time_ms < t16.time_ms:
             cheaper.append(n)
     return cheaper, est
+
+
+def _estimates(est: dict) -> dict[str, LayerEstimate]:
+    """The cost model's per-layer estimates as the record keeps them."""
+    return {n: LayerEstimate(**e) for n, e in est.items()}
 
 
 def _at_fp8_opset(model, plan: Plan, remainder: str) -> tuple["ModelGraph", Plan]:
@@ -94,13 +100,14 @@ def fp8_fill(ctx: RunContext, base: Artifact, plan: Plan, kept: list[str],
     if not fp8:  # an INT8-only run: nothing to fill, nothing recorded
         return FillResult(None, None, (), None)
     if not kept:
-        return FillResult(None, None, (), {"ran": False, "why": "no layer kept out of INT8"})
+        return FillResult(None, None, (), FormatFillSkipped(ran=False,
+                                                            why="no layer kept out of INT8"))
     cheaper, est = _cheaper_in_fp8(ctx, kept)
     if not cheaper:
         label = next(iter(est.values()))["label"] if est else f"gpu.sm={s.gpu.sm}"
-        return FillResult(None, None, (), {
-            "ran": False, "estimates": est,
-            "why": f"FP8 is not estimated faster than FP16 for any kept layer ({label})"})
+        return FillResult(None, None, (), FormatFillSkipped(
+            ran=False, estimates=_estimates(est),
+            why=f"FP8 is not estimated faster than FP16 for any kept layer ({label})"))
     best8 = max(fp8, key=lambda n: decision_value(ctx, evaluations[n]))
     method = best8.split(".", 1)[1]
     variant = source.restored_for(base.refined.load(), plan, fallback) \
@@ -115,9 +122,10 @@ def fp8_fill(ctx: RunContext, base: Artifact, plan: Plan, kept: list[str],
     ranges = source_ranges(ctx, graph, tensors, {best8: cal})[best8]
     missing = [t for t in tensors if t not in ranges.amax]
     if missing:
-        return FillResult(None, None, (), {"ran": False, "estimates": est,
-                                           "why": f"no FP8 range for {missing[0]} "
-                                                  f"({ranges.excluded.get(missing[0], 'excluded')})"})
+        return FillResult(None, None, (), FormatFillSkipped(
+            ran=False, estimates=_estimates(est),
+            why=f"no FP8 range for {missing[0]} "
+                f"({ranges.excluded.get(missing[0], 'excluded')})"))
     filled = vplan.with_precision(cheaper, Precision.FP8,
                                   f"kept out of INT8 by search; FP8 ({best8}'s calibrator) is "
                                   "estimated faster than FP16 here")
@@ -127,12 +135,13 @@ def fp8_fill(ctx: RunContext, base: Artifact, plan: Plan, kept: list[str],
                                int8_weights=source.int8_weights, steps=base.steps)
         ev = evaluate_artifact(ctx, trial, reference)
     verdict = powered(ev)
-    record = {"ran": True, "fp8_layers": cheaper, "calibrator": best8, "estimates": est,
-              "status": verdict.status, "n_required": verdict.extra.get("n_required"),
-              "why": ("powered on dev: the mixed candidate takes the FP8 layers"
-                      if verdict.status == "PASS" else
-                      f"{verdict.status} on dev with the FP8 layers: the FP16 ones stand")}
-    log.info("format fill: %d kept layers in FP8 (%s): %s", len(cheaper), best8, record["why"])
+    record = FormatFill(ran=True, fp8_layers=cheaper, calibrator=best8,
+                        estimates=_estimates(est), status=verdict.status,
+                        n_required=verdict.extra.get("n_required"),
+                        why=("powered on dev: the mixed candidate takes the FP8 layers"
+                             if verdict.status == "PASS" else
+                             f"{verdict.status} on dev with the FP8 layers: the FP16 ones stand"))
+    log.info("format fill: %d kept layers in FP8 (%s): %s", len(cheaper), best8, record.why)
     if verdict.status != "PASS":
         return FillResult(None, None, tuple(cheaper), record)
     art = build_artifact(ctx, "mixed", filled, graph=graph,

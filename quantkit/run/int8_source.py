@@ -26,6 +26,7 @@ from quantkit.ptq.pipeline import (
 )
 from quantkit.ptq.proof import StepProof
 from quantkit.ptq.step_record import StepRecord
+from quantkit.record.ptq import PtqRecord
 from quantkit.run.context import RunContext
 from quantkit.run.fp16_range import Fp16Range, check_fp16_range
 from quantkit.run.quant_source import ParkedRefined, QuantSource, calib_data, ptq_memo, ptq_runners
@@ -140,16 +141,13 @@ class Int8Source(QuantSource):
                             rewritten=self.rewritten, original=self.original.model,
                             fallback=fallback)
 
-    def to_record(self) -> dict:
-        out = {"recipe": self.recipe_name, "steps_on": self.recipe.describe(),
-               "settings": self.recipe.key(), "graph_rewritten": self.is_rewritten,
-               "graph_sha256": self.graph.sha256,
-               "steps": [r.to_dict() for r in self.steps],
-               "proofs": [p.to_dict() for p in self.proofs],
-               "dropped_compare_tensors": dict(self.dropped_compare)}
-        if self.choice is not None:
-            out["choice"] = self.choice.to_record()
-        return out
+    def to_record(self) -> PtqRecord:
+        return PtqRecord(recipe=self.recipe_name, steps_on=self.recipe.describe(),
+                         settings=self.recipe.key(), graph_rewritten=self.is_rewritten,
+                         graph_sha256=self.graph.sha256, steps=list(self.steps),
+                         proofs=list(self.proofs),
+                         dropped_compare_tensors=dict(self.dropped_compare),
+                         choice=self.choice.to_record() if self.choice is not None else None)
 
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from quantkit.ptq.pipeline import Rewritten
+from quantkit.record.ptq import PtqChoice, PtqTrial
 from quantkit.settings.ptq_recipe import Recipe
 
 __all__ = ["RecipeChoice", "RecipeTrial"]
@@ -25,10 +26,10 @@ class RecipeTrial:
     seconds: float
     note: str = ""
 
-    def to_record(self) -> dict:
-        return {"recipe": self.label, "steps_on": self.recipe.describe(),
-                "dimension": self.dimension, "score": self.score, "examples": self.examples,
-                "seconds": round(self.seconds, 3), "note": self.note}
+    def to_record(self) -> PtqTrial:
+        return PtqTrial(recipe=self.label, steps_on=self.recipe.describe(),
+                        dimension=self.dimension, score=self.score, examples=self.examples,
+                        seconds=round(self.seconds, 3), note=self.note)
 
 
 @dataclass(frozen=True)
@@ -44,9 +45,9 @@ class RecipeChoice:
     budget: int
     skipped: tuple[str, ...] = ()
 
-    def to_record(self) -> dict:
-        return {"chosen": self.name, "steps_on": self.recipe.describe(),
-                "score": self.score_kind, "budget_evaluations": self.budget,
-                "evaluations": len(self.trials),
-                "trials": [t.to_record() for t in self.trials],
-                "dimensions_not_tried": list(self.skipped)}
+    def to_record(self) -> PtqChoice:
+        return PtqChoice(chosen=self.name, steps_on=self.recipe.describe(),
+                         score=self.score_kind, budget_evaluations=self.budget,
+                         evaluations=len(self.trials),
+                         trials=[t.to_record() for t in self.trials],
+                         dimensions_not_tried=list(self.skipped))

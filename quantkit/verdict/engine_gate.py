@@ -59,7 +59,7 @@ from scipy.stats import beta
 from quantkit.errors import ConfigError
 from quantkit.verdict.policy import TestPolicy
 
-__all__ = ["DeploymentBudget", "EngineGate", "FLIP_METRICS", "GATE_UNITS", "ROOT_METRICS",
+__all__ = ["DeploymentBudget", "EngineCheckPlan", "EngineGate", "FLIP_METRICS", "GATE_UNITS", "ROOT_METRICS",
            "flip_gate", "score_gate", "split_budget", "flip_bounds", "engine_deficits"]
 
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
@@ -81,6 +81,24 @@ _COMPOSITION = {
     "recall_at_k": "exact: the k-neighbour set deficits add",
     "cosine": "exact: chord distances add (Minkowski), the budget splits on the root",
     "kl": "second order: KL = d_Fisher^2 / 2, the budget splits on the root"}
+
+
+@dataclass(frozen=True)
+class EngineCheckPlan:
+    """``required``: an engine check is part of the deployed artifact's bound (the sign-off
+    decides with ``1 - share`` of the budget); ``runs_here``: this run executes the
+    deployment runtime, so the check runs and gates the recommendation; ``how_to_run``: what
+    to run, where, when it does not."""
+
+    required: bool
+    runs_here: bool
+    deployment: str
+    compared: str
+    how_to_run: str
+    reason: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 
 @dataclass(frozen=True)

@@ -1,27 +1,22 @@
 """ONNX Runtime execution providers: CPU by default; CUDA / TensorRT EPs selectable in config,
 refused for real (one clear error) where this onnxruntime build lacks them."""
 
-from pathlib import Path
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from hydra import compose, initialize_config_dir
 from onnx import TensorProto, helper
 
+import quantkit
 from quantkit.backends.ort import OrtRunner, check_providers, provider_args
 from quantkit.errors import BackendError, BackendUnavailable, ConfigError
-from quantkit.settings import build, register
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
 AVAILABLE = ort.get_available_providers()
 
 
 def compose_settings(*overrides: str):
-    register()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return build(compose(config_name="config", overrides=["experiment=bert_int8", *overrides]))
+    return quantkit.configure(["experiment=bert_int8", *overrides])
 
 
 def relu_model() -> onnx.ModelProto:

@@ -4,21 +4,18 @@ the backend's EngineSettings; it validates itself, and a run's shapes must fit i
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 
+import quantkit
 from quantkit.backends.trt import EngineSettings
 from quantkit.errors import ConfigError
-from quantkit.settings import TrtConfig, build, register
+from quantkit.settings import TrtConfig
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
 
 
 def compose_settings(*overrides: str, experiment: str = "bert_int8"):
-    register()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return build(compose(config_name="config",
-                             overrides=[f"experiment={experiment}", *overrides]))
+    return quantkit.configure([f"experiment={experiment}", *overrides])
 
 
 def test_engine_settings_is_the_config_schema():

@@ -2,26 +2,21 @@
 version, GPU and compute capability, and the engine is timed on backend.trt.device."""
 
 import importlib.util
-from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 
+import quantkit
 from quantkit.backends.engine_meta import EngineFile
 from quantkit.backends.trt import TrtRunner
 from quantkit.bench.stage import default_runner, execution_label, latency_key_facts
 from quantkit.cache import stage_key
 from quantkit.errors import BackendUnavailable
-from quantkit.settings import build, register
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
 TENSORRT_PRESENT = importlib.util.find_spec("tensorrt") is not None
 
 
 def compose_settings(*overrides: str):
-    register()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return build(compose(config_name="config", overrides=["experiment=bert_int8", *overrides]))
+    return quantkit.configure(["experiment=bert_int8", *overrides])
 
 
 def gpu(**kw) -> dict:

@@ -3,26 +3,20 @@ loop's stopping rules, and the bench settings (composed with Hydra, validated)."
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
-from hydra import compose, initialize_config_dir
 from onnx import TensorProto, helper, numpy_helper
 
+import quantkit
 from quantkit.bench import measure_latency, time_runner
 from quantkit.bench.timing import warmup_calls
 from quantkit.errors import ConfigError
-from quantkit.settings import build, register
-
-CONF = Path(__file__).resolve().parents[2] / "conf"
 
 
 def compose_settings(*overrides: str):
-    register()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return build(compose(config_name="config", overrides=["experiment=bert_int8", *overrides]))
+    return quantkit.configure(["experiment=bert_int8", *overrides])
 
 
 def matmul_chain(depth: int, width: int = 64) -> onnx.ModelProto:
@@ -254,13 +248,19 @@ def test_latency_reused_from_the_stage_cache_for_the_same_artifact(tmp_path):
 
 
 def test_recommended_slower_than_fp32_is_flagged():
+    from report.builders import candidate, latency
+
+    from quantkit.record.candidate import CandidateRecord
+    from quantkit.record.serde import decode
     from quantkit.run.stages.record import slower_than_fp32
 
     def lat(b1, b32):
-        return {"1": {"throughput": b1}, "32": {"throughput": b32}}
+        return {"1": latency(10.0, throughput=b1), "32": latency(100.0, batch=32, throughput=b32)}
 
-    cands = {"fp32": {"latency": lat(100.0, 300.0)}, "mixed": {"latency": lat(120.0, 200.0)},
-             "int8.mse": {"latency": lat(200.0, 600.0)}, "fp16": {}}
+    entries = {"fp32": candidate(latency=lat(100.0, 300.0)),
+               "mixed": candidate(latency=lat(120.0, 200.0)),
+               "int8.mse": candidate(latency=lat(200.0, 600.0)), "fp16": candidate()}
+    cands = {n: decode(CandidateRecord, c, where=n) for n, c in entries.items()}
     msg = slower_than_fp32(cands, "mixed")
     assert msg and "batch 32: 200.0/s vs FP32 300.0/s" in msg and "batch 1" not in msg
     assert slower_than_fp32(cands, "int8.mse") is None

@@ -189,16 +189,10 @@ def test_run_split_on_images_matches_one_by_one(tmp_path):
 def test_fashion_mnist_experiment_splits():
     """mobilenet_int8's data: the 10,000 test images are the test split; head, calibration
     and dev images come from the train images, disjoint."""
-    from hydra import compose, initialize_config_dir
-
+    import quantkit
     from quantkit.data import load_splits
-    from quantkit.settings import build, register
 
-    register()
-    conf = Path(__file__).resolve().parents[2] / "conf"
-    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["experiment=mobilenet_int8"])
-    s = build(cfg)
+    s = quantkit.configure(["experiment=mobilenet_int8"])
     assert s.data.kind == "image" and s.model.name == "mobilenet_fashion"
     assert s.verdict.margin == 0.01 and s.verdict.margin_kind == "relative"
     splits = load_splits(s, cache_dir=Path("/nonexistent"))
@@ -223,43 +217,30 @@ def test_fashion_mnist_experiment_splits():
     (["model=hub", "model.hub_id=x/y"], "model.kind"),
 ])
 def test_image_settings_errors_name_the_key(overrides, key):
-    from hydra import compose, initialize_config_dir
+    import quantkit
+    from quantkit.settings import build
 
-    from quantkit.settings import build, register
-
-    register()
-    conf = Path(__file__).resolve().parents[2] / "conf"
-    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["experiment=mobilenet_int8", *overrides])
+    cfg = quantkit.compose(["experiment=mobilenet_int8", *overrides])
     with pytest.raises(ConfigError) as err:
         build(cfg)
     assert key in str(err.value) and "Fix:" in str(err.value)
 
 
 def test_text_experiment_refuses_an_image_head_setting():
-    from hydra import compose, initialize_config_dir
+    import quantkit
+    from quantkit.settings import build
 
-    from quantkit.settings import build, register
-
-    register()
-    conf = Path(__file__).resolve().parents[2] / "conf"
-    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["experiment=bert_int8",
-                                                       "model.head.n_train=100"])
+    cfg = quantkit.compose(["experiment=bert_int8", "model.head.n_train=100"])
     with pytest.raises(ConfigError, match="model.head.n_train"):
         build(cfg)
 
 
 def test_zoo_model_refuses_the_other_data_kind():
-    from hydra import compose, initialize_config_dir
-
+    import quantkit
     from quantkit.models import load_model
-    from quantkit.settings import build, register
+    from quantkit.settings import build
 
-    register()
-    conf = Path(__file__).resolve().parents[2] / "conf"
-    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["experiment=bert_int8", "data=fashion_mnist"])
+    cfg = quantkit.compose(["experiment=bert_int8", "data=fashion_mnist"])
     with pytest.raises(ConfigError, match="takes text data"):
         load_model(build(cfg), splits=None, cache_dir=Path("/nonexistent"))
 

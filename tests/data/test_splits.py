@@ -171,18 +171,11 @@ def test_encoder_refuses_unknown_input():
 def test_rotten_tomatoes_splits_of_bert_int8():
     """The real data: 12,752 snippets of 507 movies -> train 3,000 / calib 256 / dev / test,
     no movie in two splits, seeded, every snippet accounted for."""
-    from pathlib import Path
-
-    from hydra import compose, initialize_config_dir
-
+    import quantkit
     from quantkit.assets import cache_root
     from quantkit.data import load_splits
-    from quantkit.settings import build, register
 
-    register()
-    conf = Path(__file__).resolve().parents[2] / "conf"
-    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
-        s = build(compose(config_name="config", overrides=["experiment=bert_int8"]))
+    s = quantkit.configure(["experiment=bert_int8"])
     splits = load_splits(s, cache_dir=cache_root())
     sizes = splits.sizes()
     assert sizes["train"] == 3000 and sizes["calib"] == 256

@@ -18,6 +18,8 @@ from quantkit.errors import ConfigError, ModelError
 from quantkit.export.triton import (config_pbtxt, export_candidate, model_io, parse_pbtxt,
                                     validate_repository)
 from quantkit.fsutil import sha256_file
+from quantkit.models.model import Model
+from quantkit.record.run_record import RunRecord
 
 
 def classifier(batch="batch", seq="sequence") -> onnx.ModelProto:
@@ -47,18 +49,29 @@ def make_run(tmp_path: Path, model: onnx.ModelProto | None = None, *, recommende
     model = model or classifier()
     fp32 = tmp_path / "cache_model.onnx"
     onnx.save(model, str(fp32))
-    cands = {"fp32": {"artifact": fp32.name}}
+    cands = {"fp32": {"artifact": fp32.name, "numerics": "FP32", "n": 10, "metrics": {}}}
     for name in ("fp16", "int8.mse"):
         path = run / f"model.{name}.onnx"
         onnx.save(model, str(path))
         cands[name] = {"artifact": path.name, "artifact_sha256": sha256_file(path),
-                       "verdict": {"status": "PASS"}}
-    record = {"experiment": "bert_int8", "recommended": recommended, "candidates": cands,
-              "model": {"path": str(fp32), "sha256": sha256_file(fp32)},
-              "config": {"backend": {"name": "ort", "trt": {"max_batch": max_batch}}},
+                       "numerics": name, "n": 10, "metrics": {}, "verdict": _verdict("PASS")}
+    model_facts = Model(path=str(fp32), sha256=sha256_file(fp32), input_names=["input_ids"],
+                        output_name="logits", opset=17)
+    record = {**RunRecord(experiment="bert_int8", run_dir=str(run), command="", seed=0,
+                          config={"backend": {"name": "ort", "trt": {"max_batch": max_batch}}},
+                          host={}, packages={}, model=model_facts).to_dict(),
+              "recommended": recommended, "candidates": cands,
               "artifacts": {f"model.{n}.onnx": cands[n]["artifact_sha256"] for n in ("fp16", "int8.mse")}}
     (run / "record.json").write_text(json.dumps(record))
     return run
+
+
+def _verdict(status: str) -> dict:
+    """A candidate's verdict as the record keeps it (only the status matters here)."""
+    return {"status": status, "reasons": [], "deltas": {}, "mcnemar": {"b": 0, "c": 0},
+            "margin": {"kind": "relative", "value": 0.01, "abs": 0.0075, "metric": "accuracy",
+                       "threshold": -0.0075},
+            "n": 10, "required_n": None, "slices": [], "metric": "accuracy", "alpha": 0.05}
 
 
 def test_export_recommended_candidate_to_onnxruntime_repository(tmp_path):
@@ -194,10 +207,12 @@ def add_engine(run: Path, tmp_path: Path, candidate: str = "int8.mse") -> Path:
     record = json.loads((run / "record.json").read_text())
     meta = {"tensorrt_version": "10.13.0.35", "gpu_name": "NVIDIA L4", "compute_capability": "8.9",
             "onnx_sha256": record["candidates"][candidate]["artifact_sha256"],
-            "engine_sha256": sha256_file(plan)}
-    record["candidates"][candidate]["engine"] = {"engine_path": str(plan), "meta": meta,
-                                                 "engine_sha256": meta["engine_sha256"],
-                                                 "trtexec": "trtexec --onnx=... --stronglyTyped"}
+            "settings_sha256": "5e" * 32, "created": "2026-12-01T00:00:00Z",
+            "engine_sha256": sha256_file(plan), "cache_key": "abc", "settings": {}, "schema": 1}
+    record["candidates"][candidate]["engine"] = {
+        "engine_path": str(plan), "meta": meta, "cache_hit": False,
+        "trtexec": "trtexec --onnx=... --stronglyTyped", "layers_path": str(plan) + ".layers.json",
+        "device": 0, "tf32": False, "engine_sha256": meta["engine_sha256"]}
     (run / "record.json").write_text(json.dumps(record))
     return plan
 
@@ -226,7 +241,7 @@ def test_plan_rebuilt_after_sign_off_is_not_exported(tmp_path):
     assert not (tmp_path / "repo").exists()
     record = json.loads((run / "record.json").read_text())
     engine = record["candidates"]["int8.mse"]["engine"]
-    del engine["engine_sha256"], engine["meta"]["engine_sha256"]
+    engine["engine_sha256"] = engine["meta"]["engine_sha256"] = ""  # an engine built unhashed
     (run / "record.json").write_text(json.dumps(record))
     with pytest.raises(ModelError, match="recorded no sha256"):
         export_candidate(run, platform="tensorrt_plan", out=tmp_path / "repo")

@@ -10,6 +10,7 @@ from onnx import TensorProto, helper
 
 from quantkit.errors import ConfigError, DataError, ModelError
 from quantkit.models.fit import (check_class_count, check_custom_ops, check_fixed_batch,
+                                 fixed_batch,
                                  input_specs)
 
 
@@ -64,19 +65,27 @@ def test_class_count_mismatch_before_inference():
     check_class_count(_image_model(classes=4), "missing", 5)  # unknown output: nothing to say
 
 
-def test_fixed_batch_names_the_settings_to_change():
-    specs = input_specs(_image_model(batch=1))
+def test_a_fixed_batch_above_one_names_the_settings_to_change():
+    specs = input_specs(_image_model(batch=4))
     with pytest.raises(ConfigError) as e:
-        check_fixed_batch(specs, {"data.batch_size": 64, "backend.batch_size": 1,
+        check_fixed_batch(specs, {"data.batch_size": 64, "backend.batch_size": 4,
                                   "bench.batch_sizes": [1, 32]})
     msg = str(e.value)
-    assert "data.batch_size=1" in msg and "bench.batch_sizes=[1]" in msg
-    assert "backend.batch_size=1 " not in msg  # already right: not listed
-    check_fixed_batch(specs, {"data.batch_size": 1, "bench.batch_sizes": [1]})
+    assert "data.batch_size=4" in msg and "bench.batch_sizes=[4]" in msg
+    assert "backend.batch_size=4 " not in msg  # already right: not listed
+    check_fixed_batch(specs, {"data.batch_size": 4, "bench.batch_sizes": [4]})
     check_fixed_batch(input_specs(_image_model()), {"data.batch_size": 64})
     # the settings the fix names really make the model run
-    sess = ort.InferenceSession(_image_model(batch=1).SerializeToString(),
+    sess = ort.InferenceSession(_image_model(batch=4).SerializeToString(),
                                 providers=["CPUExecutionProvider"])
-    assert sess.run(None, {"x": np.zeros((1, 3, 8, 8), np.float32)})[0].shape == (1, 4)
+    assert sess.run(None, {"x": np.zeros((4, 3, 8, 8), np.float32)})[0].shape == (4, 4)
     with pytest.raises(Exception):
         sess.run(None, {"x": np.zeros((2, 3, 8, 8), np.float32)})
+
+
+def test_a_fixed_batch_of_one_needs_no_setting():
+    """Detectors are often exported with a fixed batch of 1: the run feeds one example at a
+    time (Feeds.fixed_batch), so no batch setting has to change."""
+    specs = input_specs(_image_model(batch=1))
+    assert fixed_batch(specs) == 1 and fixed_batch(input_specs(_image_model())) is None
+    check_fixed_batch(specs, {"data.batch_size": 64, "bench.batch_sizes": [1, 32]})

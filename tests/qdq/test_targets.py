@@ -243,17 +243,10 @@ def test_unknown_target_is_one_config_error_line():
     assert "target" in str(err.value) and "\n" not in str(err.value)
 
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
-
-
 def _settings(*overrides):
-    from hydra import compose, initialize_config_dir
+    import quantkit
 
-    from quantkit.settings import build, register
-
-    register()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return build(compose(config_name="config", overrides=["experiment=bert_int8", *overrides]))
+    return quantkit.configure(["experiment=bert_int8", *overrides])
 
 
 def test_target_setting_defaults_to_tensorrt_and_ort_cpu_forces_fp32_remainder():

@@ -17,9 +17,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
-def test_kill_resume_and_concurrent_runs_on_the_tiny_world():
+def test_kill_resume_and_concurrent_runs_on_the_tiny_world(tmp_path):
+    # its results file to tmp_path: a test never rewrites benchmarks/results/
     r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "faults.py"), "--tiny",
-                        "--skip-catalog", "--kill-at", "evaluate"],
+                        "--skip-catalog", "--kill-at", "evaluate", "--results-dir", str(tmp_path)],
                        capture_output=True, text=True, timeout=600)
     lines = r.stdout.strip().splitlines()
     assert lines, r.stderr[-3000:]

@@ -61,33 +61,18 @@ overrides = st.lists(st.one_of(
 ), max_size=4, unique_by=lambda s: s.split("=", 1)[0])
 
 
-@pytest.fixture(scope="module")
-def compose_fn():
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    from quantkit.settings import register
-
-    register()
-    GlobalHydra.instance().clear()
-    ctx = initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3")
-    ctx.__enter__()
-    yield lambda ov: compose(config_name="config", overrides=ov)
-    ctx.__exit__(None, None, None)
-
-
 @CONFIG_FUZZ
 @given(ov=overrides)
-def test_config_overrides_never_crash(compose_fn, ov):
+def test_config_overrides_never_crash(ov):
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    from quantkit.__main__ import _config_error, check_overrides
+    import quantkit
+    from quantkit.__main__ import _config_error
     from quantkit.settings import build
 
     try:
-        check_overrides(ov)
-        cfg = compose_fn(ov)
+        cfg = quantkit.compose(ov)  # check_overrides, then Hydra's composition
     except QuantkitError as exc:
         assert exc.fix
         return

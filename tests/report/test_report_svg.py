@@ -11,6 +11,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reliability"))
 
 import tinyworld  # noqa: E402
+from builders import bare_record, candidate, verdict  # noqa: E402
 
 from quantkit.report.svg import agreement_by_slice, cosine_histogram  # noqa: E402
 
@@ -20,21 +21,22 @@ def _bars(html: str, cls: str) -> list[str]:
 
 
 def test_svg_from_a_synthetic_record_counts_and_escapes():
-    rec = {"candidates": {
-        "fp32": {"metrics": {}},
-        "int8.<a>": {"split": "test", "agreement_slices": {
+    rec = bare_record(candidates={
+        "fp32": candidate(),
+        "int8.<a>": candidate(split="test", agreement_slices={
             "class": {"0": {"agreement": 0.97, "n": 40}, "1": {"agreement": 1.0, "n": 40}},
-            "length": {"<=16": {"agreement": 0.99, "n": 80}}}},
-        "fp16": {"split": "test", "agreement_slices": {
-            "class": {"0": {"agreement": 1.0, "n": 40}, "1": {"agreement": 1.0, "n": 40}}}},
-    }}
+            "length": {"<=16": {"agreement": 0.99, "n": 80}}}),
+        "fp16": candidate(split="test", agreement_slices={
+            "class": {"0": {"agreement": 1.0, "n": 40}, "1": {"agreement": 1.0, "n": 40}}}),
+    })
     p = agreement_by_slice(rec)
     assert p is not None and len(_bars(p.svg, "qk-bar")) == 5
     assert "int8.&lt;a&gt;" in p.svg and "<a>" not in p.svg
     assert cosine_histogram(rec) is None
     rec["candidates"]["fp16"]["embedding_fp32"] = {"cosine": {
-        "n": 3, "mean": 0.99, "p1": 0.98, "hist": {"counts": [1, 0, 2],
-                                                   "edges": [0.9, 0.95, 0.98, 1.0]}}}
+        "n": 3, "mean": 0.99, "min": 0.9, "p1": 0.98, "p5": 0.98, "median": 0.99, "p95": 1.0,
+        "max": 1.0, "hist": {"counts": [1, 0, 2], "edges": [0.9, 0.95, 0.98, 1.0]}},
+        "recall_k": 10}
     h = cosine_histogram(rec)
     assert len(_bars(h.svg, "qk-bin")) == 3
     assert agreement_by_slice(rec).svg == p.svg  # deterministic
@@ -86,9 +88,7 @@ def test_sweep_ranks_lower_is_better_metrics_ascending():
     from quantkit.report.sweep_report import sweep_summary
 
     def rec(kl, high):
-        return {"experiment": "x", "candidates": {"int8.a": {
-            "metrics": {"kl": kl}, "verdict": {"status": "PASS", "metric": "kl",
-                                                "deltas": {"kl": {"point": kl, "low": 0.0,
-                                                                  "high": high}}}}}}
+        return bare_record(experiment="x", candidates={"int8.a": candidate(
+            metrics={"kl": kl}, verdict=verdict("PASS", "kl", kl, 0.0, high))})
     s = sweep_summary([rec(0.004, 0.006), rec(0.001, 0.002)], labels=["worse", "better"])
     assert [r["label"] for r in s["rows"]] == ["better", "worse"]

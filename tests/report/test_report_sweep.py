@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from builders import bare_record, candidate, latency
 
 from quantkit.errors import ConfigError
 from quantkit.report.sweep_report import render_sweep, sweep_summary
@@ -27,7 +28,7 @@ def _job(record, name: str, candidates: dict[str, tuple]) -> dict:
         c["metrics"]["accuracy"] = acc
         c["verdict"]["deltas"]["accuracy"]["low"] = low
         if lat:
-            c["latency"] = {"8": {"p50_ms": lat[0] * 4}, "1": {"p50_ms": lat[0]}}
+            c["latency"] = {"8": latency(lat[0] * 4, batch=8), "1": latency(lat[0])}
         rec["candidates"][cname] = c
     return rec
 
@@ -85,7 +86,7 @@ def test_next_step_names_the_best_jobs_command_when_jobs_skipped_the_search(reco
     paths = render_sweep([a, b], tmp_path)
     for fmt in ("md", "html"):
         assert "calibrator=mse" in paths[fmt].read_text().split("## Ranking")[0].split('id="ranking"')[0]
-    b["search"] = {"status": "PASS", "fp16_nodes": []}  # the best job searched: nothing to add
+    b["search"] = {}  # the best job ran its search (nothing skipped): nothing to add
     assert sweep_summary([a, b])["next_step"] is None
 
 
@@ -97,8 +98,9 @@ def test_sweep_ranks_on_dev_evidence_not_on_the_test_sign_off(record):
     # test says a > b; dev says b > a (b PASSes on dev, a is INCONCLUSIVE there)
     for rec, status, acc in ((a, "INCONCLUSIVE", 0.74), (b, "PASS", 0.75)):
         c = rec["candidates"]["int8.mse"]
-        dev = copy.deepcopy({k: c[k] for k in ("metrics", "verdict")})
+        dev = copy.deepcopy({k: c[k] for k in ("metrics", "verdict", "n")})
         dev["verdict"]["status"], dev["metrics"]["accuracy"] = status, acc
+        dev["split"] = "dev"
         c["dev"] = dev
     s = sweep_summary([a, b])
     assert _order(s) == [("b", "int8.mse"), ("a", "int8.mse")]
@@ -123,7 +125,7 @@ def test_render_sweep_is_deterministic(record, tmp_path):
 
 def test_jobs_table_names_launcher_worker_host_cache_hits_and_jobs_that_ran_again(record, tmp_path):
     first = copy.deepcopy(record)
-    first["job"] = {"launcher": "RayLauncher", "worker_host": "node-a", "attempt": 1,
+    first["job"] = {"launcher": "RayLauncher", "worker_host": "node-a", "pid": 1, "attempt": 1,
                     "earlier_finished": False}
     first["stage_cache"] = {"fp32_reference": {"hits": 0, "misses": 1},
                             "calibrate": {"hits": 1, "misses": 0}}
@@ -150,7 +152,8 @@ def test_jobs_table_names_launcher_worker_host_cache_hits_and_jobs_that_ran_agai
 
 
 def test_render_sweep_without_verdicts(tmp_path):
-    paths = render_sweep([{"experiment": "e", "candidates": {"fp32": {"metrics": {}}}}], tmp_path)
+    paths = render_sweep([bare_record(experiment="e", candidates={"fp32": candidate()})],
+                         tmp_path)
     assert "No candidate with a verdict" in paths["md"].read_text()
 
 

@@ -2,27 +2,21 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import tinyworld
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
+import quantkit
 
 
 def compose_cfg(world: dict, *extra: str):
-    """The tiny world's run config, composed in-process (no Hydra run dir override)."""
-    from hydra import compose, initialize_config_dir
-
-    from quantkit.settings import register
-
-    register()
+    """The tiny world's run config, composed in-process (``quantkit.compose``; the CLI's
+    ``hydra.run.dir`` is left out)."""
     args = [a for a in tinyworld.override(tinyworld.cli_args(world), *extra)
             if not a.startswith("hydra.")]
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose(config_name="config", overrides=args)
+    return quantkit.compose(args)
 
 
 def settings_for(world: dict, *extra: str):
-    from quantkit.settings import build
-
-    return build(compose_cfg(world, *extra))
+    """The tiny world's validated Settings (``quantkit.configure``)."""
+    args = [a for a in tinyworld.override(tinyworld.cli_args(world), *extra)
+            if not a.startswith("hydra.")]
+    return quantkit.configure(args)

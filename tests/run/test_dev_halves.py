@@ -6,6 +6,7 @@ import dataclasses
 
 import numpy as np
 
+from quantkit.record.serde import encode
 from quantkit.run.dev_halves import dev_halves
 from quantkit.run.sensitivity import half_test
 
@@ -20,7 +21,7 @@ def test_a_dev_split_too_small_for_two_halves_is_read_whole(ctx):
     h = dev_halves(_with_min_n(ctx, n))  # two halves of n examples each cannot exist
     assert not h.split and h.selection is None and h.confirmation is None
     assert f"dev has {n} examples" in h.reason and f"{2 * n} examples" in h.reason
-    assert h.to_record()["split"] is False
+    assert h.to_record().split is False
 
 
 def test_halves_are_seeded_disjoint_and_cover_dev(ctx):
@@ -35,7 +36,7 @@ def test_halves_are_seeded_disjoint_and_cover_dev(ctx):
     other = dev_halves(dataclasses.replace(
         c, settings=dataclasses.replace(c.settings, seed=c.settings.seed + 1)))
     assert not np.array_equal(other.selection, h.selection)
-    assert h.to_record() == {"split": True, "reason": h.reason,
+    assert encode(h.to_record()) == {"split": True, "reason": h.reason,
                              "selection_n": len(h.selection),
                              "confirmation_n": len(h.confirmation)}
 

@@ -21,6 +21,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 from onnx_graphs import cnn_run_context, save_cnn
+from quantkit.record.serde import encode
 from quantkit.backends.batched import run_split
 
 
@@ -189,7 +190,7 @@ def test_prove_rewrite_rejects_scaling_across_a_non_homogeneous_activation(cnn_c
 
 def test_the_record_lists_steps_and_proofs(built):
     source, _ = built
-    rec = source.to_record()
+    rec = encode(source.to_record())
     assert rec["graph_rewritten"] and rec["proofs"][0]["kept"]
     assert rec["steps"][0]["groups"] and dataclasses.asdict(source.proofs[0])["examples"] > 0
 

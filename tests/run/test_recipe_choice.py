@@ -9,6 +9,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from quantkit.record.serde import encode
 from quantkit.run.stages.ptq import ptq as apply_ptq
 from quantkit.run.stages.fp16_range_check import fp16_range_check as check_fp16_range
 from quantkit.run.stages.fp32_reference import fp32_reference as evaluate_reference
@@ -53,7 +54,7 @@ def test_auto_tries_recipes_on_dev_and_keeps_the_lowest_score(chosen):
     assert all(t.examples == min(64, len(c.splits.dev)) for t in trials)
     dims = {t.dimension for t in trials}
     assert {"weight_rounding", "bias_correction"} <= dims
-    rec = source.to_record()["choice"]
+    rec = encode(source.to_record())["choice"]
     assert rec["evaluations"] == len(trials) and rec["trials"][0]["recipe"] == "generic"
     assert rec["score"] == "mean KL"
 
@@ -90,7 +91,7 @@ def test_the_budget_counts_evaluations(ctx, tmp_path):
     source = _choose(c)
     assert len(source.choice.trials) == 2
     assert any("budget of 2 evaluations" in s for s in source.choice.skipped)
-    assert source.to_record()["choice"]["dimensions_not_tried"] == list(source.choice.skipped)
+    assert encode(source.to_record())["choice"]["dimensions_not_tried"] == list(source.choice.skipped)
 
 
 def test_dimensions_follow_the_model(ctx, scope):

@@ -9,6 +9,7 @@ import dataclasses
 
 import pytest
 
+from quantkit.record.serde import encode
 from quantkit.run.stages.ptq import ptq as apply_ptq
 from quantkit.run.stages.fp32_reference import fp32_reference as evaluate_reference
 from quantkit.run.stages.artifacts import artifacts as build_artifacts
@@ -30,7 +31,7 @@ def test_tensorrt_target_on_a_cpu_host_says_the_engine_check_has_not_run(ctx, ar
                                                                           reference):
     assert ctx.settings.target == "tensorrt" and ctx.settings.backend.name == "ort"
     res = check_backend(ctx, artifacts["int8.minmax"], reference)
-    r = res.to_record()
+    r = encode(res.to_record())
     assert r["status"] == "not_run" and not r["checked"] and not r["gates_recommendation"]
     assert res.not_run and not res.blocks and not res.ok
     assert "NOT run" in r["what_to_run"] and "backend=trt" in r["what_to_run"]
@@ -49,7 +50,7 @@ def test_signed_numbers_from_the_deployment_runtime_need_no_check(ctx, artifacts
               precision=dataclasses.replace(ctx.settings.precision, remainder="fp32"))
     plan = engine_check_plan(c.settings)
     assert not plan.required and plan.runs_here
-    r = check_backend(c, artifacts["int8.minmax"], reference).to_record()
+    r = encode(check_backend(c, artifacts["int8.minmax"], reference).to_record())
     assert r["status"] == "not_needed" and r["ok"] and not r["gates_recommendation"]
     assert signoff_budget(c.settings, "accuracy").signoff == c.settings.verdict.margin
 
@@ -71,7 +72,7 @@ def test_the_check_gates_on_the_deployment_runtime(ort_exact, reference):
     plan = engine_check_plan(c.settings)
     assert plan.required and plan.runs_here
     res = check_backend(c, arts["int8.minmax"], reference)
-    r = res.to_record()
+    r = encode(res.to_record())
     n = min(c.settings.compare.backend_check_subset, len(c.splits.dev))
     assert r["checked"] and r["gates_recommendation"] and r["n"] == n
     gate = r["gate"]

@@ -8,6 +8,7 @@ import math
 import pytest
 
 from quantkit.errors import CalibrationError
+from quantkit.record.serde import encode
 from quantkit.run.scope import QuantScope
 from quantkit.run.stages.calibration import calibration as calibrate
 
@@ -19,18 +20,18 @@ def test_ranges_for_every_calibrator_and_scope_tensor(ctx, scope, calibration):
         assert all(math.isfinite(v) and v > 0 for v in r.amax.values())
     mm, pc = calibration.ranges["minmax"].amax, calibration.ranges["percentile"].amax
     assert all(pc[t] <= mm[t] + 1e-6 for t in mm)  # a percentile never exceeds the max
-    rec = calibration.to_record()
+    rec = encode(calibration.to_record())
     assert rec["tensors"] == 2 and rec["quant_nodes"] == 2 and rec["samples"] == 32
     assert (ctx.run_dir / rec["files"]["mse"]).is_file()
 
 
 def test_saved_ranges_reload_without_a_pass(ctx, sources, calibration):
-    files = [str(ctx.run_dir / f) for f in calibration.record["files"].values()]
+    files = [str(ctx.run_dir / f) for f in calibration.record.files.values()]
     s = ctx.settings
     c = dataclasses.replace(ctx, settings=dataclasses.replace(
         s, calibrator=dataclasses.replace(s.calibrator, ranges_files=files)))
     loaded = calibrate(c, sources)
-    assert loaded.record["loaded_from"] == files
+    assert loaded.record.loaded_from == files
     assert loaded.ranges["entropy"].amax == calibration.ranges["entropy"].amax
 
 

@@ -4,6 +4,7 @@ float8e4m3fn Q/DQ on the original graph, lint-clean and run on ONNX Runtime CPU.
 
 from __future__ import annotations
 
+from quantkit.record.serde import encode
 import numpy as np
 import onnx
 import pytest
@@ -41,7 +42,7 @@ def test_fp8_candidates_beside_int8_from_one_pass(fp8_run):
     assert sorted(arts) == ["fp16", "fp8.minmax", "fp8.mse", "int8.entropy", "int8.minmax",
                             "int8.mse"]
     # entropy has no FP8 form: said in the record, no silent INT8 stand-in
-    assert "entropy" in cal.record["fp8"]["skipped"]
+    assert "entropy" in cal.record.fp8.skipped
     # minmax does not depend on the grid; mse does (its own search on the FP8 grid)
     assert cal.of("fp8")["minmax"].amax == cal.ranges["minmax"].amax
     fp8_mse, int8_mse = cal.of("fp8")["mse"].amax, cal.ranges["mse"].amax
@@ -119,7 +120,7 @@ def test_the_format_fill_puts_a_kept_layer_in_fp8_with_its_own_range(fp8_run):
     from quantkit.precision.fp16_search import EvalResult
 
     fill, kept = _fill(fp8_run, lambda ev: EvalResult("PASS", 0.0, (0.0, 0.0)))
-    assert fill.record["ran"] and fill.record["status"] == "PASS"
+    assert fill.record.ran and fill.record.status == "PASS"
     assert list(fill.fp8_layers) == kept
     plan = fill.artifact.plan
     assert plan.nodes_with("fp8") == kept
@@ -131,7 +132,7 @@ def test_the_format_fill_puts_a_kept_layer_in_fp8_with_its_own_range(fp8_run):
     zps = {t.data_type for t in m.graph.initializer if not t.dims}
     assert TensorProto.FLOAT8E4M3FN in zps
     assert np.isfinite(fill.evaluation.test.point)
-    est = fill.record["estimates"][kept[0]]
+    est = encode(fill.record.estimates[kept[0]])
     assert est["fp8_ms"] < est["fp16_ms"] and est["label"].startswith("estimated on L4")
 
 
@@ -139,8 +140,8 @@ def test_an_unpowered_fill_leaves_the_fp16_layers_and_says_why(fp8_run):
     from quantkit.precision.fp16_search import EvalResult
 
     fill, kept = _fill(fp8_run, lambda ev: EvalResult("INCONCLUSIVE", 0.0, (0.0, 0.0)))
-    assert fill.artifact is None and fill.record["status"] == "INCONCLUSIVE"
-    assert "FP16 ones stand" in fill.record["why"]
+    assert fill.artifact is None and fill.record.status == "INCONCLUSIVE"
+    assert "FP16 ones stand" in fill.record.why
 
 
 def _fp8_weights(artifact) -> dict[str, np.ndarray]:

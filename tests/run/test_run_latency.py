@@ -19,7 +19,7 @@ def test_latency_measured_then_reused(ctx, artifacts, tmp_path):
     first = measure(c, models, shas)
     assert set(first.candidates) == set(models)
     assert set(first.candidates["fp32"]) == {"1", "2"}
-    assert first.to_record()["device"] == "CPU"
+    assert first.to_record().label.device == "CPU"
     again = measure(c, models, shas)
     for name in models:
         assert all(st["reused"] for st in again.candidates[name].values())

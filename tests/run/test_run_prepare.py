@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from quantkit.record.serde import encode
 from quantkit.errors import QuantkitError
 from quantkit.run.stages.preflight import preflight as check_preflight
 from quantkit.run.stages.data import data as load_data
@@ -27,10 +28,10 @@ def test_prepared_records(tiny, tmp_path):
     c = make_context(s, tmp_path, tmp_path / "cache")
     splits = load_data(c)
     p = prepare_model(c, splits)
-    data = p.data_record(s)
+    data = encode(p.data_record(s))  # record.data as the run writes it
     assert data["sizes"] == splits.sizes() and data["label_names"] == ["neg", "pos"]
     assert "kind" not in data and "feeds" not in data  # text records keep their original keys
-    assert p.model_record()["sha256"] == p.model.sha256
+    assert p.model_record().sha256 == p.model.sha256
     assert {k: len(v) for k, v in p.lengths.items()} == {"dev": len(splits.dev),
                                                           "test": len(splits.test)}
 
@@ -52,7 +53,7 @@ def test_data_record_counts_truncated_texts(tiny, tmp_path, max_length, truncate
     s = settings_for(tiny, "stage_cache=false", f"data.max_length={max_length}")
     c = make_context(s, tmp_path, tmp_path / "cache")
     splits = load_data(c)
-    data = prepare_model(c, splits).data_record(s)
+    data = encode(prepare_model(c, splits).data_record(s))
     counts = data["info"]["truncated"]
     assert set(counts) == set(splits.sizes()) and data["info"]["max_length"] == max_length
     lengths = {k: int(v) for k, v in counts.items()}

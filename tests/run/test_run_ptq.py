@@ -12,6 +12,7 @@ import numpy as np
 import onnx
 import pytest
 
+from quantkit.record.serde import encode
 from quantkit.assets import sha256_file
 from quantkit.qdq.lint import lint_for_target
 from quantkit.run.stages.ptq import ptq as apply_ptq
@@ -57,7 +58,7 @@ def test_a_recipe_without_steps_quantizes_the_original_graph(ctx, tmp_path):
     c = _with(ctx, tmp_path, OFF)
     source, cal, arts = _run(c)
     assert source.graph is ctx.graph and source.steps == () and source.proofs == ()
-    rec = source.to_record()
+    rec = encode(source.to_record())
     assert rec["steps"] == [] and not rec["graph_rewritten"] and rec["recipe"] == "custom"
     for name, art in arts.items():
         assert art.sha256 == sha256_file(art.path), name
@@ -71,7 +72,7 @@ def test_a_recipe_without_steps_quantizes_the_original_graph(ctx, tmp_path):
 
 def test_every_configured_step_runs_and_is_recorded_with_its_proof(on):
     c, source, cal, arts = on
-    rec = source.to_record()
+    rec = encode(source.to_record())
     assert [r["name"] for r in rec["steps"]] == ["equalization", "smoothquant"]
     assert rec["settings"] == {k: v for k, v in dataclasses.asdict(ON).items()
                                if k in rec["settings"]}

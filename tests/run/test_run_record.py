@@ -19,15 +19,16 @@ def test_record_from_results(ctx, reference, artifacts, evaluations, layers, cal
                                     config={}, seed=0), res, ctx.run_dir)
     assert rec.schema_version == SCHEMA_VERSION
     assert list(rec.candidates) == ["fp32", *artifacts]
-    c = rec.candidates["int8.mse"]
+    written = rec.to_dict()  # record.json as the run writes it
+    c = written["candidates"]["int8.mse"]
     assert c["metrics"] == evaluations["int8.mse"].evidence["metrics"]
     assert c["plan_counts"] == artifacts["int8.mse"].plan.counts() and "layers" in c
-    assert c["backend_check"]["status"] == "not_run" and "layers" not in rec.candidates["fp32"]
+    assert c["backend_check"]["status"] == "not_run" and "layers" not in written["candidates"]["fp32"]
     models = {k: v for k, v in rec.artifacts.items() if k.startswith("model.")}
     assert models == {f"model.{n}.onnx": a.sha256 for n, a in artifacts.items()}
     assert (ctx.run_dir / "SHA256SUMS").is_file()
     assert rec.recommended is None  # no sign-off ran: nothing is recommended on dev alone
-    assert c["verdict"]["split"] == "dev"
+    assert c["verdict"]["split"] == "dev" and rec.candidates["int8.mse"].verdict.split == "dev"
     assert any(line.startswith("recommended:") for line in summary_lines(rec))
     assert Prepared.__dataclass_fields__  # the prepare stage's result type is public
 

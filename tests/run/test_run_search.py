@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from quantkit.record.serde import encode
 from quantkit.run.stages.search import search as search_mixed, search_skip_reason
 
 
@@ -12,8 +13,8 @@ def test_search_builds_and_evaluates_the_mixed_candidate(ctx, artifacts, evaluat
     out = search_mixed(ctx, artifacts, evaluations, layers, reference, source)
     best = max((n for n in artifacts if n.startswith("int8.")),
                key=lambda n: evaluations[n].metric("accuracy"))
-    assert out.calibrator == best and out.search["calibrator"] == best
-    assert out.search["full_evals"] <= out.search["bound"]
+    assert out.calibrator == best and encode(out.search)["calibrator"] == best
+    assert encode(out.search)["full_evals"] <= encode(out.search)["bound"]
     assert out.artifact.name == "mixed" and (ctx.run_dir / "model.mixed.onnx").is_file()
     cand = out.candidate_record()
     assert cand["verdict"]["status"] in ("PASS", "FAIL", "INCONCLUSIVE")
@@ -58,13 +59,13 @@ def test_proxy_scores_the_inputs_ptq_renamed(ctx, tmp_path):
     evs = {n: evaluate_artifact(c, a, ref) for n, a in arts.items()}
     out = search_mixed(c, arts, evs, compare_layers(c, source.scope, arts), ref, source)
     graph_inputs = {i.name for i in ctx.graph.model.graph.input}
-    rows = out.search["proxy"]
+    rows = encode(out.search)["proxy"]
     assert any(t.endswith("__smoothed") for row in rows.values() for t in row["inputs_missing"]
-               + list(out.search.get("proxy_remeasured_tensors", [])))
+               + list(encode(out.search).get("proxy_remeasured_tensors", [])))
     for node, row in rows.items():
         assert not [t for t in row["inputs_missing"] if t not in graph_inputs], (node, row)
         assert row["noise_in"] > 0.0, (node, row)  # INT8 upstream noise reaches the input
-    assert any(t.endswith("__smoothed") for t in out.search["proxy_remeasured_tensors"])
+    assert any(t.endswith("__smoothed") for t in encode(out.search)["proxy_remeasured_tensors"])
 
 
 def _plans_without(ctx, art):
@@ -164,7 +165,7 @@ def test_a_warm_search_builds_and_runs_nothing(ctx, artifacts, layers, reference
     first = search_mixed(warm, artifacts, evs, layers, reference, source)
     stages = {p.parent.name for p in (tmp_path / "cache").glob("*/*/")}
     assert {"search_damage", "search_variant"} <= stages, stages
-    assert first.search["measured"] and first.search["full_evals"] >= 2
+    assert encode(first.search)["measured"] and encode(first.search)["full_evals"] >= 2
 
     built: list[str] = []
     real_build = search.build_variant
@@ -182,8 +183,8 @@ def test_a_warm_search_builds_and_runs_nothing(ctx, artifacts, layers, reference
     assert built == ["mixed"]  # the chosen candidate's file; no search variant
     def timeless(evals):
         return [{k: v for k, v in e.items() if k != "seconds"} for e in evals]
-    assert timeless(second.search["evaluations"]) == timeless(first.search["evaluations"])
-    assert second.search["measured"] == first.search["measured"]
+    assert timeless(encode(second.search)["evaluations"]) == timeless(encode(first.search)["evaluations"])
+    assert encode(second.search)["measured"] == encode(first.search)["measured"]
     assert second.fp16_layers == first.fp16_layers
 
 

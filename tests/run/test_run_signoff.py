@@ -82,7 +82,8 @@ def test_record_shows_family_order_power_plan_and_test_evidence(ctx, reference, 
                      evaluations=evaluations, signoff=so, recommendation=rec, notes=notes)
     out = assemble_record(RunRecord(experiment="t", run_dir=str(ctx.run_dir), command="",
                                     config={}, seed=0), res, ctx.run_dir)
-    s = out.signoff
+    written = out.to_dict()  # record.json as the run writes it
+    s = written["signoff"]
     assert s["family"]["candidates"] == list(so.family.candidates)
     # look 1 of this model on these test examples: 0.9 of the declared one-sided alpha
     assert s["alpha_one_sided"] == pytest.approx(0.9 * ctx.settings.verdict.alpha / 2)
@@ -92,13 +93,13 @@ def test_record_shows_family_order_power_plan_and_test_evidence(ctx, reference, 
     assert {r["candidate"] for r in s["power_plan"]["rows"]} == set(members)
     assert all(r["n_available"] == len(ctx.splits.test) for r in s["power_plan"]["rows"])
     for name in members:  # family members carry test evidence, dev under "dev"
-        c = out.candidates[name]
+        c = written["candidates"][name]
         assert c["split"] == "test" and c["dev"]["split"] == "dev"
         assert c["verdict"]["status"] == so.decision.status(name)
     others = [n for n in artifacts if n not in members]
-    assert others and all(out.candidates[n]["verdict"]["split"] == "dev" for n in others)
+    assert others and all(out.candidates[n].verdict.split == "dev" for n in others)
     # the tiny world's test split (24) is far below the planned size: nothing passes
-    assert out.recommended is None and "none PASSes" in out.recommendation["reason"]
+    assert out.recommended is None and "none PASSes" in out.recommendation.reason
     # the report shows the declaration, the power plan and the ledger (and computes nothing)
     from quantkit.report.render import render_html, render_markdown
 

@@ -39,6 +39,6 @@ def test_fp32_graph_is_shape_inferred_once_per_run(tiny, tmp_path, extra):
     finally:
         sys.setprofile(None)
         threading.setprofile(None)
-    assert rec.candidates["int8.minmax"]["plan_counts"]["int8"] > 0  # the run did real work
+    assert rec.candidates["int8.minmax"].plan_counts["int8"] > 0  # the run did real work
     assert calls["other"] > 0  # edited graphs are inferred (so the hook sees calls at all)
     assert calls["fp32"] == 1

@@ -101,15 +101,10 @@ def test_every_weighted_node_in_fp16_is_exactly_the_fp16_candidate(built, tmp_pa
 
 
 def test_a_bad_stream_alpha_is_one_config_error():
-    from hydra import compose, initialize_config_dir
-
+    import quantkit
     from quantkit.errors import ConfigError
-    from quantkit.settings import build, register
-    from test_app_images import CONF
+    from quantkit.settings import build
 
-    register()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["ptq.recipe=custom",
-                                                       "ptq.stream_alpha=1.5"])
+    cfg = quantkit.compose(["ptq.recipe=custom", "ptq.stream_alpha=1.5"])
     with pytest.raises(ConfigError, match="ptq.stream_alpha must be in"):
         build(cfg)

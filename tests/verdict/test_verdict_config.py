@@ -1,23 +1,15 @@
 """The sign-off keys of conf/verdict compose, validate, and reach the protocol functions."""
 
-from pathlib import Path
-
 import pytest
-from hydra import compose, initialize_config_dir
 
+import quantkit
 from quantkit.errors import ConfigError
-from quantkit.settings import build, register
 from quantkit.verdict import TestPolicy, declare_family, paired_signoff
 from quantkit.verdict.margin import Margin
 
-register()
-CONF = Path(__file__).resolve().parents[2] / "conf"
-
 
 def _settings(*overrides):
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return build(compose(config_name="config", overrides=["experiment=bert_int8",
-                                                               *overrides]))
+    return quantkit.configure(["experiment=bert_int8", *overrides])
 
 
 def test_defaults_and_overrides():

@@ -30,6 +30,8 @@ import numpy as np
 from quantkit.backends.batched import run_split
 from quantkit.backends.trt.infer import runner_for
 from quantkit.compare.embedding import neighbour_recall_at_k
+from quantkit.record.candidate import BackendCheckRecord
+from quantkit.record.serde import decode
 from quantkit.run.artifact import Artifact
 from quantkit.run.context import RunContext
 from quantkit.run.deployment import engine_check_plan, signoff_budget
@@ -78,8 +80,8 @@ class BackendCheck:
     def not_run(self) -> bool:
         return self.status == "not_run"
 
-    def to_record(self) -> dict:
-        return dict(self.result)
+    def to_record(self) -> BackendCheckRecord:
+        return decode(BackendCheckRecord, self.result, "backend_check")
 
 
 def backend_check(ctx: RunContext, artifact: Artifact, reference: Evaluation) -> BackendCheck:

@@ -16,6 +16,7 @@ from quantkit.calibrate import (
 )
 from quantkit.calibrate.ranges import Ranges
 from quantkit.errors import CalibrationError
+from quantkit.record.calibration import ActivationSummary, CalibrationRecord, Fp8Calibration
 from quantkit.run.context import RunContext
 from quantkit.run.ranges import FP8_NO_FORM, cached_stats, fp8_methods, statistics_pass
 from quantkit.run.stages.ptq import Sources
@@ -32,7 +33,7 @@ class Calibration:
     ``record``: what record.calibration shows; ``info``: the stage's timing line."""
 
     by_format: dict[str, dict[str, Ranges]]
-    record: dict
+    record: CalibrationRecord
     info: dict
 
     @property
@@ -44,8 +45,8 @@ class Calibration:
         """calibrator -> Ranges of format ``fmt`` (empty when the run writes none)."""
         return dict(self.by_format.get(fmt, {}))
 
-    def to_record(self) -> dict:
-        return dict(self.record)
+    def to_record(self) -> CalibrationRecord:
+        return self.record
 
 
 def calibration(ctx: RunContext, sources: Sources) -> Calibration:
@@ -93,16 +94,17 @@ def calibration(ctx: RunContext, sources: Sources) -> Calibration:
     if first.excluded:
         log.info("calibration left %d tensors unquantized: %s", len(first.excluded),
                  "; ".join(f"{t}: {why}" for t, why in list(first.excluded.items())[:8]))
-    record = {"tensors": len(tensors), "quant_nodes": scope.quant_nodes,
-              "samples": res.samples_seen, "methods": list(ranges), "excluded": first.excluded,
-              "notes": first.notes, "amax": {m: r.amax for m, r in ranges.items()},
-              "files": files, "spread": {m: r.spread for m, r in ranges.items() if r.spread},
-              "summary": first.summary, "seconds": round(res.seconds, 3)}
+    record = CalibrationRecord(
+        tensors=len(tensors), quant_nodes=scope.quant_nodes,
+        samples=res.samples_seen, methods=list(ranges), excluded=first.excluded,
+        notes=first.notes, amax={m: r.amax for m, r in ranges.items()},
+        files=files, spread={m: r.spread for m, r in ranges.items() if r.spread},
+        summary=_summaries(first), seconds=round(res.seconds, 3))
     if fp8:  # FP8 E4M3 ranges (scale = amax / 448) beside INT8's
-        record["fp8"] = {"methods": [r.calibrator for r in fp8.values()],
-                         "amax": {r.calibrator: r.amax for r in fp8.values()},
-                         "skipped": {m: FP8_NO_FORM for m in c.methods
-                                     if m not in fp8_methods(c.methods)}}
+        record.fp8 = Fp8Calibration(methods=[r.calibrator for r in fp8.values()],
+                                    amax={r.calibrator: r.amax for r in fp8.values()},
+                                    skipped={m: FP8_NO_FORM for m in c.methods
+                                             if m not in fp8_methods(c.methods)})
     return Calibration(by_format=by_format, record=record,
                        info={"tensors": len(tensors), "samples": res.samples_seen,
                              "collect_seconds": round(res.seconds, 3)})
@@ -125,12 +127,18 @@ def _load_saved_ranges(files: list[str], tensors: list[str], n_nodes: int) -> Ca
     log.info("calibration skipped: ranges loaded from %s", ", ".join(files))
     fp8 = {m: r for m, r in ranges.items() if m.startswith("fp8.")}  # saved FP8 ranges
     ranges = {m: r for m, r in ranges.items() if m not in fp8}
-    record = {"tensors": len(tensors), "quant_nodes": n_nodes, "samples": first.samples_seen,
-              "methods": list(ranges), "excluded": first.excluded, "notes": first.notes,
-              "amax": {m: r.amax for m, r in ranges.items()}, "files": paths,
-              "loaded_from": list(files), "summary": first.summary, "seconds": 0.0}
+    record = CalibrationRecord(
+        tensors=len(tensors), quant_nodes=n_nodes, samples=first.samples_seen,
+        methods=list(ranges), excluded=first.excluded, notes=first.notes,
+        amax={m: r.amax for m, r in ranges.items()}, files=paths,
+        loaded_from=list(files), summary=_summaries(first), seconds=0.0)
     if fp8:
-        record["fp8"] = {"methods": list(fp8), "amax": {m: r.amax for m, r in fp8.items()}}
+        record.fp8 = Fp8Calibration(methods=list(fp8), amax={m: r.amax for m, r in fp8.items()})
     by_format = {"int8": ranges, "fp8": {m.split(".", 1)[1]: r for m, r in fp8.items()}}
     return Calibration(by_format={f: r for f, r in by_format.items() if r}, record=record,
                        info={"tensors": len(tensors), "loaded": len(files)})
+
+
+def _summaries(ranges) -> dict[str, ActivationSummary]:
+    """Each calibrated tensor's statistics of the calibration pass, as the record keeps them."""
+    return {t: ActivationSummary(**st) for t, st in ranges.summary.items()}

@@ -4,6 +4,7 @@ host's earlier measurement of the same artifact through the stage cache."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from dataclasses import dataclass
 
@@ -11,9 +12,14 @@ import onnxruntime
 
 from quantkit.bench import measure_latency
 from quantkit.bench.stage import execution_label
+from quantkit.data.feeds import batch_size_for
+from quantkit.record.latency import LatencyRecord, LatencyStats
+from quantkit.record.serde import decode, encode
 from quantkit.run.context import RunContext
 
 __all__ = ["LatencyReport", "latency", "latency_feeds", "latency_reuse"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -23,8 +29,13 @@ class LatencyReport:
     candidates: dict[str, dict]
     summary: dict
 
-    def to_record(self) -> dict:
-        return dict(self.summary)
+    def to_record(self) -> LatencyRecord:
+        return decode(LatencyRecord, encode(self.summary), "latency")
+
+    def candidate_record(self, name: str) -> dict[str, LatencyStats]:
+        """Candidate ``name``'s timings per batch size, as its record entry keeps them."""
+        return decode(dict[str, LatencyStats], encode(self.candidates[name]),
+                      f"candidates.{name}.latency")
 
 
 def latency_feeds(ctx: RunContext, batch_size: int):
@@ -71,7 +82,14 @@ def latency_reuse(ctx: RunContext, shas: dict[str, str]):
 
 
 def latency(ctx: RunContext, models: dict[str, object], shas: dict[str, str]) -> LatencyReport:
-    """Time ``models`` (name -> ONNX path, or the :class:`EngineFile` of a TensorRT engine)."""
-    lat = measure_latency(ctx.settings, models, lambda b: latency_feeds(ctx, b),
+    """Time ``models`` (name -> ONNX path, or the :class:`EngineFile` of a TensorRT engine)
+    at ``bench.batch_sizes``; at batch 1 only where the model fixes its batch at 1."""
+    s = ctx.settings
+    if batch_size_for(ctx.prepared_feeds(), 2) == 1 and list(s.bench.batch_sizes) != [1]:
+        log.info("latency at batch 1 only: the model's batch is fixed at 1 (bench.batch_sizes "
+                 "%s not measurable)", list(s.bench.batch_sizes))
+        s = dataclasses.replace(s, bench=dataclasses.replace(s.bench, batch_sizes=[1]))
+        ctx = dataclasses.replace(ctx, settings=s)
+    lat = measure_latency(s, models, lambda b: latency_feeds(ctx, b),
                           reuse=latency_reuse(ctx, shas))
     return LatencyReport(candidates=lat["candidates"], summary=lat["summary"])

@@ -3,6 +3,7 @@ ModelGraph of the FP32 graph (one shape inference for the whole run)."""
 
 from __future__ import annotations
 
+import copy
 import logging
 from dataclasses import dataclass, replace
 
@@ -17,8 +18,15 @@ from quantkit.data.text import TextEncoder, load_tokenizer
 from quantkit.errors import ConfigError, ModelError
 from quantkit.graph.model_graph import ModelGraph
 from quantkit.models import load_model
-from quantkit.models.fit import check_class_count, check_class_width, resolve_output
+from quantkit.models.fit import (
+    check_class_count,
+    check_class_width,
+    fixed_batch,
+    input_specs,
+    resolve_output,
+)
 from quantkit.models.model import Model
+from quantkit.record.provenance import DataRecord
 from quantkit.run.context import RunContext
 from quantkit.run.verdicts import check_metric_fits
 
@@ -37,21 +45,18 @@ class Prepared:
     lengths: dict[str, np.ndarray | None]  # {"dev", "test"}: token counts (text) or None
     graph: ModelGraph
 
-    def data_record(self, settings) -> dict:
+    def data_record(self, settings) -> DataRecord:
         d = settings.data
-        rec = {"name": d.name, "source": d.source, "sizes": self.splits.sizes(),
-               "sha256": self.splits.hashes(), "label_names": self.splits.label_names}
         # counts and named warnings of the load (duplicates dropped, texts truncated, label-free)
-        rec["label_free"] = self.splits.label_free
-        rec["info"] = self.splits.info.to_dict()
-        if d.kind != "text":  # text records keep their original keys
-            rec["kind"] = d.kind
-        if self.feeds.kind != "text":
-            rec["feeds"] = self.feeds.describe()
-        return rec
+        return DataRecord(name=d.name, source=d.source, sizes=self.splits.sizes(),
+                          sha256=self.splits.hashes(), label_names=self.splits.label_names,
+                          label_free=self.splits.label_free,
+                          info=copy.deepcopy(self.splits.info),
+                          kind=d.kind if d.kind != "text" else None,  # text: its original keys
+                          feeds=self.feeds.describe() if self.feeds.kind != "text" else None)
 
-    def model_record(self) -> dict:
-        return self.model.to_dict()
+    def model_record(self) -> Model:
+        return copy.deepcopy(self.model)
 
 
 def model(ctx: RunContext, splits: Splits) -> Prepared:
@@ -66,7 +71,7 @@ def model(ctx: RunContext, splits: Splits) -> Prepared:
                       output_name=out.name)  # cosine on logits; accuracy on an embedding
     if ctx.settings.model.kind == "onnx" and not splits.label_free and out.kind == "logits":
         check_class_count(graph_proto, model.output_name, len(splits.label_names))
-    feeds = make_feeds(ctx.settings, model)
+    feeds = make_feeds(ctx.settings, model, fixed_batch=fixed_batch(input_specs(graph_proto)))
 
     note_truncation(splits, feeds)  # texts longer than data.max_length: counted, warned
     lengths = {k: feeds.lengths(getattr(splits, k)) for k in ("dev", "test")}

@@ -22,6 +22,7 @@ import dataclasses
 import logging
 from dataclasses import dataclass
 
+from quantkit.record.ptq import PtqRecord
 from quantkit.run.context import RunContext
 from quantkit.run.evaluation import Evaluation
 from quantkit.run.fp8_source import Fp8Source
@@ -53,7 +54,7 @@ class Sources:
         return tuple(s for s in (self.int8, self.fp8)
                      if s is not None and s.format in self.formats)
 
-    def to_record(self) -> dict:
+    def to_record(self) -> PtqRecord:
         return self.int8.to_record()
 
 

@@ -69,16 +69,20 @@ def deployment_note(name: str, check) -> str:
     """One line for the recommended candidate: the bound of the deployed artifact, or that
     the engine check has not run and what to run."""
     r = check.to_record()
-    b = r.get("budget") or {}
+    b = r.basis.budget if r.basis is not None else None
+    signoff, declared = (b.signoff, b.declared) if b is not None else (0, 0)
     if check.not_run:
         return (f"deployment of {name}: {check.what_to_run}; until then the sign-off "
-                f"(at {b.get('signoff', 0):.4g} of the declared {b.get('declared', 0):.4g}) "
+                f"(at {signoff:.4g} of the declared {declared:.4g}) "
                 f"bounds the emulation, not the deployed engine")
-    if r.get("status") == "not_needed":
-        return (f"deployment of {name}: signed on {r.get('deployment')}, the "
+    if r.status == "not_needed":
+        return (f"deployment of {name}: signed on "
+                f"{r.basis.deployment if r.basis is not None else None}, the "
                 f"deployment runtime itself: the sign-off bounds the deployed artifact")
+    tolerance = (r.engine_tolerance if r.engine_tolerance is not None
+                 else b.tolerance if b is not None else 0)
     return (f"deployment of {name}: the deployed artifact is bounded by the declared "
-            f"{b.get('declared', 0):.4g} ({b.get('metric')}): sign-off at "
-            f"{b.get('signoff', 0):.4g} + engine check PASS within "
-            f"{r.get('engine_tolerance', b.get('tolerance', 0)):.4g} ({b.get('units')}; "
-            f"{b.get('composition')})")
+            f"{declared:.4g} ({b.metric if b is not None else None}): sign-off at "
+            f"{signoff:.4g} + engine check PASS within "
+            f"{tolerance:.4g} ({b.units if b is not None else None}; "
+            f"{b.composition if b is not None else None})")

@@ -9,7 +9,11 @@ from pathlib import Path
 
 from quantkit.assets import sha256_file
 from quantkit.calibrate.io import atomic_write_text
+from quantkit.record.candidate import CandidateRecord
 from quantkit.record.run_record import SCHEMA_VERSION, RunRecord
+from quantkit.record.search import SearchSkipped
+from quantkit.record.serde import decode, encode
+from quantkit.record.signoff import RecommendationRecord, SignoffSkipped
 from quantkit.run.artifact import Artifact
 from quantkit.run.evaluation import Evaluation
 from quantkit.run.stages.backend_check import BackendCheck
@@ -77,8 +81,11 @@ def _signed(dev_entry: dict, test_eval, signoff) -> dict:
     return entry
 
 
-def candidate_records(results: RunResults) -> dict[str, dict]:
-    """name -> the candidate's record entry, from the typed stage results only.
+def candidate_records(results: RunResults) -> dict[str, CandidateRecord]:
+    """name -> the candidate's record entry, from the typed stage results only: the entry's
+    parts (the evaluation's evidence, the artifact's and the per-layer facts, the engine
+    check, the sign-off, latency) joined in the order the record writes them, then read as
+    a CandidateRecord (strict: a part that does not fit the schema stops the record here).
 
     Family members carry their test-split evidence (and ``dev``); the other candidates their
     dev evidence (``verdict.split == "dev"``): they were compared, never signed off."""
@@ -99,9 +106,10 @@ def candidate_records(results: RunResults) -> dict[str, dict]:
         for name, ev in results.signoff.evaluations.items():
             out[name] = _signed(out[name], ev, results.signoff)
     if results.latency is not None:
-        for name, per_batch in results.latency.candidates.items():
-            out[name]["latency"] = per_batch
-    return out
+        for name in results.latency.candidates:
+            out[name]["latency"] = results.latency.candidate_record(name)
+    return {name: decode(CandidateRecord, encode(entry), f"candidates.{name}")
+            for name, entry in out.items()}
 
 
 def record(record: RunRecord, results: RunResults, run_dir: Path) -> RunRecord:
@@ -114,21 +122,21 @@ def record(record: RunRecord, results: RunResults, run_dir: Path) -> RunRecord:
     if results.calibration is not None:
         record.calibration = results.calibration.to_record()
     if results.search_skipped:
-        record.search = {"skipped": results.search_skipped}
+        record.search = SearchSkipped(skipped=results.search_skipped)
     elif results.search is not None:
         record.search = results.search.to_record()
     if results.latency is not None:
         record.latency = results.latency.to_record()
     if results.recommendation is not None:
         record.recommended = results.recommendation.candidate
-        record.recommendation = results.recommendation.to_dict()
+        record.recommendation = RecommendationRecord(**results.recommendation.to_dict())
         record.signoff = results.signoff.to_record(results.recommendation)
     else:  # no sign-off ran: nothing is recommended on dev evidence alone
         record.recommended = None
-        record.recommendation = {"candidate": None,
-                                 "reason": results.signoff_skipped or "no sign-off family"}
+        record.recommendation = RecommendationRecord(
+            candidate=None, reason=results.signoff_skipped or "no sign-off family")
         if results.signoff_skipped:
-            record.signoff = {"skipped": results.signoff_skipped}
+            record.signoff = SignoffSkipped(skipped=results.signoff_skipped)
     for note in results.notes:
         log.warning(note)
         record.notes.append(note)
@@ -147,19 +155,18 @@ def record(record: RunRecord, results: RunResults, run_dir: Path) -> RunRecord:
     return record
 
 
-def slower_than_fp32(candidates: dict[str, dict], name: str | None) -> str | None:
+def slower_than_fp32(candidates: dict[str, CandidateRecord], name: str | None) -> str | None:
     """A warning when the recommended candidate's measured throughput is below FP32's at a
     batch size (e.g. a mixed ort_cpu plan whose INT8/FP32 boundaries cost more than INT8
     saves), or None. Only compares numbers measured in this run on the same backend."""
-    if not name or name == "fp32":
+    if not name or name == "fp32" or name not in candidates or "fp32" not in candidates:
         return None
-    lat = (candidates.get(name) or {}).get("latency")
-    ref = (candidates.get("fp32") or {}).get("latency")
-    if not isinstance(lat, dict) or not isinstance(ref, dict):
+    lat, ref = candidates[name].latency, candidates["fp32"].latency
+    if lat is None or ref is None:
         return None
-    slower = [f"batch {b}: {lat[b]['throughput']:.1f}/s vs FP32 {ref[b]['throughput']:.1f}/s"
+    slower = [f"batch {b}: {lat[b].throughput:.1f}/s vs FP32 {ref[b].throughput:.1f}/s"
               for b in sorted(lat, key=int) if b in ref
-              and lat[b].get("throughput", 0) < ref[b].get("throughput", 0)]
+              and lat[b].throughput < ref[b].throughput]
     if not slower:
         return None
     return (f"recommended candidate {name} passes on accuracy but was slower than FP32 here ("

@@ -13,4 +13,4 @@ __all__ = ["report"]
 
 def report(record: RunRecord, run_dir: Path, formats) -> dict[str, Path]:
     """Render ``record`` into ``run_dir`` in ``formats``; format -> path written."""
-    return render_reports(record.to_dict(), run_dir, formats=formats)
+    return render_reports(record, run_dir, formats=formats)

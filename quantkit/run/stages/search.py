@@ -26,6 +26,8 @@ import onnx
 
 from quantkit.precision.fp16_search import EvalResult, linear_evals_needed, pareto, search_fp16_set
 from quantkit.precision.sensitivity import int8_node_tensors, proxy_scores, rank
+from quantkit.record.search import SearchRecord
+from quantkit.record.serde import decode, encode
 from quantkit.run.artifact import Artifact, build_variant
 from quantkit.run.context import RunContext, is_sweep_job
 from quantkit.run.dev_halves import dev_halves
@@ -65,7 +67,7 @@ class SearchOutcome:
     calibrator: str
     fp16_layers: list[str]
     plan_reasons: dict[str, str]
-    search: dict  # the record's ``search`` section; read by nothing but :meth:`to_record`
+    search: SearchRecord  # the record's ``search`` section; read by nothing but :meth:`to_record`
     fp8_layers: list[str] = dataclasses.field(default_factory=list)
     full_evals: int = 0  # full evaluations the search paid for
     bound: int = 0  # its O(log L) bound on them
@@ -80,8 +82,8 @@ class SearchOutcome:
         """How many nodes of the mixed candidate are INT8 or FP8 (0: it is the fp16 one)."""
         return len(self.artifact.plan.quantized_nodes())
 
-    def to_record(self) -> dict:
-        return dict(self.search)
+    def to_record(self) -> SearchRecord:
+        return self.search
 
     def candidate_record(self) -> dict:
         return {**self.evaluation.to_record(), **self.artifact.to_record(),
@@ -226,8 +228,6 @@ def search(ctx: RunContext, artifacts: dict[str, Artifact], evaluations: dict[st
     if fill.artifact is not None:  # the kept layers FP8 runs faster than FP16 are FP8
         art, ev, plan = fill.artifact, fill.evaluation, fill.artifact.plan
     search = result.to_dict()
-    if fill.record is not None:
-        search["format_fill"] = fill.record
     search.update({"calibrator": best, "quantizable_layers": len(ranking), "ranking": ranking,
                    "proxy": {n: proxy[n] for n in ranking}, "measured": dict(measured),
                    "proxy_remeasured_tensors": remeasured, "dev_halves": halves.to_record(),
@@ -235,9 +235,11 @@ def search(ctx: RunContext, artifacts: dict[str, Artifact], evaluations: dict[st
                    "measure_cost": measured.cost() if hasattr(measured, "steps") else {},
                    "pareto": pareto(search["evaluations"]),
                    "full_evals_linear": linear_evals_needed(ranking, found if result else None)})
+    record = dataclasses.replace(decode(SearchRecord, encode(search), "search"),
+                                 format_fill=fill.record)
     fp8_layers = [n for n in result.fp16_nodes if n in set(plan.nodes_with("fp8"))]
     return SearchOutcome(artifact=art, evaluation=ev, calibrator=best,
                          fp16_layers=[n for n in result.fp16_nodes if n not in fp8_layers],
                          plan_reasons={n: plan.decisions[n].reason for n in result.fp16_nodes},
-                         search=search, fp8_layers=fp8_layers,
-                         full_evals=int(search["full_evals"]), bound=int(search["bound"]))
+                         search=record, fp8_layers=fp8_layers,
+                         full_evals=record.full_evals, bound=record.bound)

@@ -24,6 +24,9 @@ from typing import Any, Callable
 
 from quantkit.compare.ties import DEV_TIE_SHARE, best_with_ties
 from quantkit.ledger_store import LedgerStore, example_hashes, ledger_path
+from quantkit.record.migrate import upgrade_look_decision, upgrade_look_family
+from quantkit.record.serde import decode
+from quantkit.record.signoff import DecisionRecord, FamilyRecord, PowerPlanRecord, SignoffRecord
 from quantkit.run.context import RunContext, is_sweep_job
 from quantkit.run.evaluation import Evaluation, evaluate_model
 from quantkit.run.verdicts import decision_metric, decision_value, split_groups
@@ -65,20 +68,20 @@ class SignOff:
         return {r["candidate"]: r["reason"] for r in self.plan.rows
                 if not r.get("tested", True)}
 
-    def to_record(self, recommendation) -> dict:
+    def to_record(self, recommendation) -> SignoffRecord:
         if self.family is None:  # nothing tested: the plan and the ledger facts only
-            return _json_safe({
+            return decode(SignoffRecord, _json_safe({
                 "alpha_one_sided": self.look.get("alpha_one_sided"), "method": None,
                 "family": {"candidates": [], "not_tested": list(self.not_tested)},
                 "power_plan": self.plan.to_dict(),
                 "dev": {c: t.to_dict() for c, t in self.dev.items()}, "test": {},
                 "decision": None, "recommendation": recommendation.to_dict(),
-                "ledger": self.look, "not_tested": self.not_tested})
+                "ledger": self.look, "not_tested": self.not_tested}), "signoff")
         out = signoff_record(family=self.family, plan=self.plan, ledger=self.ledger,
                              tests=self.tests, decision=self.decision,
                              recommendation=recommendation, dev=self.dev, persistent=self.look)
         out["not_tested"] = self.not_tested
-        return out
+        return decode(SignoffRecord, out, "signoff")
 
 
 def family_members(ctx: RunContext, evaluations: dict[str, Evaluation],
@@ -258,12 +261,8 @@ def signoff(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str,
     look, la = res.look, res.alpha
     read = res.kind == "read"
     if read:  # the identical earlier look: its family, plan and decision stand
-        f = look.family
-        family = SignoffFamily(tuple(f["candidates"]), f["method"], f["alpha_one_sided"],
-                               f.get("basis") or {}, f.get("order_rule", "dev_evidence"),
-                               f.get("supersedes"))
-        p = look.plan
-        plan = FamilyPlan(p["rows"], p["n_test"], p["adequate"], p["reason"])
+        family = decode(FamilyRecord, upgrade_look_family(look.family), "look.family").declared()
+        plan = decode(PowerPlanRecord, look.plan, "look.plan").planned()
     else:
         family, plan = held["family"], held["plan"]
     look_info = {"look": look.number, "id": look.id, "alpha_one_sided": la.alpha,
@@ -286,10 +285,8 @@ def signoff(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str,
         read = not first  # another run with the same inputs decided it first: that stands
         look = stored
     if read and look.decision:  # same decision key: the same inputs; the first decision stands
-        d = look.decision
-        stored_decision = FamilyDecision(d["method"], d["alpha_one_sided"], tuple(d["order"]),
-                                         d["rows"], d["family_sha256"], d.get("stopped_at"),
-                                         d.get("look"))
+        stored_decision = decode(DecisionRecord, upgrade_look_decision(look.decision),
+                                 "look.decision").decided()
         if [r["status"] for r in stored_decision.rows] != [r["status"] for r in decision.rows]:
             log.warning("sign-off: the recomputed decision differs from the one the ledger "
                         "holds for look %s; the recorded (first) decision stands", look.id[:12])
