@@ -20,8 +20,8 @@ Last line: ``false_pass=<x> se=<s> n_images=<n> sims=<k>``.
     python benchmarks/detection_validity.py [--sims 1000] [--n 1000] [--n-boot 2000] [--workers 2]
     python benchmarks/detection_validity.py --smoke   # a tiny run (seconds)
 
-``--smoke`` is this script's own flag (another change is adding it to every benchmark
-through benchmarks/_common.py; this one needs nothing from there).
+The results file (``benchmarks/results/detection_validity.md``, or ``--results-dir``) is
+written by ``benchmarks/_common.py: run_benchmark``.
 """
 
 from __future__ import annotations
@@ -38,7 +38,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import _common  # noqa: E402
 from quantkit.tasks.detection.boxes import Detections  # noqa: E402
 from quantkit.tasks.detection.coco import evaluate  # noqa: E402
 from quantkit.tasks.detection.labels import labels_from_arrays  # noqa: E402
@@ -149,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="of the sims, how many also test the near-lossless candidate")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--smoke", action="store_true", help="a tiny run: 12 sims of 150 images")
+    _common.bench_args(ap, "12 sims of 150 images")
     a = ap.parse_args(argv)
     if a.smoke:
         a.sims, a.n, a.n_boot, a.population, a.workers, a.power_sims = 12, 150, 200, 500, 1, 6
@@ -203,4 +205,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(_common.run_benchmark("detection_validity", main))
