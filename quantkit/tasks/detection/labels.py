@@ -242,7 +242,7 @@ def load_coco_labels(path: str | os.PathLike, *, class_names: Sequence[str] | No
     return lab
 
 
-def _image_size(path: Path) -> tuple[int, int]:
+def image_size(path: Path) -> tuple[int, int]:
     from PIL import Image
 
     try:
@@ -286,7 +286,7 @@ def load_yolo_labels(label_dir: str | os.PathLike, image_dir: str | os.PathLike,
     heights, widths, boxes, classes = [], [], [], []
     bad: list[str] = []
     for im in images:
-        h, w = _image_size(im)
+        h, w = image_size(im)
         heights.append(h)
         widths.append(w)
         txt = ld / f"{im.stem}.txt"
