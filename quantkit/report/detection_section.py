@@ -57,6 +57,7 @@ def detection(record: RunRecord) -> dict[str, object] | None:
                            for i in d.samples.images]}
                for n, d in cands.items() if d.samples is not None]
     gt_min = next((d.vs_fp32.gt_score_min for d in cands.values() if d.vs_fp32), None)
-    return {"labelled": labelled, "rows": rows, "names": list(cands), "per_class": per_class,
+    names = [f"{r['name']} ({r['split']})" for r in rows]  # each entry's own split
+    return {"labelled": labelled, "rows": rows, "names": names, "per_class": per_class,
             "per_size": per_size, "samples": samples, "gt_score_min": num(gt_min),
             "against": "the labels" if labelled else "FP32's detections (label-free)"}

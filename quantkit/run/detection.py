@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from quantkit.errors import DataError
 from quantkit.models import model_file
 from quantkit.progress import track
 from quantkit.run.context import RunContext
@@ -38,7 +39,7 @@ from quantkit.verdict.map_bootstrap import map_signoff
 from quantkit.verdict.margin import Margin
 from quantkit.verdict.outcome import SignoffTest
 
-__all__ = ["detector_of", "detect_split", "detection_evidence", "detection_score",
+__all__ = ["check_reference", "detector_of", "detect_split", "detection_evidence", "detection_score",
            "detection_test", "is_detection", "metric_key"]
 
 log = logging.getLogger(__name__)
@@ -119,12 +120,34 @@ def _num(x: float) -> float | None:
     return float(x) if x is not None and np.isfinite(x) else None
 
 
+def _reference_truth(ctx: RunContext, data, ref: PackedDetections):
+    """FP32's detections at or above ``model.output.gt_score_min`` as ground truth (label-free);
+    one clear DataError when there is none to score a candidate against."""
+    thr = ctx.settings.model.output.gt_score_min
+    gt = pseudo_labels(ref.to_list(), data.heights, data.widths, ctx.splits.label_names,
+                       gt_score_min=thr)
+    if gt.n_boxes == 0:
+        raise DataError("FP32 detects nothing at or above model.output.gt_score_min on these "
+                        "images: no ground truth to score a candidate against",
+                        where=f"the {data.name} split ({len(data)} images)", value=thr,
+                        fix="lower model.output.gt_score_min (e.g. 0.05), give images with "
+                            "objects this detector finds, or give labels (data.labels)")
+    return gt
+
+
+def check_reference(ctx: RunContext, split: str, ref: PackedDetections) -> None:
+    """Before any candidate is built: a label-free split where FP32 finds no box at the
+    ground-truth score is refused (nothing written yet)."""
+    data = _split(ctx, split)
+    if data.label_free:
+        _reference_truth(ctx, data, ref)
+
+
 def _tables(ctx: RunContext, data, ref: PackedDetections, cand: PackedDetections):
     """FP32's and the candidate's match tables against the same ground truth: the labels, or
     (label-free) FP32's own detections at or above ``model.output.gt_score_min``."""
     if data.label_free:
-        gt = pseudo_labels(ref.to_list(), data.heights, data.widths, ctx.splits.label_names,
-                           gt_score_min=ctx.settings.model.output.gt_score_min)
+        gt = _reference_truth(ctx, data, ref)
     else:
         gt = data.boxes
     return evaluate(gt, ref.to_list()).table, evaluate(gt, cand.to_list()).table

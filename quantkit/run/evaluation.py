@@ -87,8 +87,8 @@ def evaluate_model(ctx: RunContext, name: str, path, *, split: str = "dev",
              plan_fp8: list[str] | None = None,
              emulated: onnx.ModelProto | Callable[[], onnx.ModelProto] | bool | None = None,
              artifact_sha: str | None = None, look: LookAlpha | None = None,
-             build: Callable[[], tuple[str, onnx.ModelProto | None]] | None = None
-             ) -> Evaluation:
+             build: Callable[[], tuple[str, onnx.ModelProto | None]] | None = None,
+             samples: bool = True) -> Evaluation:
     """Evidence of the artifact at ``path`` on ``split`` (cached), with its paired test
     against ``reference`` (the FP32 evaluation of the same split).
 
@@ -103,7 +103,8 @@ def evaluate_model(ctx: RunContext, name: str, path, *, split: str = "dev",
     ``artifact_sha``: the file's sha256 when known (else computed); ``build``: writes the
     artifact on a cache miss only and returns its path and FP16 emulation (``path`` names it and ``artifact_sha`` is required:
     a cached evaluation needs no file; ``emulated`` then says whether it will have an FP16
-    emulation).
+    emulation). ``samples``: a detector's grid of its largest disagreements with FP32 is drawn
+    (run/detection_samples.py; not for the search's intermediate sets).
     """
     s = ctx.settings
     if reference is not None and reference.split != split:
@@ -157,9 +158,10 @@ def evaluate_model(ctx: RunContext, name: str, path, *, split: str = "dev",
     evidence = {**evidence, "split": split, "artifact": Path(path).name}
     test = None
     if reference is not None and is_detection(ctx):  # the grid of largest disagreements
-        evidence["detection"] = {**evidence["detection"],  # type: ignore[dict-item]
-                                 "samples": draw_samples(ctx, name, split, reference.logits,
-                                                         logits)}
+        if samples:
+            evidence["detection"] = {**evidence["detection"],  # type: ignore[dict-item]
+                                     "samples": draw_samples(ctx, name, split,
+                                                             reference.logits, logits)}
         test = candidate_test(ctx, split, reference.logits, logits, name=name,
                               alpha=None if look is None else look.alpha)
     elif reference is not None:

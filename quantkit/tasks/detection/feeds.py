@@ -31,6 +31,17 @@ def _split(data: Any):
     return data
 
 
+def _check_size(split, i: int, image: np.ndarray) -> None:
+    """The image as read has the size its labels give (boxes go back to those pixels)."""
+    h, w = int(split.heights[i]), int(split.widths[i])
+    if image.shape[:2] != (h, w):
+        raise DataError("an image's size differs from the size its labels give",
+                        where=str(split.files[i]),
+                        value=f"{image.shape[1]}x{image.shape[0]} read, {w}x{h} in the labels",
+                        fix="correct width / height in the labels (COCO JSON), or save the "
+                            "image upright without an EXIF rotation")
+
+
 class DetectionFeeds:
     """Batches of a :class:`~quantkit.tasks.detection.dataset.DetectionSplit` for the
     detector ``detector`` (its preprocessing, input name, fixed batch and decoder)."""
@@ -60,7 +71,10 @@ class DetectionFeeds:
         bs = batch_size_for(self, batch_size)
         for start in range(0, len(split), bs):
             idx = np.arange(start, min(start + bs, len(split)))
-            x, _ = self.detector.preprocess([split.read(int(i)) for i in idx])
+            images = [split.read(int(i)) for i in idx]
+            for i, im in zip(idx, images):
+                _check_size(split, int(i), im)
+            x, _ = self.detector.preprocess(images)
             yield idx, {self.input_names[0]: x}
 
     def feeds(self, data: Any, batch_size: int, *, lengths: np.ndarray | None = None

@@ -248,6 +248,8 @@ def image_size(path: Path) -> tuple[int, int]:
     try:
         with Image.open(path) as im:
             w, h = im.size
+            if im.getexif().get(0x0112, 1) in (5, 6, 7, 8):  # EXIF orientation: read upright
+                w, h = h, w
     except OSError as exc:
         raise DataError("cannot read the image", where=str(path), value=Phrase(str(exc)),
                         fix="replace or remove the file") from exc

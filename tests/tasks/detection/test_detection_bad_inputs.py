@@ -1,6 +1,8 @@
 """A detector's bad inputs through the real CLI (``python -m quantkit``): each is one line on
 stderr naming the problem, where, the offending value and a fix that works; exit code 2; and
-nothing half-written in the run dir (Hydra's ``.hydra/`` and the log only)."""
+nothing half-written in the run dir (Hydra's ``.hydra/`` and the log only). The last case
+(label-free images on which FP32 finds no box at the ground-truth score) is refused after
+FP32's reference run, before any candidate is built."""
 
 from __future__ import annotations
 
@@ -24,8 +26,9 @@ PHOTOS = ("astronaut.png", "coffee.png", "camera.png")
 def photos(tmp_path_factory) -> Path:
     src = Path(asset_path("skimage_photos", cache_root()))
     out = tmp_path_factory.mktemp("photos")
-    for name in PHOTOS:
-        shutil.copy(src / name, out / name)
+    for f in sorted(src.iterdir()):
+        if f.suffix in (".png", ".jpg"):
+            shutil.copy(f, out / f.name)
     return out
 
 
@@ -92,12 +95,16 @@ def _cases(root: Path, photos: Path) -> dict[str, tuple[list[str], list[str]]]:
         "empty_labels_file": (
             [*NUDENET, f"data.path={photos}", f"data.labels={empty}"],
             ["the labels file is empty", "0 bytes", "write the COCO JSON"]),
+        "label_free_with_no_reference_box": (
+            [*NUDENET, f"data.path={photos}", "model.output.gt_score_min=0.99"],
+            ["FP32 detects nothing at or above model.output.gt_score_min", "got 0.99",
+             "lower model.output.gt_score_min"]),
     }
 
 
 CASE_IDS = ["decoder_on_a_classifier", "decoder_layout_does_not_fit",
             "labels_name_missing_images", "box_outside_its_image", "class_id_beyond_the_model",
-            "empty_labels_file"]
+            "empty_labels_file", "label_free_with_no_reference_box"]
 
 
 @pytest.mark.parametrize("case", CASE_IDS)
