@@ -25,8 +25,9 @@ with a near-lossless candidate (strength ``s / 4``) give the power (the first
 ``--power-sims``), and a candidate at COCO's 101-point margin instead (the first
 ``--coco-sims``) shows what the rule does on the estimand it does not test.
 
-A full run (not ``--smoke``) writes its section of benchmarks/results/detection_validity.md
-(host, ISA, commit, load, the lines below), keeping the file's other sections.
+The results file (``benchmarks/results/detection_validity.md``, or ``--results-dir``) is
+written by ``benchmarks/_common.py: run_benchmark`` (host, ISA, commit, load; earlier results
+kept below the latest run).
 
 Last line: ``false_pass=<x> se=<s> n_images=<n> sims=<k>``.
 
@@ -41,9 +42,7 @@ import argparse
 import math
 import multiprocessing as mp
 import os
-import platform
 import resource
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -51,9 +50,10 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import _common  # noqa: E402
 from quantkit.tasks.detection.boxes import Detections  # noqa: E402
 from quantkit.tasks.detection.coco import evaluate  # noqa: E402
 from quantkit.tasks.detection.labels import labels_from_arrays  # noqa: E402
@@ -63,7 +63,6 @@ from quantkit.verdict.map_bootstrap import (COCO_RECALL_THRESHOLDS, MapRecombine
 
 MARGIN = Margin("relative", 0.01)
 W, H = 640, 480
-RESULTS = ROOT / "benchmarks" / "results" / "detection_validity.md"
 
 
 @dataclass(frozen=True)
@@ -199,28 +198,6 @@ def _one(job: tuple[np.random.SeedSequence, bool, bool]):
     return at, near, coco
 
 
-def _host() -> dict:
-    flags, cpu = set(), platform.processor()
-    for ln in open("/proc/cpuinfo"):
-        if ln.startswith("model name") and cpu == platform.processor():
-            cpu = ln.split(":", 1)[1].strip()
-        if ln.startswith("flags"):
-            flags = set(ln.split(":", 1)[1].split())
-            break
-    isa = [f for f in ("avx2", "avx512f", "avx512_vnni", "amx_int8") if f in flags]
-
-    def git(*args):
-        try:
-            return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
-                                  check=True).stdout.strip()
-        except (OSError, subprocess.CalledProcessError):
-            return ""
-    dirty = git("status", "--porcelain", "--untracked-files=no")
-    return {"cpu": cpu, "cores": os.cpu_count(), "machine": platform.machine(),
-            "isa": ", ".join(isa) or "none of avx2/avx512/amx",
-            "commit": (git("rev-parse", "--short", "HEAD") or "?") + ("+dirty" if dirty else "")}
-
-
 def _signoff_seconds(ref_table, cand_table, n: int, n_boot: int, seed: int) -> float:
     """Wall seconds of one sign-off on an ``n``-image split (both recombiners built)."""
     idx = np.random.default_rng(seed).integers(0, ref_table.n_images, n)
@@ -228,23 +205,6 @@ def _signoff_seconds(ref_table, cand_table, n: int, n_boot: int, seed: int) -> f
     map_signoff(_area(ref_table, idx), _area(cand_table, idx), margin=MARGIN,
                 policy=TestPolicy(n_boot=n_boot, seed=seed))
     return time.perf_counter() - t0
-
-
-def write_results(kind: str, command: str, body: list[str], path: Path = RESULTS) -> None:
-    """Replace this population's section of the results file, keeping every other line."""
-    start, end = f"<!-- population {kind} -->", f"<!-- end {kind} -->"
-    block = [start, *body, end]
-    lines = path.read_text().splitlines() if path.exists() else [
-        "# detection_validity: is the mAP sign-off valid?", "",
-        "Written by `benchmarks/detection_validity.py` (one section per population).", "",
-        "## History", ""]
-    if start in lines and end in lines:
-        a, b = lines.index(start), lines.index(end)
-        lines[a:b + 1] = block
-    else:
-        at = lines.index("## History") if "## History" in lines else len(lines)
-        lines[at:at] = [*block, ""]
-    path.write_text("\n".join(lines).rstrip() + "\n")
 
 
 #: the estimands the bias study compares (recall thresholds of MapRecombiner)
@@ -352,9 +312,7 @@ def _world_line(seed: int, kind: str, images: int, splits: int) -> str:
             f"bias of D at n=1000: " + "; ".join(cells))
 
 
-def bias_main(a, argv) -> int:
-    host = _host()
-    load0 = os.getloadavg()[0]
+def bias_main(a) -> int:
     t0 = time.perf_counter()
     labels, dets, noise, ch = population(a.images, a.seed, a.population)
     s, ref, cand, ratio = at_margin(labels, dets, noise, ch.score_step)
@@ -371,15 +329,7 @@ def bias_main(a, argv) -> int:
         for seed in range(a.seed + 1, a.seed + a.worlds):
             lines.append(_world_line(seed, a.population, a.images, a.splits))
             print(lines[-1], flush=True)
-    if not a.no_write:
-        cmd = ("python benchmarks/detection_validity.py " + " ".join(
-            argv if argv is not None else sys.argv[1:])).strip()
-        write_results(f"{a.population}-bias", cmd, [
-            f"## Where the bias comes from: population `{a.population}`", "",
-            f"`{cmd}` on {host['cpu']} ({host['cores']} cores, {host['machine']}, ISA "
-            f"{host['isa']}), commit {host['commit']}, {time.strftime('%Y-%m-%d')}; wall "
-            f"{(time.perf_counter() - t0) / 60:.0f} min; 1-minute load {load0:.1f} at the start, "
-            f"{os.getloadavg()[0]:.1f} at the end.", "", "```", *lines, "```"])
+    print(f"bias study: {(time.perf_counter() - t0) / 60:.0f} min", flush=True)
     return 0
 
 
@@ -397,8 +347,7 @@ def main(argv: list[str] | None = None) -> int:
                          "margin")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--no-write", action="store_true", help="do not write the results file")
-    ap.add_argument("--smoke", action="store_true", help="a tiny run: 12 sims of 150 images")
+    _common.bench_args(ap, "12 sims of 150 images")
     ap.add_argument("--bias", action="store_true",
                     help="instead of the sims: where the sample bias of D comes from and how "
                          "it scales with n (--splits per size, --boot-splits bootstraps of "
@@ -409,11 +358,9 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.smoke:
         a.sims, a.n, a.n_boot, a.images, a.workers = 12, 150, 200, 500, 1
-        a.power_sims, a.coco_sims, a.no_write = 6, 0, True
+        a.power_sims, a.coco_sims = 6, 0
     if a.bias:
-        return bias_main(a, argv)
-    host = _host()
-    load0 = os.getloadavg()[0]
+        return bias_main(a)
     t0 = time.perf_counter()
     labels, dets, noise, ch = population(a.images, a.seed, a.population)
     s, ref, cand, ratio = at_margin(labels, dets, noise, ch.score_step)
@@ -426,9 +373,7 @@ def main(argv: list[str] | None = None) -> int:
                      f"area ratio {area_map(coco_table) / area_map(ref.table):.5f}")
     t1 = time.perf_counter()
     ref_area = area_map(ref.table)
-    lines = [f"host: {host['cpu']}, {host['cores']} cores, {host['machine']}, ISA {host['isa']}; "
-             f"commit {host['commit']}",
-             f"population {a.population} ({a.images} images, {ch.n_classes} classes, "
+    lines = [f"population {a.population} ({a.images} images, {ch.n_classes} classes, "
              f"{labels.n_boxes} objects, {ref.n_detections} FP32 detections): FP32 "
              f"mAP@[.5:.95] {ref_area:.4f} (COCO 101-point {ref.map:.4f}, mAP@.5 "
              f"{ref.map50:.4f}); candidate at s={s:.5f}: {area_map(cand.table):.4f}, ratio "
@@ -485,24 +430,16 @@ def main(argv: list[str] | None = None) -> int:
         pc = sum(o[2] == "PASS" for o in out) / n_coco
         result.append(f"the candidate at COCO's 101-point margin instead: PASS {pc:.3f} of "
                       f"{n_coco} (not the estimand tested; results file says why)")
+    rss = max(r.ru_maxrss for r in ru) / 1024 ** 2
+    result.append(f"wall {(time.perf_counter() - t0) / 60:.0f} min (user "
+                  f"{sum(r.ru_utime for r in ru):.0f} s, sys {sum(r.ru_stime for r in ru):.0f} s, "
+                  f"peak RSS {rss:.2f} GB); 1-minute load {min(loads):.1f} to {max(loads):.1f} "
+                  "during the sims")
     result.append(f"false_pass={fp:.4f} se={se:.4f} n_images={a.n} sims={k}")
     for ln in result:
         print(ln, flush=True)
-    if not a.no_write:
-        cmd = ("python benchmarks/detection_validity.py " + " ".join(argv if argv is not None
-                                                                       else sys.argv[1:])).strip()
-        rss = max(r.ru_maxrss for r in ru) / 1024 ** 2
-        write_results(a.population, cmd, [
-            f"## Population `{a.population}`: last run", "",
-            f"`{cmd}` on {host['cpu']} ({host['cores']} cores, {host['machine']}, ISA "
-            f"{host['isa']}), commit {host['commit']}, {time.strftime('%Y-%m-%d')}; wall "
-            f"{(time.perf_counter() - t0) / 60:.0f} min (user {sum(r.ru_utime for r in ru):.0f} s, "
-            f"sys {sum(r.ru_stime for r in ru):.0f} s, peak RSS {rss:.2f} GB); 1-minute load "
-            f"average {load0:.1f} at the start, {min(loads):.1f} to {max(loads):.1f} during the "
-            f"sims (other developers' work on the 2 shared cores).", "",
-            "```", *lines[1:], *result, "```"])
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(_common.run_benchmark("detection_validity", main))

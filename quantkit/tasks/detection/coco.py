@@ -93,6 +93,15 @@ def cocoeval(gt: dict, results: list[dict]) -> Any:
     return ev
 
 
+def _mean_over(x: np.ndarray, axis: int) -> np.ndarray:
+    """The mean of the entries > -1 (the evaluator's "valid") along ``axis``; NaN where
+    there is none."""
+    ok = x > -1
+    n = ok.sum(axis=axis)
+    total = np.where(ok, x, 0.0).sum(axis=axis)
+    return np.divide(total, n, out=np.full(total.shape, np.nan), where=n > 0)
+
+
 def _mean_valid(x: np.ndarray) -> float:
     v = x[x > -1]
     return float(v.mean()) if v.size else float("nan")
@@ -111,6 +120,11 @@ class DetectionMetrics:
     n_gt: int
     n_detections: int
     table: MatchTable = field(repr=False)
+    # the precision-recall curve at COCO's 101 recall points (mean over the classes with
+    # ground truth; NaN where no class reaches that recall): at IoU 0.5, and averaged over
+    # IoU 0.5:0.95
+    pr50: tuple[float, ...] = field(default=(), repr=False)
+    pr: tuple[float, ...] = field(default=(), repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         def num(v):
@@ -120,7 +134,9 @@ class DetectionMetrics:
                               for k, v in self.per_class.items()},
                 "per_size": {k: num(v) for k, v in self.per_size.items()},
                 "n_images": self.n_images, "n_gt": self.n_gt,
-                "n_detections": self.n_detections}
+                "n_detections": self.n_detections,
+                "pr50": [num(float(v)) for v in self.pr50],
+                "pr": [num(float(v)) for v in self.pr]}
 
 
 def match_table(ev: Any, n_classes: int, area: str = "all", max_det: int = 100) -> MatchTable:
@@ -262,9 +278,13 @@ def _metrics_from(ev: Any, labels: BoxLabels, detections: Sequence[Detections]
         per_class[name] = {"ap": _mean_valid(prec[:, :, k, 0, m]),
                            "ap50": _mean_valid(prec[0, :, k, 0, m]), "n_gt": n_gt}
     per_size = {a: _mean_valid(prec[:, :, :, j, m]) for j, a in enumerate(AREA_NAMES) if j}
+    p_all = prec[:, :, :, 0, m]  # [T, R, K]
+    pr50 = _mean_over(p_all[0], axis=1)
+    pr = _mean_over(p_all.transpose(1, 0, 2).reshape(p_all.shape[1], -1), axis=1)
     return DetectionMetrics(
         map=_mean_valid(prec[:, :, :, 0, m]), map50=_mean_valid(prec[0, :, :, 0, m]),
         map75=_mean_valid(prec[5, :, :, 0, m]), per_class=per_class, per_size=per_size,
         n_images=len(labels), n_gt=labels.n_boxes,
         n_detections=int(sum(len(d) for d in detections)),
-        table=match_table(ev, len(labels.class_names)))
+        table=match_table(ev, len(labels.class_names)),
+        pr50=tuple(float(v) for v in pr50), pr=tuple(float(v) for v in pr))

@@ -10,7 +10,7 @@ at a time; a fixed spatial size is read from the model (issue 46, point 8).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -75,6 +75,38 @@ class DetectionKind:
             names = [str(k) for k in range(_n_classes(decoder, outs))]
         return cls(decoder, p, pre, names, first.name, outs, fixed)
 
+    @classmethod
+    def from_config(cls, model: Any, cfg: Any) -> "DetectionKind":
+        """The kind ``model.output`` (``cfg``: the settings' OutputConfig) declares: its
+        decoder, family, class names, and only the decode / preprocess fields it sets (null
+        fields keep the family's defaults)."""
+        decode_cfg = {k: (tuple(v) if isinstance(v, list) else v)
+                      for k, v in _fields(cfg.decode).items() if v is not None}
+        pre = {k: (tuple(v) if isinstance(v, list) else v)
+               for k, v in _fields(cfg.preprocess).items() if v is not None}
+        return cls.for_model(model, cfg.decoder, family=cfg.family,
+                             class_names=list(cfg.class_names) or None, params=decode_cfg,
+                             preprocess=pre)
+
+    def describe(self) -> dict[str, Any]:
+        """What decides this kind's detections (the stage-cache key and the record)."""
+        return {"decoder": self.decoder,
+                "params": {k: (list(v) if isinstance(v, tuple) else v)
+                           for k, v in asdict(self.params).items()},
+                "preprocess": self.preprocess.to_dict(), "class_names": list(self.class_names),
+                "input": self.input_name,
+                "outputs": [{"name": o.name, "shape": [d if isinstance(d, int) else None
+                                                        for d in o.shape]}
+                            for o in self.outputs],
+                "fixed_batch": self.fixed_batch}
+
+    def decode_batch(self, arrays: Sequence[np.ndarray], transforms) -> list[Detections]:
+        """One batch's raw outputs (in the order of :attr:`outputs`) -> detections in each
+        image's own pixels (``transforms``: one per image)."""
+        return decode(self.decoder, list(arrays), self.outputs, transforms,
+                      input_hw=(self.preprocess.height, self.preprocess.width),
+                      params=self.params, n_classes=len(self.class_names))
+
     def detect(self, infer: Infer, images: Sequence[np.ndarray], *, batch_size: int = 8
                ) -> list[Detections]:
         """Detections of ``images`` (uint8 HWC, any sizes) in their own pixels; ``infer``
@@ -90,10 +122,7 @@ class DetectionKind:
                                  where=f"input {self.input_name}", value=len(chunk),
                                  fix="feed whole batches")
             y = infer({self.input_name: x})
-            arrays = [y[o.name] for o in self.outputs]
-            out.extend(decode(self.decoder, arrays, self.outputs, transforms,
-                              input_hw=(self.preprocess.height, self.preprocess.width),
-                              params=self.params, n_classes=len(self.class_names)))
+            out.extend(self.decode_batch([y[o.name] for o in self.outputs], transforms))
         return out
 
     def metrics(self, labels: BoxLabels, detections: Sequence[Detections]) -> DetectionMetrics:
@@ -111,6 +140,15 @@ class DetectionKind:
         truth."""
         return evaluate_label_free(reference, candidate, heights, widths, self.class_names,
                                    gt_score_min=gt_score_min)
+
+
+def _fields(cfg: Any) -> dict[str, Any]:
+    """A config node's fields (a dataclass, an OmegaConf node, or a dict)."""
+    if isinstance(cfg, dict):
+        return dict(cfg)
+    if hasattr(cfg, "__dataclass_fields__"):
+        return {k: getattr(cfg, k) for k in cfg.__dataclass_fields__}
+    return dict(cfg.items())
 
 
 def _n_classes(decoder: str, outs: Sequence[OutputSpec]) -> int:

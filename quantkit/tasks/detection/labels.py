@@ -242,12 +242,14 @@ def load_coco_labels(path: str | os.PathLike, *, class_names: Sequence[str] | No
     return lab
 
 
-def _image_size(path: Path) -> tuple[int, int]:
+def image_size(path: Path) -> tuple[int, int]:
     from PIL import Image
 
     try:
         with Image.open(path) as im:
             w, h = im.size
+            if im.getexif().get(0x0112, 1) in (5, 6, 7, 8):  # EXIF orientation: read upright
+                w, h = h, w
     except OSError as exc:
         raise DataError("cannot read the image", where=str(path), value=Phrase(str(exc)),
                         fix="replace or remove the file") from exc
@@ -286,7 +288,7 @@ def load_yolo_labels(label_dir: str | os.PathLike, image_dir: str | os.PathLike,
     heights, widths, boxes, classes = [], [], [], []
     bad: list[str] = []
     for im in images:
-        h, w = _image_size(im)
+        h, w = image_size(im)
         heights.append(h)
         widths.append(w)
         txt = ld / f"{im.stem}.txt"
