@@ -2,9 +2,13 @@
 mAP@.75 against the labels and against FP32's detections (recall of FP32's boxes at IoU 0.5,
 mean IoU); AP per class and per object size, FP32 beside each candidate; the grids of sample
 images where each candidate disagrees most with FP32 (files in the run dir, drawn by the run:
-quantkit/run/detection_samples.py). The PR curves are a plot (quantkit/report/plots.py)."""
+quantkit/run/detection_samples.py); the raw outputs the decoder reads against FP32's, each
+channel range of its own meaning (boxes, scores) beside the whole tensor. The PR curves are a
+plot (quantkit/report/plots.py)."""
 
 from __future__ import annotations
+
+import re
 
 from quantkit.record.detection import DetectionRecord
 from quantkit.record.run_record import RunRecord
@@ -13,6 +17,8 @@ from quantkit.report.fmt import DASH, num, text
 __all__ = ["detection"]
 
 SIZES = ("small", "medium", "large")
+#: a channel range's per-layer key: ``<tensor>[<part>]`` (quantkit.compare.layer_diff.part_key)
+PART = re.compile(r"^(?P<tensor>.+)\[(?P<part>[a-z_]+)\]$")
 
 
 def _ap(d: DetectionRecord | None, cls: str, vs_fp32: bool = False) -> str:
@@ -56,8 +62,32 @@ def detection(record: RunRecord) -> dict[str, object] | None:
                             "fp32": i.fp32_boxes, "candidate": i.candidate_boxes}
                            for i in d.samples.images]}
                for n, d in cands.items() if d.samples is not None]
+    outputs = _raw_outputs(record)
     gt_min = next((d.vs_fp32.gt_score_min for d in cands.values() if d.vs_fp32), None)
     names = [f"{r['name']} ({r['split']})" for r in rows]  # each entry's own split
     return {"labelled": labelled, "rows": rows, "names": names, "per_class": per_class,
             "per_size": per_size, "samples": samples, "gt_score_min": num(gt_min),
+            "outputs": outputs,
             "against": "the labels" if labelled else "FP32's detections (label-free)"}
+
+
+def _raw_outputs(record: RunRecord) -> dict[str, object] | None:
+    """Rows of the per-layer statistics of the outputs packing boxes and scores: the whole
+    tensor, then each channel range, cosine / SQNR dB per candidate with per-layer numbers."""
+    with_layers = {n: c.layers for n, c in record.candidates.items() if c.layers}
+    keys = list(dict.fromkeys(k for layers in with_layers.values() for k in layers))
+    packed = list(dict.fromkeys(m["tensor"] for k in keys if (m := PART.match(k))))
+    if not packed:
+        return None
+    rows = []
+    for tensor in packed:
+        for key in [tensor, *(k for k in keys if (m := PART.match(k)) and m["tensor"] == tensor)]:
+            cells = []
+            for layers in with_layers.values():
+                st = layers.get(key)
+                cells.append(DASH if st is None else
+                             f"{num(st.cosine)} / {num(st.sqnr_db, 1)} dB")
+            m = PART.match(key)
+            rows.append({"tensor": tensor, "part": m["part"] if m else "all channels",
+                         "cells": cells})
+    return {"names": list(with_layers), "rows": rows}

@@ -40,7 +40,8 @@ from quantkit.tasks.detection.nms import nms
 from quantkit.tasks.detection.preprocess import BoxTransform
 
 __all__ = ["DECODERS", "FAMILY_DEFAULTS", "DecodeParams", "Decoder", "OutputSpec",
-           "check_decoder", "decode", "fitting_decoders", "describe_shapes", "n_classes_of"]
+           "Part", "check_decoder", "decode", "fitting_decoders", "describe_shapes", "n_classes_of",
+           "output_parts"]
 
 Dim = int | str | None  # a symbolic or unknown dimension is a str or None
 
@@ -438,6 +439,25 @@ def n_classes_of(name: str, outputs: Sequence[OutputSpec]) -> int | None:
         r = _gfl_split(outputs, None)
         return None if isinstance(r, str) else r[2]
     return None
+
+
+#: a channel range of one output: (axis, start, stop); stop None: to the end
+Part = tuple[int, int, int | None]
+
+
+def output_parts(name: str, outputs: Sequence[OutputSpec]) -> dict[str, dict[str, Part]]:
+    """Output name -> the channel ranges of different meaning that layout ``name`` packs
+    into one tensor: ``yolov8`` boxes (4) and class scores, ``yolov5`` boxes, objectness and
+    class scores. Box coordinates (input pixels, up to hundreds) and scores (0..1) compared
+    as one tensor hide the scores (issue 46: YOLOv8n INT8 at cosine 0.9998 on the raw head,
+    0.57 on its score channels), so the per-layer comparison reports each range. ``gfl`` and
+    ``nms`` keep scores and boxes in outputs of their own: nothing to split."""
+    if name == "yolov8":
+        return {outputs[0].name: {"boxes": (1, 0, 4), "scores": (1, 4, None)}}
+    if name == "yolov5":
+        return {outputs[0].name: {"boxes": (2, 0, 4), "objectness": (2, 4, 5),
+                                  "scores": (2, 5, None)}}
+    return {}
 
 
 def check_decoder(name: str, outputs: Sequence[OutputSpec], n_classes: int | None = None

@@ -19,8 +19,9 @@ from quantkit.errors import ConfigError, ModelError
 from quantkit.tasks.detection.boxes import Detections
 from quantkit.tasks.detection.coco import (DetectionMetrics, LabelFreeMetrics, evaluate,
                                            evaluate_label_free)
-from quantkit.tasks.detection.decoders import (FAMILY_DEFAULTS, DecodeParams, OutputSpec,
-                                               check_decoder, decode, n_classes_of)
+from quantkit.tasks.detection.decoders import (FAMILY_DEFAULTS, DecodeParams, OutputSpec, Part,
+                                               check_decoder, decode, n_classes_of,
+                                               output_parts)
 from quantkit.tasks.detection.labels import BoxLabels
 from quantkit.tasks.detection.model_io import class_names as meta_class_names
 from quantkit.tasks.detection.model_io import input_hw, output_specs
@@ -99,6 +100,11 @@ class DetectionKind:
                                                         for d in o.shape]}
                             for o in self.outputs],
                 "fixed_batch": self.fixed_batch}
+
+    def output_parts(self) -> dict[str, dict[str, Part]]:
+        """Output name -> its channel ranges of different meaning (boxes, scores):
+        :func:`~quantkit.tasks.detection.decoders.output_parts`."""
+        return output_parts(self.decoder, self.outputs)
 
     def decode_batch(self, arrays: Sequence[np.ndarray], transforms) -> list[Detections]:
         """One batch's raw outputs (in the order of :attr:`outputs`) -> detections in each

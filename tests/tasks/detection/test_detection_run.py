@@ -59,6 +59,14 @@ def test_label_free_detection_on_yolov8n(photos, tmp_path):
     assert d.samples is not None and (tmp_path / "run" / d.samples.grid).is_file()
     text = (tmp_path / "run" / "report.md").read_text(encoding="utf-8")
     assert "## Detection" in text and "FP32's detections (label-free)" in text
+    # the [B, 22, N] head compared whole and by meaning: 4 box channels, 18 score channels
+    (out,) = [o for o in int8.layers if o.endswith("[boxes]")]
+    head = out[:-len("[boxes]")]
+    boxes, scores, whole = (int8.layers[f"{head}[boxes]"], int8.layers[f"{head}[scores]"],
+                            int8.layers[head])
+    assert boxes.count == 4 * whole.count // 22 and scores.count == 18 * whole.count // 22
+    assert scores.cosine != whole.cosine and boxes.cosine != scores.cosine
+    assert "Raw outputs vs FP32, by meaning" in text and f"`{head}` | scores |" in text
 
 
 def _pages(n_pages: int, n_templates: int) -> list[str]:
