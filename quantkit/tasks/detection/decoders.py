@@ -134,30 +134,30 @@ def describe_shapes(outputs: Sequence[OutputSpec]) -> str:
 # --------------------------------------------------------------------------- shape checks
 
 
-def _fit_yolov8(outs: Sequence[OutputSpec], n_classes: int | None) -> str | None:
+def _fit_packed(outs: Sequence[OutputSpec], n_classes: int | None, channel_axis: int,
+                extra: int, layout: str) -> str | None:
+    """Why one output packing ``extra`` + C channels at ``channel_axis`` and N candidates at
+    the other axis (``layout``, e.g. ``[B, 4 + C, N]``) does not fit; None when it does."""
     if len(outs) != 1 or len(outs[0].shape) != 3:
-        return "needs one output of rank 3 [B, 4 + C, N]"
-    c4, n = _known(outs[0].shape[1]), _known(outs[0].shape[2])
-    if c4 is None or c4 < 5:
-        return "needs a known channel dim 4 + C >= 5 at axis 1"
-    if n is not None and n <= c4:
-        return f"axis 2 ({n}) should hold the N candidates, more than the {c4} channels"
-    if n_classes is not None and c4 != 4 + n_classes:
-        return f"axis 1 is {c4}, not 4 + {n_classes} classes"
+        return f"needs one output of rank 3 {layout}"
+    n_axis = 3 - channel_axis
+    c, n = _known(outs[0].shape[channel_axis]), _known(outs[0].shape[n_axis])
+    if c is None or c <= extra:
+        return f"needs a known channel dim {extra} + C >= {extra + 1} at axis {channel_axis}"
+    if n is not None and n <= c:
+        return (f"axis {n_axis} ({n}) should hold the N candidates, more than the {c} "
+                "channels")
+    if n_classes is not None and c != extra + n_classes:
+        return f"axis {channel_axis} is {c}, not {extra} + {n_classes} classes"
     return None
+
+
+def _fit_yolov8(outs: Sequence[OutputSpec], n_classes: int | None) -> str | None:
+    return _fit_packed(outs, n_classes, 1, 4, "[B, 4 + C, N]")
 
 
 def _fit_yolov5(outs: Sequence[OutputSpec], n_classes: int | None) -> str | None:
-    if len(outs) != 1 or len(outs[0].shape) != 3:
-        return "needs one output of rank 3 [B, N, 5 + C]"
-    n, c5 = _known(outs[0].shape[1]), _known(outs[0].shape[2])
-    if c5 is None or c5 < 6:
-        return "needs a known channel dim 5 + C >= 6 at axis 2"
-    if n is not None and n <= c5:
-        return f"axis 1 ({n}) should hold the N candidates, more than the {c5} channels"
-    if n_classes is not None and c5 != 5 + n_classes:
-        return f"axis 2 is {c5}, not 5 + {n_classes} classes"
-    return None
+    return _fit_packed(outs, n_classes, 2, 5, "[B, N, 5 + C]")
 
 
 def _gfl_split(outs: Sequence[OutputSpec], n_classes: int | None
