@@ -106,7 +106,7 @@ def _on_engine(ctx: RunContext, artifacts: dict[str, Artifact], flagged: dict[st
     return out
 
 
-def _run(ctx: RunContext, artifacts: dict[str, Artifact], tensors, subset, parts
+def _run(ctx: RunContext, artifacts: dict[str, Artifact], tensors, subset, parts=None
          ) -> dict[str, dict[str, dict]]:
     ref_proto = ctx.graph.model
     data = ctx.splits.dev.subset(subset)
