@@ -95,9 +95,13 @@ def ledger_path(settings, cache_dir: str | os.PathLike) -> Path:
 
 
 def example_hashes(split) -> list[bytes]:
-    """sha256 of each example's input (text: UTF-8; image: dtype, shape, pixels), in order.
+    """sha256 of each example's input (text: UTF-8; image: dtype, shape, pixels; a split that
+    hashes its own examples, a detector's image files: their bytes), in order.
 
     Labels are not hashed (:mod:`quantkit.verdict.ledger`: what "the same example" means)."""
+    own = getattr(split, "example_hashes", None)  # a detector's image files: their bytes
+    if callable(own):
+        return list(own())
     texts = getattr(split, "texts", None)
     if texts is not None:
         return [hashlib.sha256(b"text\x1f" + str(t).encode("utf-8")).digest() for t in texts]

@@ -9,6 +9,7 @@ from dataclasses import dataclass, fields
 
 from quantkit.backends.engine_meta import EngineMeta
 from quantkit.ptq.step_record import StepRecord
+from quantkit.record.detection import DetectionRecord
 from quantkit.record.latency import LatencyStats
 from quantkit.record.serde import (
     JsonObject,
@@ -55,6 +56,16 @@ class Metrics:
     abs_logit: float | None = optional()
     cosine: float | None = optional()
     recall_at_k: float | None = optional()
+    # a detector (record/detection.py): COCO mAP against the labels, and against FP32's
+    # detections as ground truth (label-free metrics, every candidate)
+    map: float | None = optional()
+    map50: float | None = optional()
+    map75: float | None = optional()
+    map_vs_fp32: float | None = optional()
+    map50_vs_fp32: float | None = optional()
+    map75_vs_fp32: float | None = optional()
+    recall50_fp32: float | None = optional()
+    mean_iou_fp32: float | None = optional()
 
     def values(self) -> dict[str, float | int]:
         """Every recorded numeric metric by name (``n`` included), in record order."""
@@ -323,6 +334,7 @@ class CandidateRecord:
     split: str | None = optional()
     agreement_slices: dict[str, dict[str, AgreementStat]] | None = optional()
     embedding_fp32: EmbeddingRecord | None = optional()
+    detection: DetectionRecord | None = optional()
     verdict: VerdictRecord | None = optional()
     plan_counts: dict[str, int] | None = optional()
     lint: Lint | None = optional()
