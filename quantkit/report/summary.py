@@ -141,6 +141,10 @@ def summary_lines(record: RunRecord) -> list[str]:
     if sr is not None and sr.status != "PASS":  # why no mixed candidate is in the family
         lines.append(f"mixed-precision search: {sr.status} on dev with {len(sr.fp16_nodes)} "
                      f"layer(s) out of INT8 after {sr.full_evals} full evaluations: {sr.reason}")
+    elif sr is not None and len(sr.fp16_nodes) >= sr.quantizable_layers > 0:
+        lines.append(f"mixed-precision search: PASS on dev only with all {sr.quantizable_layers} "
+                     f"layers out of INT8 (the fp16 candidate again: not declared) after "
+                     f"{sr.full_evals} full evaluations: {sr.reason}")
     reason = record.recommendation.reason if record.recommendation is not None else ""
     bc = _check_of(record, record.recommended)
     pending = ", engine check NOT run" if bc is not None and bc.status == "not_run" else ""

@@ -145,3 +145,17 @@ def test_a_look_written_before_the_family_kept_its_order_rule_still_reads():
     decision = decode(DecisionRecord, upgrade_look_decision(dec)).decided()
     assert [r["status"] for r in decision.rows] == [r["status"] for r in rec["decision"]["rows"]]
     assert decision.to_dict()["rows"] == rec["decision"]["rows"]
+
+
+def test_the_summary_says_why_a_search_that_kept_every_layer_declares_no_mixed(tmp_path):
+    """A search whose confirmed set keeps every quantizable layer out of INT8 computes what
+    fp16 does: the mixed row reads 'not signed off', and one line says why."""
+    raw = _raw("record_search")
+    raw["search"]["fp16_nodes"] = [f"n{i}" for i in range(raw["search"]["quantizable_layers"])]
+    path = tmp_path / "record.json"
+    path.write_text(json.dumps(raw), encoding="utf-8")
+    lines = [ln for ln in summary_lines(load_record(path)) if ln.startswith("mixed-precision")]
+    assert lines == [ln for ln in lines if "all 48 layers out of INT8 (the fp16 candidate "
+                                          "again: not declared)" in ln] and len(lines) == 1
+    assert not [ln for ln in summary_lines(load_record(FIXTURES["record_search"]))
+                if ln.startswith("mixed-precision")]  # a PASS that quantizes says nothing more
