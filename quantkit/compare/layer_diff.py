@@ -9,6 +9,7 @@ inserted tensor in a QdqMap), never by parsing names. Memory: one LayerStats per
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -17,6 +18,9 @@ import onnx
 from quantkit.compare.metrics import LayerStats, json_safe_stats
 
 log = logging.getLogger(__name__)
+
+#: :func:`part_key`'s form (part names are the decoders': boxes, scores, objectness)
+_PART_KEY = re.compile(r"^(?P<tensor>.+)\[(?P<part>[a-z_]+)\]$")
 
 
 def float_outputs(model: onnx.ModelProto, nodes: Iterable[str]) -> list[str]:
@@ -38,6 +42,12 @@ def shared_tensors(reference: onnx.ModelProto, candidate: onnx.ModelProto,
 def part_key(tensor: str, part: str) -> str:
     """The stats key of channel range ``part`` of ``tensor``: ``<tensor>[<part>]``."""
     return f"{tensor}[{part}]"
+
+
+def split_part_key(key: str) -> tuple[str, str] | None:
+    """``(tensor, part)`` of a :func:`part_key`, None for a whole tensor's key."""
+    m = _PART_KEY.match(key)
+    return (m["tensor"], m["part"]) if m else None
 
 
 def output_chunks(names: Sequence[str], max_outputs: int | None) -> list[list[str]]:

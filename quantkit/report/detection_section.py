@@ -8,8 +8,7 @@ plot (quantkit/report/plots.py)."""
 
 from __future__ import annotations
 
-import re
-
+from quantkit.compare.layer_diff import split_part_key
 from quantkit.record.detection import DetectionRecord
 from quantkit.record.run_record import RunRecord
 from quantkit.report.fmt import DASH, num, text
@@ -17,8 +16,6 @@ from quantkit.report.fmt import DASH, num, text
 __all__ = ["detection"]
 
 SIZES = ("small", "medium", "large")
-#: a channel range's per-layer key: ``<tensor>[<part>]`` (quantkit.compare.layer_diff.part_key)
-PART = re.compile(r"^(?P<tensor>.+)\[(?P<part>[a-z_]+)\]$")
 
 
 def _ap(d: DetectionRecord | None, cls: str, vs_fp32: bool = False) -> str:
@@ -75,19 +72,16 @@ def _raw_outputs(record: RunRecord) -> dict[str, object] | None:
     """Rows of the per-layer statistics of the outputs packing boxes and scores: the whole
     tensor, then each channel range, cosine / SQNR dB per candidate with per-layer numbers."""
     with_layers = {n: c.layers for n, c in record.candidates.items() if c.layers}
-    keys = list(dict.fromkeys(k for layers in with_layers.values() for k in layers))
-    packed = list(dict.fromkeys(m["tensor"] for k in keys if (m := PART.match(k))))
-    if not packed:
-        return None
+    parts: dict[str, list[tuple[str, str]]] = {}  # tensor -> its (part, key), in record order
+    for key in dict.fromkeys(k for layers in with_layers.values() for k in layers):
+        found = split_part_key(key)
+        if found:
+            parts.setdefault(found[0], []).append((found[1], key))
     rows = []
-    for tensor in packed:
-        for key in [tensor, *(k for k in keys if (m := PART.match(k)) and m["tensor"] == tensor)]:
-            cells = []
-            for layers in with_layers.values():
-                st = layers.get(key)
-                cells.append(DASH if st is None else
-                             f"{num(st.cosine)} / {num(st.sqnr_db, 1)} dB")
-            m = PART.match(key)
-            rows.append({"tensor": tensor, "part": m["part"] if m else "all channels",
-                         "cells": cells})
-    return {"names": list(with_layers), "rows": rows}
+    for tensor, ranges in parts.items():
+        for part, key in [("all channels", tensor), *ranges]:
+            cells = [DASH if (st := layers.get(key)) is None else
+                     f"{num(st.cosine)} / {num(st.sqnr_db, 1)} dB"
+                     for layers in with_layers.values()]
+            rows.append({"tensor": tensor, "part": part, "cells": cells})
+    return {"names": list(with_layers), "rows": rows} if rows else None
