@@ -228,10 +228,7 @@ def compare_model(experiment: str, limit: int | None, venv_python: Path | None,
     (``fp8``: on an H200 target, FP8 candidates of quantkit and ModelOpt too; ``overrides``:
     more of the experiment's, e.g. a smaller calibration split; ``ort_methods``: the
     calibration methods of ``quantize_static`` measured)."""
-    import numpy as np
 
-    import peers
-    from quantkit.errors import BackendError
     from quantkit.run.stages.ptq import ptq as apply_ptq
     from quantkit.run.stages.artifacts import artifacts as build_artifacts
     from quantkit.run.stages.calibration import calibration as calibrate
@@ -299,39 +296,11 @@ def compare_model(experiment: str, limit: int | None, venv_python: Path | None,
 
         kw = {"pad_to": s.data.max_length} if text else {}
         feeds = [f for _, f in ctx.feeds.batches(splits.calib, s.calibrator.batch_size, **kw)]
-        for method in ort_methods:
-            out = tmp / f"ort.{method}.onnx"
-            peers.ort_quantize(ctx.model.path, out, feeds, method=method, percentile=99.99,
-                               op_types=scope_ops)
-            bins = " 128 bins" if method == "entropy" else ""
-            rows.append(Row("ort", f"{method}{bins} (quantize_static QDQ S8S8, "
-                                   f"{'/'.join(scope_ops)}, FP32 rest)",
-                            *evaluate_peer(out, f"ort.{method}")))
-            out.unlink()
-        calib = tmp / "calib.npz"
-        np.savez(calib, **{k: np.concatenate([f[k] for f in feeds]) for k in feeds[0]})
-        del feeds
         configs = [("int8", m, hp) for m in ("max", "entropy") for hp in ("fp16", "fp32")]
         configs += [("fp8", "max", hp) for hp in ("fp16", "fp32")] if fp8 else []
-        for mode, method, hp in configs:
-            conf = (f"{mode + ' ' if mode != 'int8' else ''}{method}, high precision {hp} "
-                    f"({'/'.join(scope_ops)})")
-            if venv_python is None:
-                rows.append(Row("modelopt", conf, None, None, venv_note or "", fmt=mode))
-                continue
-            name = f"modelopt.{mode}.{method}.{hp}"
-            out = tmp / f"{name}.onnx"
-            err = modelopt_quantize(venv_python, ctx.model.path, out, calib, tmp, mode=mode,
-                                    method=method, high_precision=hp, op_types=scope_ops)
-            if err:
-                rows.append(Row("modelopt", conf, None, None, err, fmt=mode))
-                continue
-            try:
-                rows.append(Row("modelopt", conf, *evaluate_peer(out, name, mode), fmt=mode))
-            except BackendError as exc:  # ONNX Runtime cannot load ModelOpt's graph: na
-                rows.append(Row("modelopt", conf, None, None,
-                                f"ONNX Runtime could not run it: {str(exc)[:160]}", fmt=mode))
-            out.unlink()
+        rows += peer_rows(ctx.model.path, feeds, tmp, evaluate_peer, scope_ops=scope_ops,
+                          ort_methods=ort_methods, configs=configs, venv_python=venv_python,
+                          venv_note=venv_note)
     header = (f"{experiment}: test examples {len(splits.test)}"
               f"{f' (--limit {limit})' if limit else ''}; dev examples {len(splits.dev)}; "
               f"calibration samples {len(splits.calib)}; exact Q/DQ numerics "
@@ -347,12 +316,9 @@ def compare_detector(experiment: str, venv_python: Path | None, venv_note: str |
     layers it keeps out of INT8) against ORT's and ModelOpt's full INT8 on the same
     calibration pages, each evaluated on the same test pages by the run's own evaluation
     (no paired test on test: no look in the ledger)."""
-    import numpy as np
 
-    import peers
     import quantkit
     from quantkit.app import prepared_context
-    from quantkit.errors import BackendError
     from quantkit.run.detection import detection_evidence
     from quantkit.run.evaluation import evaluate_model as evaluate
     from quantkit.run.stages.fp32_reference import fp32_reference as evaluate_reference
@@ -392,43 +358,64 @@ def compare_detector(experiment: str, venv_python: Path | None, venv_note: str |
                                 "not signed off: not run on test"))
 
         feeds = [f for _, f in ctx.feeds.batches(ctx.splits.calib, s.calibrator.batch_size)]
-        for method in ORT_METHODS:
-            out = tmp / f"ort.{method}.onnx"
-            peers.ort_quantize(ctx.model.path, out, feeds, method=method, percentile=99.99,
-                               op_types=scope_ops)
-            bins = " 128 bins" if method == "entropy" else ""
-            rows.append(Row("ort", f"{method}{bins} (quantize_static QDQ S8S8, "
-                                   f"{'/'.join(scope_ops)}, FP32 rest)",
-                            *measured(evaluate(ctx, f"ort.{method}", out, split="test"))))
-            out.unlink()
-        calib = tmp / "calib.npz"
-        np.savez(calib, **{k: np.concatenate([f[k] for f in feeds]) for k in feeds[0]})
-        del feeds
-        for method in ("max", "entropy"):
-            for hp in ("fp16", "fp32"):
-                conf = f"{method}, high precision {hp} ({'/'.join(scope_ops)})"
-                if venv_python is None:
-                    rows.append(Row("modelopt", conf, None, None, venv_note or ""))
-                    continue
-                peer = f"modelopt.int8.{method}.{hp}"
-                out = tmp / f"{peer}.onnx"
-                err = modelopt_quantize(venv_python, ctx.model.path, out, calib, tmp,
-                                        method=method, high_precision=hp, op_types=scope_ops)
-                if err:
-                    rows.append(Row("modelopt", conf, None, None, err))
-                    continue
-                try:
-                    rows.append(Row("modelopt", conf,
-                                    *measured(evaluate(ctx, peer, out, split="test"))))
-                except BackendError as exc:
-                    rows.append(Row("modelopt", conf, None, None,
-                                    f"ONNX Runtime could not run it: {str(exc)[:160]}"))
-                out.unlink()
+        configs = [("int8", m, hp) for m in ("max", "entropy") for hp in ("fp16", "fp32")]
+        rows += peer_rows(ctx.model.path, feeds, tmp,
+                          lambda path, name, fmt: measured(evaluate(ctx, name, path, split="test")),
+                          scope_ops=scope_ops, ort_methods=ORT_METHODS, configs=configs,
+                          venv_python=venv_python, venv_note=venv_note)
     header = (f"{experiment}: test pages {len(ctx.splits.test)}; dev pages {len(ctx.splits.dev)};"
               f" calibration pages {len(ctx.splits.calib)}; columns: mAP@[.5:.95] against the "
               f"labels, mAP vs FP32 (FP32's detections as ground truth); exact Q/DQ numerics "
               f"({ctx.qdq_mode()})")
     return ModelComparison(experiment, header, rows, fp16_layers=fp16_layers)
+
+
+def peer_rows(model_path, feeds: list[dict], tmp: Path, evaluate_peer, *, scope_ops,
+              ort_methods, configs, venv_python: Path | None, venv_note: str | None
+              ) -> list[Row]:
+    """The peers' rows: ORT ``quantize_static`` per method in ``ort_methods``, then ModelOpt
+    per ``(mode, method, high precision)`` in ``configs``, each calibrated on ``feeds`` (the
+    run's calibration batches; consumed) and scored by ``evaluate_peer(path, name, fmt)`` ->
+    (task metric, agreement with FP32) on test. A ModelOpt configuration that fails or that
+    ONNX Runtime cannot load is ``na`` with its error, never a number."""
+    import numpy as np
+
+    import peers
+    from quantkit.errors import BackendError
+
+    rows = []
+    for method in ort_methods:
+        out = tmp / f"ort.{method}.onnx"
+        peers.ort_quantize(model_path, out, feeds, method=method, percentile=99.99,
+                           op_types=scope_ops)
+        bins = " 128 bins" if method == "entropy" else ""
+        rows.append(Row("ort", f"{method}{bins} (quantize_static QDQ S8S8, "
+                               f"{'/'.join(scope_ops)}, FP32 rest)",
+                        *evaluate_peer(out, f"ort.{method}", "int8")))
+        out.unlink()
+    calib = tmp / "calib.npz"
+    np.savez(calib, **{k: np.concatenate([f[k] for f in feeds]) for k in feeds[0]})
+    feeds.clear()
+    for mode, method, hp in configs:
+        conf = (f"{mode + ' ' if mode != 'int8' else ''}{method}, high precision {hp} "
+                f"({'/'.join(scope_ops)})")
+        if venv_python is None:
+            rows.append(Row("modelopt", conf, None, None, venv_note or "", fmt=mode))
+            continue
+        name = f"modelopt.{mode}.{method}.{hp}"
+        out = tmp / f"{name}.onnx"
+        err = modelopt_quantize(venv_python, model_path, out, calib, tmp, mode=mode,
+                                method=method, high_precision=hp, op_types=scope_ops)
+        if err:
+            rows.append(Row("modelopt", conf, None, None, err, fmt=mode))
+            continue
+        try:
+            rows.append(Row("modelopt", conf, *evaluate_peer(out, name, mode), fmt=mode))
+        except BackendError as exc:  # ONNX Runtime cannot load ModelOpt's graph: na
+            rows.append(Row("modelopt", conf, None, None,
+                            f"ONNX Runtime could not run it: {str(exc)[:160]}", fmt=mode))
+        out.unlink()
+    return rows
 
 
 def with_disabled_optimizers(ctx, *names: str):
