@@ -22,8 +22,12 @@ Versions (what each step changes):
 - 3 (current): the ptq section (recipe, steps, proofs, auto's choice) and the persistent
   test ledger (``signoff.ledger``, ``signoff.not_tested``, the decision's ``look``).
   Keys added while 3 was current (the search's ``confirmation`` / ``dev_halves`` /
-  ``format_fill``, ``calibration.fp8``, ``data.info``...) are optional in the types:
-  absent in the records 3 wrote before them.
+  ``format_fill``, ``calibration.fp8``, ``data.info``; the ledger facts of issue 49,
+  ``signoff.ledger.location`` / ``model_looks`` / ``first_in_ledger`` / ``ledger_knows`` /
+  ``joined_by`` / ``new_study`` / ``execution_check``...) are optional in the types: absent
+  in the records 3 wrote before them. ``signoff.ledger.model_key`` of a user's ONNX file was
+  its sha256 before issue 49 and is its fingerprint's key since (the same key, its meaning
+  in ``model_key_basis``): no step needed.
 
 Besides the record, the persistent test ledger stores each look's family, power plan and
 decision (quantkit/ledger_store.py); :func:`upgrade_look_family` / :func:`upgrade_look_decision`

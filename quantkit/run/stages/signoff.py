@@ -12,7 +12,10 @@ search made one, less every member whose planned power is below
 ``verdict.min_power`` (not tested: the split is not spent on it). Each member is then
 evaluated on test exactly once (the in-run TestLedger refuses a second look) and the
 family is decided by fixed sequence (or Holm) at the look's alpha; the decision is written
-to the ledger. A rerun identical in every input reads the earlier decision instead.
+to the ledger. A rerun identical in every input reads the earlier decision instead; a run of
+a decided look's artifacts on its test data on another execution (``backend=trt`` after
+ONNX Runtime) is that look's execution check (:func:`_execution_check`): tested at the look's
+alpha, charged nothing, a member PASSes only where both executions PASS.
 """
 
 from __future__ import annotations
@@ -22,16 +25,20 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import onnx
+
 from quantkit.compare.ties import DEV_TIE_SHARE, best_with_ties
-from quantkit.ledger_store import LedgerStore, example_hashes, ledger_path
+from quantkit.ledger_location import LedgerLocation, ledger_location
+from quantkit.ledger_store import LedgerStore, Reservation, example_hashes
 from quantkit.record.migrate import upgrade_look_decision, upgrade_look_family
 from quantkit.record.serde import decode
 from quantkit.record.signoff import DecisionRecord, FamilyRecord, PowerPlanRecord, SignoffRecord
 from quantkit.run.context import RunContext, is_sweep_job
 from quantkit.run.evaluation import Evaluation, evaluate_model
+from quantkit.run.model_identity import ModelIdentity, model_identity
 from quantkit.run.verdicts import decision_metric, decision_value, split_groups
 from quantkit.verdict import TestLedger, decide_family, declare_powered_family, signoff_record
-from quantkit.verdict.ledger import decision_key, model_key, same_data_rule
+from quantkit.verdict.ledger import both_executions, decision_key, look_basis, same_data_rule
 from quantkit.verdict.outcome import SignoffTest
 from quantkit.verdict.protocol import FamilyDecision, FamilyPlan, SignoffFamily, _json_safe
 from quantkit.verdict.rule_power import rule_power
@@ -153,38 +160,78 @@ def signoff_skip_reason(settings) -> str | None:
             "is not touched; rerun the chosen job without -m to sign it off once on test")
 
 
+#: verdict.* keys that say where looks are kept and how they are charged, not what a look
+#: decides (a rerun that only names the ledger or a new study decides the same)
+_NOT_DECIDING = ("ledger", "ledger_path", "new_study")
+
+
+def _basis(ctx: RunContext) -> dict[str, Any]:
+    """What a look decides about apart from its execution (quantkit.verdict.ledger.look_basis):
+    the model file, the test split, the verdict settings, seed and feeds."""
+    s = ctx.settings
+    return dict(model=ctx.model.sha256, test_split=ctx.splits.test.sha256,
+                verdict={k: v for k, v in dataclasses.asdict(s.verdict).items()
+                         if k not in _NOT_DECIDING},
+                seed=s.seed, max_length=s.data.max_length,
+                tokenizer=getattr(ctx.model, "tokenizer", None), feeds=ctx.feeds_key())
+
+
+def _execution(ctx: RunContext) -> dict[str, Any]:
+    """What executes the artifacts here: backend settings, Q/DQ mode, host facts."""
+    return {"backend": dataclasses.asdict(ctx.settings.backend), "qdq_mode": ctx.qdq_mode(),
+            **ctx.measured_key()}
+
+
 def _decision_key(ctx: RunContext, members: list[str], artifacts: dict,
                   dev_tests: dict) -> str:
-    """Everything the test decision depends on (quantkit.verdict.ledger.decision_key)."""
-    s = ctx.settings
-    return decision_key(
-        model=ctx.model.sha256, test_split=ctx.splits.test.sha256,
-        members={n: artifacts[n].sha256 for n in members},
-        dev={n: dev_tests[n].to_dict() for n in members},
-        verdict={k: v for k, v in dataclasses.asdict(s.verdict).items() if k != "ledger_path"},
-        seed=s.seed, qdq_mode=ctx.qdq_mode(), backend=dataclasses.asdict(s.backend),
-        max_length=s.data.max_length, tokenizer=getattr(ctx.model, "tokenizer", None),
-        feeds=ctx.feeds_key(), environment=ctx.measured_key())
+    """Everything the test decision depends on (quantkit.verdict.ledger.decision_key): the
+    look's basis, its execution, the members' artifacts and their dev evidence."""
+    return decision_key(**_basis(ctx), members={n: artifacts[n].sha256 for n in members},
+                        dev={n: dev_tests[n].to_dict() for n in members},
+                        qdq_mode=ctx.qdq_mode(),
+                        backend=dataclasses.asdict(ctx.settings.backend),
+                        environment=ctx.measured_key())
 
 
-def _ledger_facts(res, *, read: bool, key: str, key_basis: str) -> dict:
+def ledger_knows(res: Reservation, where: LedgerLocation) -> str:
+    """One sentence: what the ledger knew of this model before this run (issue 49: say so
+    when it has never seen it, and name it)."""
+    if res.model_looks == 0:
+        head = ("first look in" if res.kind == "new"
+                else "no look of this model (none recorded by this run either) in")
+        return f"{head} {where.describe()}; looks kept elsewhere are not counted"
+    return (f"{res.model_looks} earlier look(s) of this model in {where.describe()}; looks "
+            "kept elsewhere are not counted")
+
+
+def _ledger_facts(res: Reservation, *, read: bool, identity: ModelIdentity,
+                  where: LedgerLocation, new_study: str | None,
+                  check: dict | None = None) -> dict:
     """``record.signoff.ledger``: where the ledger is, which look this is, its alpha, the
-    earlier looks it was charged against (the same for a run that reads it)."""
+    earlier looks it was charged against (the same for a run that reads it), what the ledger
+    knew of the model, the new study declared, the execution check this run is."""
     la, look = res.alpha, res.look
-    facts = {"path": str(res.path), "model_key": key, "model_key_basis": key_basis,
-             "rule": la.rule, "same_data": same_data_rule(),
+    facts = {"path": str(res.path), "model_key": res.model_key or identity.key,
+             "model_key_basis": identity.basis, "rule": la.rule, "same_data": same_data_rule(),
              "alpha_one_sided": la.alpha, "alpha_declared": la.alpha_declared,
              "budget": la.budget, "spent_before": la.spent_before,
-             "read_from_ledger": read}
+             "read_from_ledger": read, "location": where.chosen_by,
+             "model_looks": res.model_looks, "first_in_ledger": res.model_looks == 0,
+             "ledger_knows": ledger_knows(res, where), "joined_by": la.joined_by,
+             "new_study": new_study if res.kind in ("new", "none") else
+             (look.new_study if look is not None else None)}
     if look is None:
         return {**facts, "look_id": None, "look": None, "earlier_looks": list(res.earlier),
                 "summary": "no look recorded: no declared member has the planned power to be "
                            f"tested (it would have been {la.describe()})"}
+    summary = la.describe() if check is None else (
+        f"execution check of {la.describe()}: its artifacts on its test examples, run here; "
+        "charged nothing")
     return {**facts, "look_id": look.id, "look": look.number, "lineage": look.lineage,
             "started": look.started, "n_examples": look.n_examples,
             "example_set": look.example_set, "supersedes": look.supersedes,
             "earlier_looks": list(look.earlier), "other_data_looks": look.other_data_looks,
-            "summary": la.describe()}
+            "summary": summary, **({"execution_check": check} if check is not None else {})}
 
 
 def _with_look(ev: Evaluation, look_line: str) -> Evaluation:
@@ -238,26 +285,39 @@ def signoff(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str,
         return None if fam is None else {"family": fam.to_dict(), "plan": held["plan"].to_dict(),
                                          "metric": decision_metric(ctx)}
 
-    key, key_basis = model_key(kind=s.model.kind, sha256=ctx.model.sha256,
-                               source=getattr(ctx.model, "source", ""),
-                               name=getattr(s.model, "name", None))
-    store = LedgerStore(ledger_path(s, ctx.cache_dir))
+    identity = ctx.identity or model_identity(s, ctx.model, onnx.load(ctx.model.path),
+                                              cached=ctx.cached,
+                                              environment=ctx.measured_key())
+    where = ledger_location(s, quiet=True)  # the preflight logged a deprecated key
+    store = LedgerStore(where.path)
     supersedes = store.look(v.supersedes).id if v.supersedes else None  # the full id
-    res = store.reserve(model_key=key, model_sha256=ctx.model.sha256,
+    res = store.reserve(model_key=identity.key, model_sha256=ctx.model.sha256,
+                        model_basis=identity.basis, fingerprint=identity.fingerprint,
                         examples=example_hashes(test_split),
                         split_sha256=test_split.sha256,
                         decision_key=_decision_key(ctx, members, artifacts, dev_tests),
                         alpha_declared=policy.alpha, supersedes=supersedes, planner=planner,
-                        run_dir=str(ctx.run_dir),
+                        run_dir=str(ctx.run_dir), new_study=v.new_study,
+                        look_basis=look_basis(**_basis(ctx)),
+                        members={n: artifacts[n].sha256 for n in members},
+                        execution=_execution(ctx),
                         facts={"margin": v.margin, "margin_kind": v.margin_kind,
                                "seed": s.seed, "n_test": len(test_split),
                                "test_split_sha256": test_split.sha256})
+    _log_what_the_ledger_knows(res, where, v.new_study)
+
+    def facts(read: bool, check: dict | None = None) -> dict:
+        return _ledger_facts(res, read=read, identity=identity, where=where,
+                             new_study=v.new_study, check=check)
+
     if res.kind == "none":
         log.warning("sign-off: no family member tested (%s); the test split is not spent",
                     "; ".join(r["reason"] for r in held["plan"].rows))
         return SignOff(family=None, plan=held["plan"], ledger=None, dev=dev_tests, tests={},
-                       decision=None, look=_ledger_facts(res, read=False, key=key,
-                                                          key_basis=key_basis))
+                       decision=None, look=facts(False))
+    if res.kind == "check":
+        return _execution_check(ctx, store, res, artifacts, dev_tests, reference_test,
+                                evaluate_member or evaluate_on_test, facts)
     look, la = res.look, res.alpha
     read = res.kind == "read"
     if read:  # the identical earlier look: its family, plan and decision stand
@@ -265,17 +325,10 @@ def signoff(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str,
         plan = decode(PowerPlanRecord, look.plan, "look.plan").planned()
     else:
         family, plan = held["family"], held["plan"]
-    look_info = {"look": look.number, "id": look.id, "alpha_one_sided": la.alpha,
-                 "alpha_declared": la.alpha_declared, "rule": la.rule}
+    look_info = _look_info(res)
     line = f"{la.describe()} (persistent test ledger: record.signoff.ledger)"
-    ledger = TestLedger(family, split_sha256=test_split.sha256)
-    tests, evals = {}, {}
-    for name in family.candidates:  # in the declared order; each exactly once
-        art = artifacts[name]
-        ledger.record(name, n=len(test_split), evidence_sha256=art.sha256)
-        ev = _with_look((evaluate_member or evaluate_on_test)(ctx, name, art, reference_test,
-                                                               la), line)
-        evals[name], tests[name] = ev, ev.test
+    ledger, tests, evals = _test_members(ctx, family, artifacts, reference_test, la, line,
+                                         evaluate_member or evaluate_on_test)
     decision = decide_family(family, tests, ledger=ledger, look=look_info)
     if not read:
         stored, first = store.complete(look.id, decision=decision.to_dict(), members=[
@@ -285,8 +338,7 @@ def signoff(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str,
         read = not first  # another run with the same inputs decided it first: that stands
         look = stored
     if read and look.decision:  # same decision key: the same inputs; the first decision stands
-        stored_decision = decode(DecisionRecord, upgrade_look_decision(look.decision),
-                                 "look.decision").decided()
+        stored_decision = _stored_decision(look)
         if [r["status"] for r in stored_decision.rows] != [r["status"] for r in decision.rows]:
             log.warning("sign-off: the recomputed decision differs from the one the ledger "
                         "holds for look %s; the recorded (first) decision stands", look.id[:12])
@@ -296,7 +348,90 @@ def signoff(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str,
     log.info("sign-off on test (%s, %s): %s", family.method, la.describe(),
              ", ".join(f"{n} {decision.status(n)}" for n in family.candidates))
     return SignOff(family=family, plan=plan, ledger=ledger, dev=dev_tests, tests=tests,
-                   decision=decision, evaluations=evals, look=_ledger_facts(res, read=read, key=key,
-                                                          key_basis=key_basis))
+                   decision=decision, evaluations=evals, look=facts(read))
 
 
+def _log_what_the_ledger_knows(res: Reservation, where: LedgerLocation,
+                               new_study: str | None) -> None:
+    """The ledger's word on this model, and a new study that could not be one."""
+    log.info("test ledger: %s", ledger_knows(res, where))
+    if new_study and res.kind == "new" and res.alpha.joined_by == "overlap":
+        log.warning("test ledger: verdict.new_study=%r, but these test examples overlap earlier "
+                    "looks of this model: the look is charged with them (a new study needs "
+                    "test data no earlier look has seen)", new_study)
+
+
+def _look_info(res: Reservation) -> dict[str, Any]:
+    la = res.alpha
+    return {"look": res.look.number, "id": res.look.id, "alpha_one_sided": la.alpha,
+            "alpha_declared": la.alpha_declared, "rule": la.rule}
+
+
+def _stored_decision(look) -> FamilyDecision:
+    return decode(DecisionRecord, upgrade_look_decision(look.decision),
+                  "look.decision").decided()
+
+
+def _test_members(ctx: RunContext, family: SignoffFamily, artifacts: dict,
+                  reference_test: Evaluation, la, line: str,
+                  evaluate_member: Callable[..., Evaluation]
+                  ) -> tuple[TestLedger, dict[str, SignoffTest], dict[str, Evaluation]]:
+    """Each declared member evaluated once on test at the look's alpha, in declared order."""
+    test_split = ctx.splits.test
+    ledger = TestLedger(family, split_sha256=test_split.sha256)
+    tests, evals = {}, {}
+    for name in family.candidates:
+        art = artifacts[name]
+        ledger.record(name, n=len(test_split), evidence_sha256=art.sha256)
+        ev = _with_look(evaluate_member(ctx, name, art, reference_test, la), line)
+        evals[name], tests[name] = ev, ev.test
+    return ledger, tests, evals
+
+
+def _execution_check(ctx: RunContext, store: LedgerStore, res: Reservation, artifacts: dict,
+                     dev_tests: dict, reference_test: Evaluation,
+                     evaluate_member: Callable[..., Evaluation],
+                     facts: Callable[..., dict]) -> SignOff:
+    """This run is the execution check of the decided look ``res.look``: its family tested
+    here at its alpha, decided, and combined with its decision (a member PASSes only where
+    both executions PASS: quantkit.verdict.ledger.both_executions); recorded, not charged."""
+    look, la = res.look, res.alpha
+    family = decode(FamilyRecord, upgrade_look_family(look.family), "look.family").declared()
+    plan = decode(PowerPlanRecord, look.plan, "look.plan").planned()
+    first = _stored_decision(look)
+    line = (f"execution check of {la.describe()}: tested at that look's alpha, charged "
+            "nothing (record.signoff.ledger)")
+    ledger, tests, evals = _test_members(ctx, family, artifacts, reference_test, la, line,
+                                         evaluate_member)
+    mine = decide_family(family, tests, ledger=ledger, look=_look_info(res))
+    before = {r["candidate"]: r["status"] for r in first.rows}
+    here = {r["candidate"]: r["status"] for r in mine.rows}
+    both = both_executions(before, here)
+    where = _execution_words(look.execution)
+    rows = [{**r, "status": both[r["candidate"]],
+             "reason": f"{r['reason']}; with look {look.number}'s decision on {where} "
+                       f"({before[r['candidate']]}): {both[r['candidate']]} (both executions "
+                       "must PASS)"} for r in mine.rows]
+    decision = dataclasses.replace(mine, rows=rows)
+    check = store.add_check(look.id, execution=_execution(ctx), decision=mine.to_dict(),
+                            statuses=here, run_dir=str(ctx.run_dir))
+    log.info("sign-off: execution check of look %d (%s): here %s; with its decision on %s: %s; "
+             "nothing charged", look.number, look.id[:12],
+             ", ".join(f"{n} {s}" for n, s in here.items()), where,
+             ", ".join(f"{n} {s}" for n, s in both.items()))
+    info = {"of_look": look.id, "first_execution": where, "first_statuses": before,
+            "statuses": here, "combined": both, "check_id": check.id,
+            "earlier_checks": len(res.checks),
+            "rule": "a member PASSes only where every execution of the look PASSes; an "
+                    "execution check is tested at the look's alpha and charged nothing"}
+    return SignOff(family=family, plan=plan, ledger=ledger, dev=dev_tests, tests=tests,
+                   decision=decision, evaluations=evals, look=facts(False, info))
+
+
+def _execution_words(execution: dict) -> str:
+    """An execution in words: backend and Q/DQ mode (and the CPU where recorded)."""
+    backend = (execution.get("backend") or {}).get("name", "?")
+    words = f"backend={backend}, Q/DQ {execution.get('qdq_mode', '?')}"
+    env = execution.get("environment") or {}
+    cpu = env.get("cpu") if isinstance(env, dict) else None
+    return f"{words} on {cpu}" if cpu else words
