@@ -179,6 +179,9 @@ NOT_RENDERED: dict[str, str] = {
     "EarlierLook.run_dir": "an earlier look's details: `quantkit ledger` lists them",
     "EarlierLook.state": _SAME + "its statuses (the state when it has none)",
     "EarlierLook.supersedes": "an earlier look's details: `quantkit ledger` lists them",
+    "LookFacts.model_looks": _SAME + "the ledger line of what it knew ('N earlier look(s)')",
+    "LookFacts.joined_by": _SAME + "the test ledger line's summary (why the look is charged "
+                                  "where it is)",
     "FamilyNotTested.candidates": "always empty (no member was tested): the section says so",
     "SignoffSkipped.skipped": _SAME + "the recommendation's reason (the run wrote both)",
     "TestLedgerRecord.missing": _SAME + "'each candidate evaluated once' (nothing missing)",
