@@ -57,7 +57,7 @@ def format_looks(looks) -> list[str]:
             lineages.setdefault(look.lineage, len(lineages) + 1)
         files = sorted({lk.model_sha256[:12] for lk in items if lk.model_sha256 != model})
         lines.append(f"model {model[:12]}: {len(items)} look(s) on {len(lineages)} test data "
-                     f"lineage(s)" + (f" (prepared FP32 files {', '.join(files)})"
+                     f"lineage(s)" + (f" (FP32 model files {', '.join(files)})"
                                       if files else ""))
         lines.append(f"  {'look id':<12}  {'data':<4} {'look':>4}  {'started (UTC)':<25} "
                      f"{'n':>6}  {'alpha (declared)':<18} family: status")
