@@ -3,7 +3,8 @@
 What a look is, which earlier looks it is charged against and the alpha it gets are
 :mod:`quantkit.verdict.ledger` (pure); this module only keeps them. Where the file is:
 :mod:`quantkit.ledger_location` (the user data dir by default, apart from every cache). The
-tables and the upgrade of a first-layout file: :mod:`quantkit.ledger_schema`.
+tables and the upgrade of a first-layout file: :mod:`quantkit.ledger_schema`; its rows as
+values (a look, an execution check, a reservation): :mod:`quantkit.ledger_rows`.
 
 Concurrency: WAL journal, a busy timeout of :data:`BUSY_TIMEOUT_S`, ``synchronous=FULL``.
 A look is **reserved** in one ``BEGIN IMMEDIATE`` transaction before any test output is
@@ -37,16 +38,15 @@ import socket
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from quantkit.errors import LedgerError
+from quantkit.ledger_rows import ExecutionCheck, Look, Reservation, checks_of, look_of
 from quantkit.ledger_schema import IDENTITY, SCHEMA, SCHEMA_V1, create, upgrade_v1
 from quantkit.models.fingerprint import ModelFingerprint
-from quantkit.verdict.ledger import (LookAlpha, SpentLook, charged_lineage, join_lineages,
-                                     look_alpha)
+from quantkit.verdict.ledger import LookAlpha, SpentLook, charged_lineage, join_lineages, look_alpha
 
 __all__ = ["BUSY_TIMEOUT_S", "ExecutionCheck", "LedgerStore", "Look", "Reservation", "SCHEMA",
            "example_hashes"]
@@ -72,107 +72,8 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def _loads(text: str | None, default: Any) -> Any:
-    return default if text is None else json.loads(text)
-
-
 def _dumps(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, default=str)
-
-
-@dataclass(frozen=True)
-class Look:
-    """One look as the ledger holds it (``earlier``: the lineage's looks when it was
-    reserved, each with its alpha, family, statuses and examples shared with this one)."""
-
-    id: str
-    model_key: str  # quantkit.verdict.ledger.model_key: the model the look is about
-    model_sha256: str  # the prepared FP32 file's sha256 (record.model.sha256)
-    number: int
-    lineage: str
-    example_set: str
-    n_examples: int
-    split_sha256: str
-    decision_key: str
-    state: str
-    alpha: LookAlpha
-    family_sha256: str
-    method: str
-    metric: str
-    candidates: tuple[str, ...]
-    supersedes: str | None
-    started: str
-    decided: str | None
-    run_dir: str
-    host: str
-    pid: int
-    family: dict[str, Any]
-    plan: dict[str, Any]
-    facts: dict[str, Any]
-    earlier: tuple[dict[str, Any], ...]
-    other_data_looks: int
-    decision: dict[str, Any] | None
-    members: tuple[dict[str, Any], ...] = field(default_factory=tuple)
-    identity: str = SCHEMA_V1  # how the look names model and examples (ledger_schema)
-    new_study: str | None = None  # verdict.new_study of the run that made it
-    execution: dict[str, Any] = field(default_factory=dict)  # backend, Q/DQ mode, host facts
-
-    def statuses(self) -> dict[str, str]:
-        return {m["candidate"]: m["status"] for m in self.members}
-
-    def artifacts(self) -> dict[str, str]:
-        """Tested member -> the sha256 of its artifact."""
-        return {m["candidate"]: m["artifact_sha256"] for m in self.members}
-
-    def summary(self) -> dict[str, Any]:
-        """The short form other looks' records list this look by."""
-        return {"id": self.id, "look": self.number, "started": self.started,
-                "state": self.state, "alpha_one_sided": self.alpha.alpha,
-                "alpha_declared": self.alpha.alpha_declared, "n_examples": self.n_examples,
-                "candidates": list(self.candidates), "method": self.method,
-                "metric": self.metric, "statuses": self.statuses(),
-                "supersedes": self.supersedes, "run_dir": self.run_dir}
-
-
-@dataclass(frozen=True)
-class ExecutionCheck:
-    """Another execution of a decided look's artifacts on its test data (a row of
-    ``look_checks``): charged nothing (quantkit/verdict/ledger.py, "Look")."""
-
-    id: str
-    look_id: str
-    started: str
-    run_dir: str
-    host: str
-    execution: dict[str, Any]
-    decision: dict[str, Any]
-    statuses: dict[str, str]
-
-
-@dataclass(frozen=True)
-class Reservation:
-    """What :meth:`LedgerStore.reserve` found or made.
-
-    ``kind``: ``new`` (a new look, charged), ``adopted`` (an identical look reserved by
-    another run and not yet decided: this run completes it), ``read`` (an identical look
-    already decided: its decision stands, nothing is charged), ``check`` (a decided look of
-    the same basis and artifacts, another execution: ``look`` is that look; this run is its
-    execution check, charged nothing), ``none`` (the planner tested no member: no look;
-    ``look`` is None and ``alpha`` is what it would have had). ``model_key``: the key the
-    model's looks are filed under (a fingerprint matched to a known model gets that model's
-    key); ``model_looks``: the looks of this model the ledger held before this run (0: the
-    ledger has never seen it).
-    """
-
-    kind: str
-    path: Path
-    alpha: LookAlpha
-    look: Look | None = None
-    planned: Any = None  # what the planner returned (new / adopted)
-    earlier: tuple[dict[str, Any], ...] = ()  # kind none: the lineage's looks it would join
-    model_key: str = ""
-    model_looks: int = 0
-    checks: tuple[ExecutionCheck, ...] = ()  # kind check: the look's earlier checks
 
 
 class _NoLook(Exception):
@@ -189,10 +90,6 @@ def _busy(exc: sqlite3.OperationalError) -> bool:
     if code is not None:
         return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
     return "locked" in str(exc) or "busy" in str(exc)
-
-
-_MEMBER_COLUMNS = ("candidate", "position", "artifact_sha256", "metric", "status",
-                   "raw_status", "point", "low", "high", "p_noninferiority")
 
 
 class LedgerStore:
@@ -334,33 +231,7 @@ class LedgerStore:
 
     # -- reading ------------------------------------------------------------------------
     def _look(self, con: sqlite3.Connection, row: sqlite3.Row | tuple) -> Look:
-        cols = [d[0] for d in con.execute("SELECT * FROM looks LIMIT 0").description]
-        r = dict(zip(cols, row))
-        members = tuple(
-            dict(zip(_MEMBER_COLUMNS, m))
-            for m in con.execute(f"SELECT {', '.join(_MEMBER_COLUMNS)} FROM look_members "
-                                 "WHERE look_id = ? ORDER BY position", (r["id"],)))
-        alpha = LookAlpha(number=r["number"], alpha=r["alpha"], alpha_declared=r["alpha_declared"],
-                          budget=r["budget"], spent_before=r["spent_before"], share=r["share"],
-                          rule=r["rule"])
-        facts = json.loads(r["facts_json"])
-        if facts.get("joined_by"):
-            alpha = dataclasses.replace(alpha, joined_by=str(facts["joined_by"]))
-        return Look(id=r["id"], model_key=r["model_key"], model_sha256=r["model_sha256"],
-                    number=r["number"],
-                    lineage=r["lineage"], example_set=r["example_set"],
-                    n_examples=r["n_examples"], split_sha256=r["split_sha256"],
-                    decision_key=r["decision_key"], state=r["state"], alpha=alpha,
-                    family_sha256=r["family_sha256"], method=r["method"], metric=r["metric"],
-                    candidates=tuple(json.loads(r["candidates"])), supersedes=r["supersedes"],
-                    started=r["started"], decided=r["decided"], run_dir=r["run_dir"],
-                    host=r["host"], pid=r["pid"], family=json.loads(r["family_json"]),
-                    plan=json.loads(r["plan_json"]), facts=facts,
-                    earlier=tuple(json.loads(r["earlier_json"])),
-                    other_data_looks=r["other_data_looks"],
-                    decision=_loads(r["decision_json"], None), members=members,
-                    identity=r["identity"], new_study=r["new_study"],
-                    execution=_loads(r["execution_json"], {}))
+        return look_of(con, row)
 
     def looks(self, model_prefix: str | None = None) -> list[Look]:
         """Every look (of the models whose key or file sha256 starts with ``model_prefix``),
@@ -386,13 +257,7 @@ class LedgerStore:
 
     @staticmethod
     def _checks(con: sqlite3.Connection, look_id: str) -> list[ExecutionCheck]:
-        return [ExecutionCheck(id=r[0], look_id=r[1], started=r[2], run_dir=r[3], host=r[4],
-                               execution=json.loads(r[5]), decision=json.loads(r[6]),
-                               statuses=json.loads(r[7]))
-                for r in con.execute("SELECT id, look_id, started, run_dir, host, "
-                                     "execution_json, decision_json, statuses_json FROM "
-                                     "look_checks WHERE look_id = ? ORDER BY rowid",
-                                     (look_id,))]
+        return checks_of(con, look_id)
 
     def _resolve(self, con: sqlite3.Connection, id_prefix: str) -> Look:
         p = str(id_prefix).lower()

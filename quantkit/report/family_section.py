@@ -40,7 +40,11 @@ def _look(facts: LookFacts | None) -> dict[str, object] | None:
             "knows": text(facts.ledger_knows) if facts.ledger_knows else "",
             "first": bool(facts.first_in_ledger),
             "location": text(facts.location) if facts.location else "",
-            "new_study": text(facts.new_study) if facts.new_study else "",
+            "new_study": (text(facts.new_study) + ("" if facts.joined_by in ("new_study", None)
+                                                   else " (not applied: these test examples "
+                                                        "overlap earlier looks, so the look "
+                                                        "is charged with them)"))
+            if facts.new_study else "",
             "check": _check(facts)}
 
 

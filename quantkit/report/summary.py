@@ -19,8 +19,11 @@ def _ledger_lines(facts: LookFacts | None) -> list[str]:
     if facts is None:
         return []
     knows = [f"test ledger: {facts.ledger_knows}"] if facts.ledger_knows else []
-    study = [f"test ledger: new study declared (verdict.new_study): {facts.new_study}"] \
-        if facts.new_study else []
+    study = [] if not facts.new_study else [
+        f"test ledger: new study declared (verdict.new_study): {facts.new_study}"
+        if facts.joined_by in ("new_study", None) else
+        f"test ledger: verdict.new_study ({facts.new_study}) is not a new study here: these "
+        f"test examples overlap earlier looks of the model, so the look is charged with them"]
     if facts.look is None:
         return [f"test ledger: {facts.summary} ({facts.path})", *knows, *study]
     this = facts.this_look
