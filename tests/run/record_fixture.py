@@ -79,6 +79,13 @@ sorted order). Nothing else differed. Then, for the search's assurance (quantkit
 assurance.py), the same script copied each search evaluation's new ``extra.assurance`` and
 its ``power_plan`` text (one clause added) from a fresh run; no status changed (the tiny
 world's 24 test examples never gave the planned power).
+Issue 49 (the ledger keyed by what the test is about) copied, with a script, exactly these
+keys from fresh runs: ``config.verdict.ledger`` / ``new_study`` and ``config.model.id``
+(null), and ``signoff.ledger`` whole: the ledger is the world's own ``<ROOT>/ledger.sqlite``
+(tinyworld.cli_args; it was the cache's), ``model_key`` is the tiny model's fingerprint
+(was the file's sha256) with its basis, ``same_data`` names source content, and the new keys
+``location`` / ``model_looks`` / ``first_in_ledger`` / ``ledger_knows`` / ``joined_by``;
+look ids and times are new. The comparator named nothing else.
 """
 
 from __future__ import annotations
