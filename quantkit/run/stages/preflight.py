@@ -8,6 +8,7 @@ import onnx
 from quantkit.backends.ort import check_providers
 from quantkit.backends.trt.infer import preflight as trt_preflight
 from quantkit.data.text_inputs import check_text_inputs
+from quantkit.errors import LedgerError
 from quantkit.fsutil import ensure_dir
 from quantkit.ledger_location import adopt_legacy, ledger_location
 from quantkit.ledger_store import LedgerStore
@@ -44,7 +45,17 @@ def check_ledger(ctx: RunContext) -> None:
         return
     where = ledger_location(ctx.settings)
     adopt_legacy(where, ctx.cache_dir)
-    LedgerStore(where.path).check()
+    try:
+        LedgerStore(where.path).check()
+    except LedgerError as exc:
+        at = {"default": "the default test ledger (verdict.ledger unset)",
+              "verdict.ledger_path (deprecated)": "verdict.ledger_path"}.get(where.chosen_by,
+                                                                            where.chosen_by)
+        raise LedgerError(exc.what, where=at, value=str(where.path),
+                          fix=f"move {where.path} aside (its looks, if it held any, are then "
+                              "unknown to later runs: say so to the reviewer), or set "
+                              "verdict.ledger=<another file> (a new ledger, or the intact one)"
+                          ) from exc
 
 
 def check_model_fits(settings, proto) -> None:
