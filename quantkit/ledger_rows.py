@@ -60,6 +60,7 @@ class Look:
     identity: str = SCHEMA_V1  # how the look names model and examples (ledger_schema)
     new_study: str | None = None  # verdict.new_study of the run that made it
     execution: dict[str, Any] = field(default_factory=dict)  # backend, Q/DQ mode, host facts
+    n_checks: int = 0  # execution checks of this look (another backend), charged nothing
 
     def statuses(self) -> dict[str, str]:
         return {m["candidate"]: m["status"] for m in self.members}
@@ -148,7 +149,9 @@ def look_of(con: sqlite3.Connection, row: sqlite3.Row | tuple) -> Look:
                 other_data_looks=r["other_data_looks"],
                 decision=_loads(r["decision_json"], None), members=members,
                 identity=r["identity"], new_study=r["new_study"],
-                execution=_loads(r["execution_json"], {}))
+                execution=_loads(r["execution_json"], {}),
+                n_checks=con.execute("SELECT COUNT(*) FROM look_checks WHERE look_id = ?",
+                                     (r["id"],)).fetchone()[0])
 
 
 def checks_of(con: sqlite3.Connection, look_id: str) -> list[ExecutionCheck]:

@@ -7,7 +7,8 @@ given a prefix of the FP32 model's sha256 (``record.model.sha256``) or of its le
 across re-exports), or a run dir / its record.json (whose ``signoff.ledger`` is read), or
 nothing (every model). One line per look: id, look number in its data lineage, when,
 examples, the one-sided alpha it was tested at (of the declared), the family in test order
-with each member's status, whether it superseded an earlier look or opened a new study.
+with each member's status, whether it superseded an earlier look or opened a new study,
+and how many execution checks (another backend, charged nothing) it has.
 Errors (no ledger, a corrupt file, an unknown model) are one line on stderr and exit code 2.
 """
 
@@ -68,6 +69,7 @@ def format_looks(looks) -> list[str]:
                 fam += "  [reserved, never decided: the run stopped; still charged]"
             sup = f"  supersedes {look.supersedes[:12]}" if look.supersedes else ""
             sup += f"  new study: {look.new_study}" if look.new_study else ""
+            sup += f"  + {look.n_checks} execution check(s)" if look.n_checks else ""
             alpha = f"{look.alpha.alpha:.4g} ({look.alpha.alpha_declared:g})"
             lines.append(f"  {look.id[:12]:<12}  #{lineages[look.lineage]:<3} "
                          f"{look.number:>4}  {look.started:<25} {look.n_examples:>6}  "
@@ -104,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         if a.json:
             print(json.dumps([{**lk.summary(), "model_key": lk.model_key,
                                "model_sha256": lk.model_sha256,
-                               "lineage": lk.lineage, "decision": lk.decision}
+                               "lineage": lk.lineage, "decision": lk.decision,
+                               "new_study": lk.new_study, "execution_checks": lk.n_checks}
                               for lk in looks], indent=1, default=str))
         else:
             print(f"test ledger {path}")

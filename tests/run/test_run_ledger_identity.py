@@ -133,6 +133,7 @@ def test_fresh_data_is_charged_to_the_model_unless_a_new_study_is_declared(tmp_p
     assert "New study declared (verdict.new_study): reviews of 2026-12" in html
     listed = _ledger_json(led2["path"])
     assert [x["look"] for x in listed] == [1, 2, 1]
+    assert [x["new_study"] for x in listed] == [None, None, "reviews of 2026-12"]
 
 
 def test_another_execution_of_a_decided_look_is_its_check_and_charges_nothing(tmp_path):
@@ -151,7 +152,11 @@ def test_another_execution_of_a_decided_look_is_its_check_and_charges_nothing(tm
         check["first_execution"]
     assert set(check["statuses"]) == set(first["signoff"]["family"]["candidates"])
     assert "execution check" in out and "charged nothing" in out
-    assert len(_ledger_json(led["path"])) == 1  # no look added
+    (listed,) = _ledger_json(led["path"])  # no look added; the check is listed with it
+    assert listed["execution_checks"] == 1 and listed["id"] == led["look_id"]
+    text = subprocess.run([sys.executable, "-m", "quantkit", "ledger", "--db", led["path"]],
+                          capture_output=True, text=True).stdout
+    assert "+ 1 execution check(s)" in text
 
 
 def test_a_ledger_of_random_bytes_stops_the_run_before_any_work(world, tmp_path):
