@@ -28,17 +28,18 @@ from typing import Any, Callable
 import onnx
 
 from quantkit.compare.ties import DEV_TIE_SHARE, best_with_ties
-from quantkit.ledger_location import LedgerLocation, ledger_location
-from quantkit.ledger_store import LedgerStore, Reservation, example_hashes
-from quantkit.record.migrate import upgrade_look_decision, upgrade_look_family
+from quantkit.ledger_location import ledger_location
+from quantkit.ledger_store import LedgerStore, example_hashes
+from quantkit.record.migrate import upgrade_look_family
 from quantkit.record.serde import decode
-from quantkit.record.signoff import DecisionRecord, FamilyRecord, PowerPlanRecord, SignoffRecord
+from quantkit.record.signoff import FamilyRecord, PowerPlanRecord, SignoffRecord
+from quantkit.run import looks
 from quantkit.run.context import RunContext, is_sweep_job
 from quantkit.run.evaluation import Evaluation, evaluate_model
-from quantkit.run.model_identity import ModelIdentity, model_identity
+from quantkit.run.model_identity import model_identity
 from quantkit.run.verdicts import decision_metric, decision_value, split_groups
 from quantkit.verdict import TestLedger, decide_family, declare_powered_family, signoff_record
-from quantkit.verdict.ledger import both_executions, decision_key, look_basis, same_data_rule
+from quantkit.verdict.ledger import decision_key, look_basis
 from quantkit.verdict.outcome import SignoffTest
 from quantkit.verdict.protocol import FamilyDecision, FamilyPlan, SignoffFamily, _json_safe
 from quantkit.verdict.rule_power import rule_power
@@ -176,12 +177,6 @@ def _basis(ctx: RunContext) -> dict[str, Any]:
                 tokenizer=getattr(ctx.model, "tokenizer", None), feeds=ctx.feeds_key())
 
 
-def _execution(ctx: RunContext) -> dict[str, Any]:
-    """What executes the artifacts here: backend settings, Q/DQ mode, host facts."""
-    return {"backend": dataclasses.asdict(ctx.settings.backend), "qdq_mode": ctx.qdq_mode(),
-            **ctx.measured_key()}
-
-
 def _decision_key(ctx: RunContext, members: list[str], artifacts: dict,
                   dev_tests: dict) -> str:
     """Everything the test decision depends on (quantkit.verdict.ledger.decision_key): the
@@ -191,53 +186,6 @@ def _decision_key(ctx: RunContext, members: list[str], artifacts: dict,
                         qdq_mode=ctx.qdq_mode(),
                         backend=dataclasses.asdict(ctx.settings.backend),
                         environment=ctx.measured_key())
-
-
-def ledger_knows(res: Reservation, where: LedgerLocation) -> str:
-    """One sentence: what the ledger knew of this model before this run (issue 49: say so
-    when it has never seen it, and name it)."""
-    if res.model_looks == 0:
-        head = ("first look in" if res.kind == "new"
-                else "no look of this model (none recorded by this run either) in")
-        return f"{head} {where.describe()}; looks kept elsewhere are not counted"
-    return (f"{res.model_looks} earlier look(s) of this model in {where.describe()}; looks "
-            "kept elsewhere are not counted")
-
-
-def _ledger_facts(res: Reservation, *, read: bool, identity: ModelIdentity,
-                  where: LedgerLocation, new_study: str | None,
-                  check: dict | None = None) -> dict:
-    """``record.signoff.ledger``: where the ledger is, which look this is, its alpha, the
-    earlier looks it was charged against (the same for a run that reads it), what the ledger
-    knew of the model, the new study declared, the execution check this run is."""
-    la, look = res.alpha, res.look
-    facts = {"path": str(res.path), "model_key": res.model_key or identity.key,
-             "model_key_basis": identity.basis, "rule": la.rule, "same_data": same_data_rule(),
-             "alpha_one_sided": la.alpha, "alpha_declared": la.alpha_declared,
-             "budget": la.budget, "spent_before": la.spent_before,
-             "read_from_ledger": read, "location": where.chosen_by,
-             "model_looks": res.model_looks, "first_in_ledger": res.model_looks == 0,
-             "ledger_knows": ledger_knows(res, where), "joined_by": la.joined_by,
-             "new_study": new_study if res.kind in ("new", "none") else
-             (look.new_study if look is not None else None)}
-    if look is None:
-        return {**facts, "look_id": None, "look": None, "earlier_looks": list(res.earlier),
-                "summary": "no look recorded: no declared member has the planned power to be "
-                           f"tested (it would have been {la.describe()})"}
-    summary = la.describe() if check is None else (
-        f"execution check of {la.describe()}: its artifacts on its test examples, run here; "
-        "charged nothing")
-    return {**facts, "look_id": look.id, "look": look.number, "lineage": look.lineage,
-            "started": look.started, "n_examples": look.n_examples,
-            "example_set": look.example_set, "supersedes": look.supersedes,
-            "earlier_looks": list(look.earlier), "other_data_looks": look.other_data_looks,
-            "summary": summary, **({"execution_check": check} if check is not None else {})}
-
-
-def _with_look(ev: Evaluation, look_line: str) -> Evaluation:
-    """The member's test evaluation with the look it belongs to in its verdict's reasons."""
-    t = dataclasses.replace(ev.test, reasons=[*ev.test.reasons, look_line])
-    return dataclasses.replace(ev, test=t)
 
 
 def evaluate_on_test(ctx: RunContext, name: str, artifact, reference_test: Evaluation,
@@ -300,14 +248,14 @@ def signoff(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str,
                         run_dir=str(ctx.run_dir), new_study=v.new_study,
                         look_basis=look_basis(**_basis(ctx)),
                         members={n: artifacts[n].sha256 for n in members},
-                        execution=_execution(ctx),
+                        execution=looks.execution(ctx),
                         facts={"margin": v.margin, "margin_kind": v.margin_kind,
                                "seed": s.seed, "n_test": len(test_split),
                                "test_split_sha256": test_split.sha256})
-    _log_what_the_ledger_knows(res, where, v.new_study)
+    looks.log_what_the_ledger_knows(res, where, v.new_study)
 
     def facts(read: bool, check: dict | None = None) -> dict:
-        return _ledger_facts(res, read=read, identity=identity, where=where,
+        return looks.ledger_facts(res, read=read, identity=identity, where=where,
                              new_study=v.new_study, check=check)
 
     if res.kind == "none":
@@ -315,9 +263,12 @@ def signoff(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str,
                     "; ".join(r["reason"] for r in held["plan"].rows))
         return SignOff(family=None, plan=held["plan"], ledger=None, dev=dev_tests, tests={},
                        decision=None, look=facts(False))
-    if res.kind == "check":
-        return _execution_check(ctx, store, res, artifacts, dev_tests, reference_test,
-                                evaluate_member or evaluate_on_test, facts)
+    if res.kind == "check":  # another execution of a decided look's artifacts
+        c = looks.execution_check(ctx, store, res, artifacts, reference_test,
+                                  evaluate_member or evaluate_on_test)
+        return SignOff(family=c.family, plan=c.plan, ledger=c.ledger, dev=dev_tests,
+                       tests=c.tests, decision=c.decision, evaluations=c.evaluations,
+                       look=facts(False, c.info))
     look, la = res.look, res.alpha
     read = res.kind == "read"
     if read:  # the identical earlier look: its family, plan and decision stand
@@ -325,9 +276,9 @@ def signoff(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str,
         plan = decode(PowerPlanRecord, look.plan, "look.plan").planned()
     else:
         family, plan = held["family"], held["plan"]
-    look_info = _look_info(res)
+    look_info = looks.look_info(res)
     line = f"{la.describe()} (persistent test ledger: record.signoff.ledger)"
-    ledger, tests, evals = _test_members(ctx, family, artifacts, reference_test, la, line,
+    ledger, tests, evals = looks.test_members(ctx, family, artifacts, reference_test, la, line,
                                          evaluate_member or evaluate_on_test)
     decision = decide_family(family, tests, ledger=ledger, look=look_info)
     if not read:
@@ -338,7 +289,7 @@ def signoff(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str,
         read = not first  # another run with the same inputs decided it first: that stands
         look = stored
     if read and look.decision:  # same decision key: the same inputs; the first decision stands
-        stored_decision = _stored_decision(look)
+        stored_decision = looks.stored_decision(look)
         if [r["status"] for r in stored_decision.rows] != [r["status"] for r in decision.rows]:
             log.warning("sign-off: the recomputed decision differs from the one the ledger "
                         "holds for look %s; the recorded (first) decision stands", look.id[:12])
@@ -351,87 +302,3 @@ def signoff(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str,
                    decision=decision, evaluations=evals, look=facts(read))
 
 
-def _log_what_the_ledger_knows(res: Reservation, where: LedgerLocation,
-                               new_study: str | None) -> None:
-    """The ledger's word on this model, and a new study that could not be one."""
-    log.info("test ledger: %s", ledger_knows(res, where))
-    if new_study and res.kind == "new" and res.alpha.joined_by == "overlap":
-        log.warning("test ledger: verdict.new_study=%r, but these test examples overlap earlier "
-                    "looks of this model: the look is charged with them (a new study needs "
-                    "test data no earlier look has seen)", new_study)
-
-
-def _look_info(res: Reservation) -> dict[str, Any]:
-    la = res.alpha
-    return {"look": res.look.number, "id": res.look.id, "alpha_one_sided": la.alpha,
-            "alpha_declared": la.alpha_declared, "rule": la.rule}
-
-
-def _stored_decision(look) -> FamilyDecision:
-    return decode(DecisionRecord, upgrade_look_decision(look.decision),
-                  "look.decision").decided()
-
-
-def _test_members(ctx: RunContext, family: SignoffFamily, artifacts: dict,
-                  reference_test: Evaluation, la, line: str,
-                  evaluate_member: Callable[..., Evaluation]
-                  ) -> tuple[TestLedger, dict[str, SignoffTest], dict[str, Evaluation]]:
-    """Each declared member evaluated once on test at the look's alpha, in declared order."""
-    test_split = ctx.splits.test
-    ledger = TestLedger(family, split_sha256=test_split.sha256)
-    tests, evals = {}, {}
-    for name in family.candidates:
-        art = artifacts[name]
-        ledger.record(name, n=len(test_split), evidence_sha256=art.sha256)
-        ev = _with_look(evaluate_member(ctx, name, art, reference_test, la), line)
-        evals[name], tests[name] = ev, ev.test
-    return ledger, tests, evals
-
-
-def _execution_check(ctx: RunContext, store: LedgerStore, res: Reservation, artifacts: dict,
-                     dev_tests: dict, reference_test: Evaluation,
-                     evaluate_member: Callable[..., Evaluation],
-                     facts: Callable[..., dict]) -> SignOff:
-    """This run is the execution check of the decided look ``res.look``: its family tested
-    here at its alpha, decided, and combined with its decision (a member PASSes only where
-    both executions PASS: quantkit.verdict.ledger.both_executions); recorded, not charged."""
-    look, la = res.look, res.alpha
-    family = decode(FamilyRecord, upgrade_look_family(look.family), "look.family").declared()
-    plan = decode(PowerPlanRecord, look.plan, "look.plan").planned()
-    first = _stored_decision(look)
-    line = (f"execution check of {la.describe()}: tested at that look's alpha, charged "
-            "nothing (record.signoff.ledger)")
-    ledger, tests, evals = _test_members(ctx, family, artifacts, reference_test, la, line,
-                                         evaluate_member)
-    mine = decide_family(family, tests, ledger=ledger, look=_look_info(res))
-    before = {r["candidate"]: r["status"] for r in first.rows}
-    here = {r["candidate"]: r["status"] for r in mine.rows}
-    both = both_executions(before, here)
-    where = _execution_words(look.execution)
-    rows = [{**r, "status": both[r["candidate"]],
-             "reason": f"{r['reason']}; with look {look.number}'s decision on {where} "
-                       f"({before[r['candidate']]}): {both[r['candidate']]} (both executions "
-                       "must PASS)"} for r in mine.rows]
-    decision = dataclasses.replace(mine, rows=rows)
-    check = store.add_check(look.id, execution=_execution(ctx), decision=mine.to_dict(),
-                            statuses=here, run_dir=str(ctx.run_dir))
-    log.info("sign-off: execution check of look %d (%s): here %s; with its decision on %s: %s; "
-             "nothing charged", look.number, look.id[:12],
-             ", ".join(f"{n} {s}" for n, s in here.items()), where,
-             ", ".join(f"{n} {s}" for n, s in both.items()))
-    info = {"of_look": look.id, "first_execution": where, "first_statuses": before,
-            "statuses": here, "combined": both, "check_id": check.id,
-            "earlier_checks": len(res.checks),
-            "rule": "a member PASSes only where every execution of the look PASSes; an "
-                    "execution check is tested at the look's alpha and charged nothing"}
-    return SignOff(family=family, plan=plan, ledger=ledger, dev=dev_tests, tests=tests,
-                   decision=decision, evaluations=evals, look=facts(False, info))
-
-
-def _execution_words(execution: dict) -> str:
-    """An execution in words: backend and Q/DQ mode (and the CPU where recorded)."""
-    backend = (execution.get("backend") or {}).get("name", "?")
-    words = f"backend={backend}, Q/DQ {execution.get('qdq_mode', '?')}"
-    env = execution.get("environment") or {}
-    cpu = env.get("cpu") if isinstance(env, dict) else None
-    return f"{words} on {cpu}" if cpu else words
