@@ -147,7 +147,7 @@ def weights_digest(proto: onnx.ModelProto) -> tuple[str, int]:
         a = numpy_helper.to_array(t)
         if a.size < MIN_WEIGHT_ELEMENTS:
             continue
-        v = np.sort(a.astype(np.float64).ravel()) + 0.0  # -0.0 and 0.0 are one value
+        v = np.sort(a.ravel()) + a.dtype.type(0)  # in its own dtype; -0.0 and 0.0 are one
         digests.append(hashlib.sha256(f"{t.data_type}\x1f".encode() + v.tobytes()).digest())
     h = hashlib.sha256(RULE.encode())
     for d in sorted(digests):
