@@ -100,6 +100,16 @@ def _copy(source: Path, target: Path) -> None:
                               f"verdict.ledger={source}") from exc
 
 
+def _is_ledger(path: Path) -> bool:
+    """Whether ``path`` reads as a quantkit test ledger (any layout)."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as con:
+            row = con.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+    except sqlite3.Error:
+        return False
+    return bool(row) and str(row[0]).startswith("quantkit-test-ledger/")
+
+
 def _look_ids(path: Path) -> set[str]:
     """The look ids a ledger file holds (empty where it is not a readable ledger)."""
     try:
@@ -115,6 +125,10 @@ def adopt_legacy(location: LedgerLocation, cache_dir: str | os.PathLike) -> Path
     default location: a named ledger is the user's choice."""
     legacy = Path(cache_dir).expanduser().resolve() / DEFAULT_NAME
     if location.chosen_by != "default" or not legacy.is_file() or legacy == location.path:
+        return None
+    if not _is_ledger(legacy):
+        log.warning("test ledger: %s is not a quantkit test ledger; not copied (the ledger is "
+                    "%s)", legacy, location.path)
         return None
     if location.path.exists():
         missing = _look_ids(legacy) - _look_ids(location.path)

@@ -74,6 +74,11 @@ def test_the_cache_ledger_of_earlier_versions_is_copied_once(monkeypatch, tmp_pa
         in caplog.text
     named = dataclasses.replace(where, chosen_by="verdict.ledger")  # a named ledger: as named
     assert adopt_legacy(named, cache) is None
+    junk = tmp_path / "junk-cache"
+    junk.mkdir()
+    (junk / "ledger.sqlite").write_bytes(b"not a ledger" * 100)  # skipped, not an error
+    fresh = dataclasses.replace(where, path=tmp_path / "data2" / "ledger.sqlite")
+    assert adopt_legacy(fresh, junk) is None and not fresh.path.exists()
 
 
 def test_a_file_that_is_not_a_ledger_is_one_error_before_any_work(tmp_path):
