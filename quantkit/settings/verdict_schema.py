@@ -118,8 +118,14 @@ def validate_verdict(v: VerdictConfig) -> None:
 
 
 def _ledger_file(key: str, value: str) -> None:
-    """``value`` of ``key`` names a file that can be a ledger (not a dir, not under a file)."""
+    """``value`` of ``key`` names a file that can be a ledger (not a dir, not under a file, not
+    a database URL: the ledger is a SQLite file here)."""
     path = str(value).strip()
+    if "://" in path:
+        raise ConfigError(f"config key {key} names a database URL; this quantkit keeps the test "
+                          "ledger in a SQLite file", value=value,
+                          fix=f"give a file path, e.g. {key}=/srv/quantkit/ledger.sqlite on one "
+                              "host's local disk")
     target = Path(path).expanduser() if path else None
     if target is None or target.is_dir() or path.endswith(("/", os.sep)):
         raise ConfigError(f"config key {key} must name a file", value=value,

@@ -58,6 +58,7 @@ def test_ledger_keys_default_and_refuse_bad_values(tmp_path):
                           (f"verdict.ledger_path={tmp_path}/afile/l.sqlite",
                            "verdict.ledger_path"),
                           ("verdict.new_study=' '", "verdict.new_study"),
+                          ("verdict.ledger='postgresql://ci/quantkit'", "verdict.ledger"),
                           ("model.id=' '", "model.id"),
                           ("verdict.min_power=1", "verdict.min_power"),
                           ("verdict.power_sims=-1", "verdict.power_sims"),
