@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from quantkit.ledger_location import LedgerLocation
-from quantkit.ledger_store import LedgerStore, Reservation
+from quantkit.ledger_store import LedgerStore, Look, Reservation
 from quantkit.record.migrate import upgrade_look_decision, upgrade_look_family
 from quantkit.record.serde import decode
 from quantkit.record.signoff import DecisionRecord, FamilyRecord, PowerPlanRecord
@@ -21,7 +21,7 @@ from quantkit.run.context import RunContext
 from quantkit.run.evaluation import Evaluation
 from quantkit.run.model_identity import ModelIdentity
 from quantkit.verdict import TestLedger, decide_family
-from quantkit.verdict.ledger import both_executions, same_data_rule
+from quantkit.verdict.ledger import LookAlpha, both_executions, same_data_rule
 from quantkit.verdict.outcome import SignoffTest
 from quantkit.verdict.protocol import FamilyDecision, FamilyPlan, SignoffFamily
 
@@ -50,8 +50,8 @@ def ledger_knows(res: Reservation, where: LedgerLocation) -> str:
 
 
 def ledger_facts(res: Reservation, *, read: bool, identity: ModelIdentity,
-                  where: LedgerLocation, new_study: str | None,
-                  check: dict | None = None) -> dict:
+                 where: LedgerLocation, new_study: str | None,
+                 check: dict | None = None) -> dict:
     """``record.signoff.ledger``: where the ledger is, which look this is, its alpha, the
     earlier looks it was charged against (the same for a run that reads it), what the ledger
     knew of the model, the new study declared, the execution check this run is."""
@@ -86,7 +86,7 @@ def with_look(ev: Evaluation, look_line: str) -> Evaluation:
 
 
 def log_what_the_ledger_knows(res: Reservation, where: LedgerLocation,
-                               new_study: str | None) -> None:
+                              new_study: str | None) -> None:
     """The ledger's word on this model, and a new study that could not be one."""
     log.info("test ledger: %s", ledger_knows(res, where))
     if new_study and res.kind == "new" and res.alpha.joined_by == "overlap":
@@ -96,20 +96,22 @@ def log_what_the_ledger_knows(res: Reservation, where: LedgerLocation,
 
 
 def look_info(res: Reservation) -> dict[str, Any]:
+    """The look a decision is (``FamilyDecision.look``): number, id, alpha, rule."""
     la = res.alpha
     return {"look": res.look.number, "id": res.look.id, "alpha_one_sided": la.alpha,
             "alpha_declared": la.alpha_declared, "rule": la.rule}
 
 
-def stored_decision(look) -> FamilyDecision:
+def stored_decision(look: Look) -> FamilyDecision:
+    """The decision the ledger holds for a decided look, as the protocol keeps it."""
     return decode(DecisionRecord, upgrade_look_decision(look.decision),
                   "look.decision").decided()
 
 
 def test_members(ctx: RunContext, family: SignoffFamily, artifacts: dict,
-                  reference_test: Evaluation, la, line: str,
-                  evaluate_member: Callable[..., Evaluation]
-                  ) -> tuple[TestLedger, dict[str, SignoffTest], dict[str, Evaluation]]:
+                 reference_test: Evaluation, la: LookAlpha, line: str,
+                 evaluate_member: Callable[..., Evaluation]
+                 ) -> tuple[TestLedger, dict[str, SignoffTest], dict[str, Evaluation]]:
     """Each declared member evaluated once on test at the look's alpha, in declared order."""
     test_split = ctx.splits.test
     ledger = TestLedger(family, split_sha256=test_split.sha256)
@@ -150,7 +152,7 @@ def execution_check(ctx: RunContext, store: LedgerStore, res: Reservation, artif
     line = (f"execution check of {la.describe()}: tested at that look's alpha, charged "
             "nothing (record.signoff.ledger)")
     ledger, tests, evals = test_members(ctx, family, artifacts, reference_test, la, line,
-                                         evaluate_member)
+                                        evaluate_member)
     mine = decide_family(family, tests, ledger=ledger, look=look_info(res))
     before = {r["candidate"]: r["status"] for r in first.rows}
     here = {r["candidate"]: r["status"] for r in mine.rows}

@@ -279,7 +279,7 @@ def signoff(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str,
     look_info = looks.look_info(res)
     line = f"{la.describe()} (persistent test ledger: record.signoff.ledger)"
     ledger, tests, evals = looks.test_members(ctx, family, artifacts, reference_test, la, line,
-                                         evaluate_member or evaluate_on_test)
+                                              evaluate_member or evaluate_on_test)
     decision = decide_family(family, tests, ledger=ledger, look=look_info)
     if not read:
         stored, first = store.complete(look.id, decision=decision.to_dict(), members=[
