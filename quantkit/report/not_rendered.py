@@ -73,8 +73,6 @@ NOT_RENDERED: dict[str, str] = {
     "EngineCheckPlan.runs_here": _SAME + "the engine check's status (not needed / NOT run / ran)",
     # -- a detector's evidence (record/detection.py)
     "DetectionRecord.n_gt": _SAME + "the AP-per-class table's ground-truth boxes (their sum)",
-    "DetectionVsFp32.map75": _DETAIL + "the detection table shows mAP@[.5:.95] and mAP@.5 vs "
-                                       "FP32 (mAP@.75 against the labels)",
     "DetectionVsFp32.per_class": "with labels the AP-per-class table is against the labels; a "
                                  "label-free run renders this one instead",
     "DetectionVsFp32.pr": "with labels the PR curves are against the labels; a label-free run "
