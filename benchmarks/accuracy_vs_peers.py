@@ -35,6 +35,16 @@ stack their batches). Every artifact is evaluated by quantkit's own evaluation s
 Peer artifacts run as they are (ModelOpt's fp16 graphs on ORT CPU's FP16 handling).
 Agreement = top-1 agreement with FP32 on the same test examples.
 
+A detector (``--model layout_int8``) is compared as a user meets it: quantkit's run of the
+experiment (its recommended candidate as signed off on test, and how many weighted layers it
+keeps out of INT8) against ORT's and ModelOpt's full INT8 (same calibration pages, same op
+scope), each evaluated on the same test pages: mAP@[.5:.95] against the labels and mAP vs
+FP32 (FP32's detections as ground truth). Its line::
+
+    model=layout_int8 map_fp32=.. map_quantkit=.. map_modelopt=<..|na> map_ort=..
+    map_vs_fp32_quantkit=.. fp16_layers_quantkit=.. map_vs_fp32_modelopt=<..|na>
+    map_vs_fp32_ort=..
+
 Each model prints a table, then the run ends with one line per model, the last model's last:
 
     model=<m> acc_fp32=.. acc_quantkit=.. agree_quantkit=.. acc_ort=.. agree_ort=..
@@ -78,13 +88,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402  (also puts the repository root on sys.path)
 
-MODELS = ("bert_int8", "mobilenet_int8")
+MODELS = ("bert_int8", "mobilenet_int8", "layout_int8")
+#: the detector experiments: mAP in place of accuracy, mAP vs FP32 in place of agreement
+DETECTORS = ("layout_int8",)
 #: --smoke: the smallest real run (with --limit 16): the ptq and FP8-rounding stages run, with
 #: their plain choices (the recipe trials and the rounding scores are the runs' own tests')
 SMOKE = ("data.calib.num_samples=16", "calibrator.batch_size=8", "ptq.recipe=none",
          "precision.fp8_weight_rounding=nearest")
 #: the weighted-op scope of each data kind (quantkit's scope for the experiment)
-SCOPES = {"text": ("MatMul", "Gemm"), "image": ("Conv", "Gemm")}
+SCOPES = {"text": ("MatMul", "Gemm"), "image": ("Conv", "Gemm"), "detection": ("Conv", "Gemm")}
 #: ONNX Runtime quantize_static's calibration methods (--smoke: MinMax only)
 ORT_METHODS = ("minmax", "percentile", "entropy")
 
@@ -110,6 +122,8 @@ class ModelComparison:
     header: str
     rows: list[Row]
     fp8: bool = False  #: the FP8 rows were measured (their fields go into the line)
+    #: a detector's: quantkit's recommended candidate's FP16 layers (weighted layers not INT8)
+    fp16_layers: int | None = None
 
     def best(self, tool: str, fmt: str = "int8") -> tuple[float | None, float | None]:
         """(best accuracy, best agreement) over ``tool``'s measured ``fmt`` configurations."""
@@ -129,6 +143,13 @@ class ModelComparison:
             return "na" if v is None else f"{v:.4f}"
 
         fp32 = next((r.accuracy for r in self.rows if r.tool == "fp32"), None)
+        if self.model in DETECTORS:  # accuracy: mAP@[.5:.95]; agreement: mAP vs FP32
+            aq, gq = self.chosen("int8")
+            (ao, go), (am, gm) = self.best("ort"), self.best("modelopt")
+            return (f"model={self.model} map_fp32={f(fp32)} map_quantkit={f(aq)} "
+                    f"map_modelopt={f(am)} map_ort={f(ao)} map_vs_fp32_quantkit={f(gq)} "
+                    f"fp16_layers_quantkit={'na' if self.fp16_layers is None else self.fp16_layers}"
+                    f" map_vs_fp32_modelopt={f(gm)} map_vs_fp32_ort={f(go)}")
         aq, gq = self.chosen("int8")
         ao, go = self.best("ort")
         am, gm = self.best("modelopt")
@@ -157,7 +178,8 @@ def main() -> int:
     ap.add_argument("--limit", "--eval-limit", dest="limit", type=int, default=None,
                     help="first N examples of dev and of test (documented partial run)")
     ap.add_argument("--model", default="bert_int8",
-                    help="comma list of experiments (bert_int8, mobilenet_int8) or 'all'")
+                    help="comma list of experiments (bert_int8, mobilenet_int8, layout_int8) "
+                         "or 'all'")
     ap.add_argument("--modelopt-venv", default="/work/venv-modelopt",
                     help="virtual environment with nvidia-modelopt[onnx] (torch CPU first)")
     ap.add_argument("--all-calibrators", action="store_true",
@@ -182,10 +204,13 @@ def main() -> int:
     lines = []
     for m in models:
         t = time.perf_counter()
-        comparison = compare_model(m, a.limit, venv_python, venv_note,
-                                   all_calibrators=a.all_calibrators, fp8=a.fp8,
-                                   overrides=extra,
-                                   ort_methods=ORT_METHODS[:1] if a.smoke else ORT_METHODS)
+        if m in DETECTORS:
+            comparison = compare_detector(m, venv_python, venv_note, overrides=extra)
+        else:
+            comparison = compare_model(m, a.limit, venv_python, venv_note,
+                                       all_calibrators=a.all_calibrators, fp8=a.fp8,
+                                       overrides=extra,
+                                       ort_methods=ORT_METHODS[:1] if a.smoke else ORT_METHODS)
         print_table(comparison)
         print(f"({m}: {time.perf_counter() - t:.0f} s)", flush=True)
         lines.append(comparison.line())
@@ -203,10 +228,7 @@ def compare_model(experiment: str, limit: int | None, venv_python: Path | None,
     (``fp8``: on an H200 target, FP8 candidates of quantkit and ModelOpt too; ``overrides``:
     more of the experiment's, e.g. a smaller calibration split; ``ort_methods``: the
     calibration methods of ``quantize_static`` measured)."""
-    import numpy as np
 
-    import peers
-    from quantkit.errors import BackendError
     from quantkit.run.stages.ptq import ptq as apply_ptq
     from quantkit.run.stages.artifacts import artifacts as build_artifacts
     from quantkit.run.stages.calibration import calibration as calibrate
@@ -274,45 +296,126 @@ def compare_model(experiment: str, limit: int | None, venv_python: Path | None,
 
         kw = {"pad_to": s.data.max_length} if text else {}
         feeds = [f for _, f in ctx.feeds.batches(splits.calib, s.calibrator.batch_size, **kw)]
-        for method in ort_methods:
-            out = tmp / f"ort.{method}.onnx"
-            peers.ort_quantize(ctx.model.path, out, feeds, method=method, percentile=99.99,
-                               op_types=scope_ops)
-            bins = " 128 bins" if method == "entropy" else ""
-            rows.append(Row("ort", f"{method}{bins} (quantize_static QDQ S8S8, "
-                                   f"{'/'.join(scope_ops)}, FP32 rest)",
-                            *evaluate_peer(out, f"ort.{method}")))
-            out.unlink()
-        calib = tmp / "calib.npz"
-        np.savez(calib, **{k: np.concatenate([f[k] for f in feeds]) for k in feeds[0]})
-        del feeds
         configs = [("int8", m, hp) for m in ("max", "entropy") for hp in ("fp16", "fp32")]
         configs += [("fp8", "max", hp) for hp in ("fp16", "fp32")] if fp8 else []
-        for mode, method, hp in configs:
-            conf = (f"{mode + ' ' if mode != 'int8' else ''}{method}, high precision {hp} "
-                    f"({'/'.join(scope_ops)})")
-            if venv_python is None:
-                rows.append(Row("modelopt", conf, None, None, venv_note or "", fmt=mode))
-                continue
-            name = f"modelopt.{mode}.{method}.{hp}"
-            out = tmp / f"{name}.onnx"
-            err = modelopt_quantize(venv_python, ctx.model.path, out, calib, tmp, mode=mode,
-                                    method=method, high_precision=hp, op_types=scope_ops)
-            if err:
-                rows.append(Row("modelopt", conf, None, None, err, fmt=mode))
-                continue
-            try:
-                rows.append(Row("modelopt", conf, *evaluate_peer(out, name, mode), fmt=mode))
-            except BackendError as exc:  # ONNX Runtime cannot load ModelOpt's graph: na
-                rows.append(Row("modelopt", conf, None, None,
-                                f"ONNX Runtime could not run it: {str(exc)[:160]}", fmt=mode))
-            out.unlink()
+        rows += peer_rows(ctx.model.path, feeds, tmp, evaluate_peer, scope_ops=scope_ops,
+                          ort_methods=ort_methods, configs=configs, venv_python=venv_python,
+                          venv_note=venv_note)
     header = (f"{experiment}: test examples {len(splits.test)}"
               f"{f' (--limit {limit})' if limit else ''}; dev examples {len(splits.dev)}; "
               f"calibration samples {len(splits.calib)}; exact Q/DQ numerics "
               f"({ctx.qdq_mode()}); disabled ORT optimizers: "
               f"{','.join(s.backend.disabled_optimizers) or 'none'}")
     return ModelComparison(experiment, header, rows, fp8=fp8)
+
+
+def compare_detector(experiment: str, venv_python: Path | None, venv_note: str | None, *,
+                     overrides: tuple[str, ...] = ()) -> ModelComparison:
+    """A detector experiment: quantkit's run as a user runs it (its recommended candidate,
+    signed off on test: mAP against the labels and against FP32's detections, the weighted
+    layers it keeps out of INT8) against ORT's and ModelOpt's full INT8 on the same
+    calibration pages, each evaluated on the same test pages by the run's own evaluation
+    (no paired test on test: no look in the ledger)."""
+
+    import quantkit
+    from quantkit.app import prepared_context
+    from quantkit.run.detection import detection_evidence
+    from quantkit.run.evaluation import evaluate_model as evaluate
+    from quantkit.run.stages.fp32_reference import fp32_reference as evaluate_reference
+
+    s = _common.settings_for(experiment, *overrides)
+    scope_ops = SCOPES[s.data.kind]
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix=f"peers-{experiment}-") as tmp:
+        tmp = Path(tmp)
+        rec = quantkit.run([f"experiment={experiment}", "progress=false", *overrides],
+                           run_dir=tmp / "quantkit")
+        ctx = prepared_context(s, tmp / "run")
+        ref = evaluate_reference(ctx, "test")
+
+        def measured(ev) -> tuple[float, float]:
+            found = detection_evidence(ctx, "test", ev.logits, ref.logits)["metrics"]
+            return found["map"], found["map_vs_fp32"]
+
+        rows.append(Row("fp32", "-", ref.metric("map"), 1.0, fmt="fp32"))
+        name = rec.recommended
+        cand = rec.candidates.get(name) if name else None
+        weighted = max(((c.plan_counts or {}).get("int8", 0) for n, c in rec.candidates.items()
+                        if n.startswith("int8.")), default=None)
+        fp16_layers = None
+        if cand is not None and cand.plan_counts is not None and weighted is not None:
+            fp16_layers = weighted - cand.plan_counts.get("int8", 0)
+        if cand is not None and cand.split == "test":
+            rows.append(Row("quantkit", f"{name} (recommended, signed off on test; "
+                                        f"{fp16_layers} of {weighted} weighted layers not INT8)",
+                            cand.metrics.map, cand.metrics.map_vs_fp32, chosen=True))
+        else:
+            rows.append(Row("quantkit", "no recommended candidate", None, None, chosen=True))
+        for n, c in rec.candidates.items():
+            if n.startswith("int8.") and c.split == "dev":
+                dev_map = "na" if c.metrics.map is None else f"{c.metrics.map:.4f}"
+                rows.append(Row("quantkit", f"{n} (full INT8, dev: mAP {dev_map})", None, None,
+                                "not signed off: not run on test"))
+
+        feeds = [f for _, f in ctx.feeds.batches(ctx.splits.calib, s.calibrator.batch_size)]
+        configs = [("int8", m, hp) for m in ("max", "entropy") for hp in ("fp16", "fp32")]
+        rows += peer_rows(ctx.model.path, feeds, tmp,
+                          lambda path, name, fmt: measured(evaluate(ctx, name, path, split="test")),
+                          scope_ops=scope_ops, ort_methods=ORT_METHODS, configs=configs,
+                          venv_python=venv_python, venv_note=venv_note)
+    header = (f"{experiment}: test pages {len(ctx.splits.test)}; dev pages {len(ctx.splits.dev)};"
+              f" calibration pages {len(ctx.splits.calib)}; columns: mAP@[.5:.95] against the "
+              f"labels, mAP vs FP32 (FP32's detections as ground truth); exact Q/DQ numerics "
+              f"({ctx.qdq_mode()})")
+    return ModelComparison(experiment, header, rows, fp16_layers=fp16_layers)
+
+
+def peer_rows(model_path, feeds: list[dict], tmp: Path, evaluate_peer, *, scope_ops,
+              ort_methods, configs, venv_python: Path | None, venv_note: str | None
+              ) -> list[Row]:
+    """The peers' rows: ORT ``quantize_static`` per method in ``ort_methods``, then ModelOpt
+    per ``(mode, method, high precision)`` in ``configs``, each calibrated on ``feeds`` (the
+    run's calibration batches; consumed) and scored by ``evaluate_peer(path, name, fmt)`` ->
+    (task metric, agreement with FP32) on test. A ModelOpt configuration that fails or that
+    ONNX Runtime cannot load is ``na`` with its error, never a number."""
+    import numpy as np
+
+    import peers
+    from quantkit.errors import BackendError
+
+    rows = []
+    for method in ort_methods:
+        out = tmp / f"ort.{method}.onnx"
+        peers.ort_quantize(model_path, out, feeds, method=method, percentile=99.99,
+                           op_types=scope_ops)
+        bins = " 128 bins" if method == "entropy" else ""
+        rows.append(Row("ort", f"{method}{bins} (quantize_static QDQ S8S8, "
+                               f"{'/'.join(scope_ops)}, FP32 rest)",
+                        *evaluate_peer(out, f"ort.{method}", "int8")))
+        out.unlink()
+    calib = tmp / "calib.npz"
+    np.savez(calib, **{k: np.concatenate([f[k] for f in feeds]) for k in feeds[0]})
+    feeds.clear()
+    for mode, method, hp in configs:
+        conf = (f"{mode + ' ' if mode != 'int8' else ''}{method}, high precision {hp} "
+                f"({'/'.join(scope_ops)})")
+        if venv_python is None:
+            rows.append(Row("modelopt", conf, None, None, venv_note or "", fmt=mode))
+            continue
+        name = f"modelopt.{mode}.{method}.{hp}"
+        out = tmp / f"{name}.onnx"
+        err = modelopt_quantize(venv_python, model_path, out, calib, tmp, mode=mode,
+                                method=method, high_precision=hp, op_types=scope_ops)
+        if err:
+            rows.append(Row("modelopt", conf, None, None, err, fmt=mode))
+            continue
+        try:
+            rows.append(Row("modelopt", conf, *evaluate_peer(out, name, mode), fmt=mode))
+        except BackendError as exc:  # ONNX Runtime cannot load ModelOpt's graph: na
+            rows.append(Row("modelopt", conf, None, None,
+                            f"ONNX Runtime could not run it: {str(exc)[:160]}", fmt=mode))
+        out.unlink()
+    return rows
 
 
 def with_disabled_optimizers(ctx, *names: str):
@@ -324,7 +427,8 @@ def with_disabled_optimizers(ctx, *names: str):
 
 def print_table(c: ModelComparison) -> None:
     print(c.header)
-    print(f"{'tool':<10} {'configuration':<66} {'accuracy':>8} {'agree':>7}")
+    cols = ("mAP", "vs FP32") if c.model in DETECTORS else ("accuracy", "agree")
+    print(f"{'tool':<10} {'configuration':<66} {cols[0]:>8} {cols[1]:>7}")
     for r in c.rows:
         acc = "na" if r.accuracy is None else f"{r.accuracy:.4f}"
         agr = "na" if r.agreement is None else f"{r.agreement:.4f}"

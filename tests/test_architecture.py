@@ -149,6 +149,9 @@ def test_no_import_circle_between_folders_and_top_level_files():
     ("quantkit.record", "quantkit.run"),
     ("quantkit.report", "quantkit.run"),
     ("quantkit.record", "quantkit.report"),
+    ("quantkit.tasks", "quantkit.run"),
+    ("quantkit.verdict", "quantkit.tasks"),
+    ("quantkit.data", "quantkit.tasks"),
 ])
 def test_a_lower_layer_never_imports_a_higher_one(lower, upper):
     """ARCHITECTURE.md's layers: graph facts under calibration, planning and Q/DQ; planning

@@ -310,6 +310,27 @@ def test_example_hashes_are_of_the_source_content():
     assert example_hashes(big.subset([1])) == [ids[1]]
 
 
+def test_a_detectors_examples_are_its_image_files_bytes(tmp_path):
+    from quantkit.data.identity import image_file_id
+    from quantkit.tasks.detection.dataset import DetectionSplit
+    from quantkit.tasks.detection.labels import labels_from_arrays
+
+    files = []
+    for i, data in enumerate((b"\x89PNG first", b"\x89PNG second")):
+        files.append(tmp_path / f"{i}.png")
+        files[-1].write_bytes(data)
+    free = DetectionSplit("test", files, [4, 4], [4, 4])
+    ids = example_hashes(free)
+    assert ids == [image_file_id(b"\x89PNG first"), image_file_id(b"\x89PNG second")]
+    assert ids[0] != ids[1] and example_hashes(free.subset([1])) == ids[1:]
+    boxes = labels_from_arrays([f.name for f in files], [4, 4], [4, 4],
+                               [np.array([[0, 0, 2, 2]], np.float32), np.zeros((0, 4), np.float32)],
+                               [np.array([0]), np.zeros(0, np.int64)], ["a"])
+    assert example_hashes(DetectionSplit("test", files, [4, 4], [4, 4], boxes)) == ids  # boxes are labels
+    files[0].write_bytes(b"\x89PNG first, edited")
+    assert example_hashes(free)[0] != ids[0]  # another file is another example
+
+
 def test_a_new_ledger_opened_while_another_run_holds_its_write_lock_waits(tmp_path):
     """Turning a new file into WAL upgrades a read lock to a write lock, which SQLite
     refuses at once ("database is locked", no busy handler) while another connection

@@ -48,6 +48,10 @@ def test_bert_int8_defaults():
     ("calibrator.methods=[kl]", "calibrator.methods[0]"),
     ("data.calib.num_samples=0", "data.calib.num_samples"),
     ("precision.remainder=int4", "precision.remainder"),
+    ("precision.concat_range_ratio=1", "precision.concat_range_ratio"),
+    ("precision.concat_range_ratio=0.5", "precision.concat_range_ratio"),
+    ("precision.concat_range_ratio=inf", "precision.concat_range_ratio"),
+    ("precision.concat_range_ratio=nan", "precision.concat_range_ratio"),
     ("compare.numerics_margin_share=1.0", "compare.numerics_margin_share"),
     ("compare.numerics_margin_share=0", "compare.numerics_margin_share"),
     ("model=onnx", "model.path"),
@@ -64,4 +68,12 @@ def test_range_errors_name_the_key(override, key):
 def test_type_error_from_schema_names_key():
     cfg = OmegaConf.create({"data": {"eval": {"limit": "abc"}}})
     with pytest.raises(ConfigError, match=r"data\.eval\.limit"):
+        build(cfg)
+
+
+def test_concat_range_ratio_default_and_type():
+    """precision.concat_range_ratio (issue 46): 16 by default, a number or a one-line error."""
+    assert build(compose_cfg("experiment=bert_int8")).precision.concat_range_ratio == 16.0
+    cfg = OmegaConf.create({"precision": {"concat_range_ratio": "wide"}})
+    with pytest.raises(ConfigError, match=r"precision\.concat_range_ratio"):
         build(cfg)

@@ -321,7 +321,8 @@ def mse_curve(stats: HistogramStats, amax: np.ndarray,
     block = max(1, (1 << 18) // max(1, edges.size))
     for start in range(0, amax.size, block):
         a = amax[start:start + block, None]
-        out[start:start + block] = integral(edges[None, :], a) @ dh / w
+        # numpy's loops, not BLAS: the argmin over these must not follow the BLAS kernel
+        out[start:start + block] = np.einsum("ae,e->a", integral(edges[None, :], a), dh) / w
     return out
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from quantkit.linalg import dot
 from quantkit.errors import CalibrationError, ConfigError
 
 __all__ = ["HistogramStats", "combine_stats", "DEFAULT_NUM_BINS", "MIN_RANGE"]
@@ -137,10 +138,10 @@ class HistogramStats:
         if amax * amax * n >= _F32_MAX:  # float32 sum of squares would overflow (e.g. finfo.min masks)
             a64 = a.astype(np.float64)
             self.sum_ += float(flat.sum(dtype=np.float64))
-            self.sumsq_ += float(np.dot(a64, a64))
+            self.sumsq_ += dot(a64, a64)
         else:
             self.sum_ += float(flat.sum(dtype=np.float32))
-            self.sumsq_ += float(np.dot(a, a))
+            self.sumsq_ += dot(a, a)
         if amax > self.amax_:
             self.amax_ = amax
         self._grow(amax)

@@ -48,16 +48,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print violations as a JSON list")
     parser.add_argument("--nonfinite", default="", metavar="T1,T2",
                         help="comma-separated tensors known to carry inf/nan")
+    parser.add_argument("--concat-range-ratio", type=float, default=None, metavar="R",
+                        help="widest / narrowest input range a Concat may quantize under one "
+                             "scale (rule concat-shared-scale; default 16, as "
+                             "precision.concat_range_ratio); ranges come from the scales of "
+                             "the DQs feeding the Concat")
     args = parser.parse_args(argv)
     try:
         model = _load(args.model)
     except OSError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    from quantkit.errors import ConfigError
+    from quantkit.graph.mixed_concat import DEFAULT_CONCAT_RANGE_RATIO, check_concat_range_ratio
     from quantkit.qdq.lint import lint_qdq
 
+    ratio = DEFAULT_CONCAT_RANGE_RATIO if args.concat_range_ratio is None \
+        else args.concat_range_ratio
+    try:
+        ratio = check_concat_range_ratio(ratio, where="--concat-range-ratio")
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     nonfinite = {t for t in args.nonfinite.split(",") if t}
-    violations = lint_qdq(model, nonfinite_tensors=nonfinite)
+    violations = lint_qdq(model, nonfinite_tensors=nonfinite, concat_range_ratio=ratio)
     if args.json:
         print(json.dumps([v.to_dict() for v in violations], indent=2))
     else:

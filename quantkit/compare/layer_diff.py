@@ -9,6 +9,7 @@ inserted tensor in a QdqMap), never by parsing names. Memory: one LayerStats per
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -17,6 +18,9 @@ import onnx
 from quantkit.compare.metrics import LayerStats, json_safe_stats
 
 log = logging.getLogger(__name__)
+
+#: :func:`part_key`'s form (part names are the decoders': boxes, scores, objectness)
+_PART_KEY = re.compile(r"^(?P<tensor>.+)\[(?P<part>[a-z_]+)\]$")
 
 
 def float_outputs(model: onnx.ModelProto, nodes: Iterable[str]) -> list[str]:
@@ -33,6 +37,17 @@ def shared_tensors(reference: onnx.ModelProto, candidate: onnx.ModelProto,
 
     both = names(reference) & names(candidate)
     return [t for t in tensors if t in both]
+
+
+def part_key(tensor: str, part: str) -> str:
+    """The stats key of channel range ``part`` of ``tensor``: ``<tensor>[<part>]``."""
+    return f"{tensor}[{part}]"
+
+
+def split_part_key(key: str) -> tuple[str, str] | None:
+    """``(tensor, part)`` of a :func:`part_key`, None for a whole tensor's key."""
+    m = _PART_KEY.match(key)
+    return (m["tensor"], m["part"]) if m else None
 
 
 def output_chunks(names: Sequence[str], max_outputs: int | None) -> list[list[str]]:
@@ -56,7 +71,9 @@ def diff_layers(reference_runner, candidate_runners: Mapping[str, object],
                    batches: Iterable[Mapping[str, np.ndarray]],
                    tensors: Mapping[str, Sequence[str]], *,
                    amax: Mapping[str, Mapping[str, float]] | None = None,
-                   max_outputs: int | None = None) -> dict[str, dict[str, dict]]:
+                   max_outputs: int | None = None,
+                   parts: Mapping[str, Mapping[str, tuple[int, int, int | None]]] | None = None
+                   ) -> dict[str, dict[str, dict]]:
     """LayerStats per candidate and tensor, all candidates in lockstep with ONE reference run.
 
     ``tensors[name]`` lists the tensors compared for candidate ``name`` (the reference runner
@@ -64,12 +81,17 @@ def diff_layers(reference_runner, candidate_runners: Mapping[str, object],
     ``max_outputs``: fetch at most this many tensors per inference; more are fetched in
     several passes over the same batch (identical statistics, each tensor's batches still
     accumulate in order; memory bounded by the chunk instead of every tensor at once), in
-    chunks of equal size (:func:`output_chunks`).
+    chunks of equal size (:func:`output_chunks`). ``parts``: tensor -> part name -> (axis,
+    start, stop), channel ranges of one tensor also compared on their own, as
+    ``<tensor>[<part>]`` (a detector's boxes and scores packed in one output).
     """
     amax = amax or {}
+    parts = parts or {}
     union = list(dict.fromkeys(t for ts in tensors.values() for t in ts))
     chunks = output_chunks(union, max_outputs)
-    stats = {name: {t: LayerStats() for t in tensors[name]} for name in candidate_runners}
+    stats = {name: {k: LayerStats() for t in tensors[name]
+                    for k in (t, *(part_key(t, p) for p in parts.get(t, {})))}
+             for name in candidate_runners}
     for feed in batches:
         for chunk in chunks:
             ref = reference_runner.infer(feed, chunk)
@@ -81,6 +103,9 @@ def diff_layers(reference_runner, candidate_runners: Mapping[str, object],
                 ranges = amax.get(name, {})
                 for t in names:
                     stats[name][t].update(ref[t], cand[t], amax=ranges.get(t))
+                    for p, (axis, start, stop) in parts.get(t, {}).items():
+                        cut = (slice(None),) * axis + (slice(start, stop),)
+                        stats[name][part_key(t, p)].update(ref[t][cut], cand[t][cut])
             del ref
     return {name: {t: json_safe_stats(s.result()) for t, s in per.items()}
             for name, per in stats.items()}

@@ -27,6 +27,7 @@ import numpy as np
 from scipy.special import log_softmax
 
 from quantkit.errors import ConfigError, DataError
+from quantkit.linalg import dot
 
 __all__ = [
     "SQNR_DB_CAP",
@@ -135,13 +136,13 @@ def sqnr_db(reference: Any, candidate: Any) -> float:
     """
     r, c = _pair(reference, candidate, "sqnr_db")
     d = r - c
-    return _sqnr_from_sums(float(np.dot(r, r)), float(np.dot(d, d)))
+    return _sqnr_from_sums(dot(r, r), dot(d, d))
 
 
 def cosine_similarity(reference: Any, candidate: Any) -> float:
     """Cosine of the angle between the flattened tensors, in [-1, 1]."""
     r, c = _pair(reference, candidate, "cosine_similarity")
-    return _cosine_from_sums(float(np.dot(r, c)), float(np.dot(r, r)), float(np.dot(c, c)))
+    return _cosine_from_sums(dot(r, c), dot(r, r), dot(c, c))
 
 
 def max_abs_error(reference: Any, candidate: Any) -> float:
@@ -160,7 +161,7 @@ def relative_error(reference: Any, candidate: Any) -> float:
     """``||r - c|| / ||r||`` (L2 norms); 0.0 when both are zero, inf for a zero reference."""
     r, c = _pair(reference, candidate, "relative_error")
     d = r - c
-    return _relative_from_sums(float(np.dot(d, d)), float(np.dot(r, r)))
+    return _relative_from_sums(dot(d, d), dot(r, r))
 
 
 def clipping_rate(values: Any, *, amax: Any) -> float:
@@ -288,10 +289,10 @@ class LayerStats:
         c = c_full.ravel()
         d = r - c
         abs_d = np.abs(d)
-        self.sum_r2_ += float(np.dot(r, r))
-        self.sum_d2_ += float(np.dot(d, d))
-        self.sum_rc_ += float(np.dot(r, c))
-        self.sum_c2_ += float(np.dot(c, c))
+        self.sum_r2_ += dot(r, r)
+        self.sum_d2_ += dot(d, d)
+        self.sum_rc_ += dot(r, c)
+        self.sum_c2_ += dot(c, c)
         self.max_abs_ = max(self.max_abs_, float(np.max(abs_d)))
         self.sum_abs_ += float(np.sum(abs_d))
         self.count_ += int(r.size)

@@ -49,8 +49,9 @@ def _limit_key(name: str, cfg: DataConfig) -> str:
 
 
 def check_classes(splits, cfg: DataConfig) -> None:
-    """Refuse single-class dev / test splits, warn about classes they miss."""
-    if splits.label_free:
+    """Refuse single-class dev / test splits, warn about classes they miss (examples with
+    class labels; a detector's images carry boxes instead)."""
+    if splits.label_free or splits.dev.labels is None:
         return
     names = list(splits.label_names)
     for name in ("test", "dev"):

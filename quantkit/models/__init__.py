@@ -6,10 +6,26 @@ from pathlib import Path
 
 from quantkit.models.model import Model
 
-__all__ = ["Model", "load_model", "ZOO"]
+__all__ = ["Model", "load_model", "model_file", "ZOO", "ZOO_DETECTORS"]
 
 #: zoo model name -> the data kind it takes
-ZOO = {"minilm_sentiment": "text", "mobilenet_fashion": "image", "minilm_encoder": "text"}
+ZOO = {"minilm_sentiment": "text", "mobilenet_fashion": "image", "minilm_encoder": "text",
+       "layout_cdla": "detection", "nudenet_320n": "detection"}
+#: zoo detectors: the pinned asset holding the ONNX file as shipped (quantkit/assets.py)
+ZOO_DETECTORS = {"layout_cdla": "layout_cdla", "nudenet_320n": "nudenet_320n"}
+
+
+def model_file(settings, cache_dir: Path) -> Path | None:
+    """The ONNX file of a model that is used as shipped (``model=onnx``, a zoo detector),
+    without preparing anything; None for models that are exported or fitted first."""
+    cfg = settings.model
+    if cfg.kind == "onnx":
+        return Path(cfg.path).expanduser()
+    if cfg.kind == "zoo" and cfg.name in ZOO_DETECTORS:
+        from quantkit.assets import asset_path
+
+        return Path(asset_path(ZOO_DETECTORS[cfg.name], cache_dir))
+    return None
 
 
 def load_model(settings, splits, *, cache_dir: Path) -> Model:
@@ -30,6 +46,13 @@ def load_model(settings, splits, *, cache_dir: Path) -> Model:
                           value=settings.data.kind,
                           fix=f"use {ZOO[cfg.name]} data (e.g. "
                               f"data={'fashion_mnist' if ZOO[cfg.name] == 'image' else 'rotten_tomatoes'})")
+    if cfg.kind == "zoo" and cfg.name in ZOO_DETECTORS:
+        from quantkit.assets import ASSETS
+        from quantkit.models.onnx_file import load_shipped_model
+
+        a = ASSETS[ZOO_DETECTORS[cfg.name]]
+        return load_shipped_model(model_file(settings, cache_dir), label_names=splits.label_names,
+                                  source=f"zoo:{a.package}=={a.version} ({a.members})")
     if cfg.kind == "zoo" and cfg.name == "mobilenet_fashion":
         from quantkit.data.feeds import image_preprocess
         from quantkit.models.mobilenet import prepare_mobilenet_classifier

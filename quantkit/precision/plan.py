@@ -21,6 +21,14 @@ Decision order for each node, first match wins:
    ``DEFAULT_FP32_OPS``; ``fp32_ops=()`` turns the rule off), FP32 with the rule's reason.
 4. The remainder precision, with the reason the node is not INT8.
 
+Then the Concat rule (issue 46, :mod:`quantkit.graph.mixed_concat`): a node that would run
+INT8 / FP8 on an activation carrying the output of a Concat whose inputs must not share one
+scale (their amax differ by more than ``concat_range_ratio``, or it joins box-like and
+score-like inputs) runs in the remainder instead, with a reason naming the Concat, its
+inputs and their ranges (a forced one is a ConfigError); such tensors carry no amax in the
+Plan, so no writer can put one Q/DQ after the Concat. A Concat that is itself INT8 (in
+``op_types`` or forced) is not affected: each input gets its own per-tensor Q/DQ before it.
+
 Size rule (TRT rule 10, thresholds from NVIDIA ModelOpt's INT8 exclusions):
 - MatMul / Gemm: GEMV-like when M or N is statically 1 (or an operand is 1-D); a small GEMM
   when K or N is statically < 16 (Tensor Core INT8 kernels need K, N >= 16).
@@ -45,6 +53,8 @@ from enum import Enum
 import onnx
 
 from quantkit.errors import ConfigError
+from quantkit.graph.mixed_concat import (DEFAULT_CONCAT_RANGE_RATIO, MixedConcat,
+                                         check_concat_range_ratio, mixed_concats)
 from quantkit.graph.selection import NodeSelection
 from quantkit.graph.weights import WEIGHTED_OPS
 from quantkit.graph.facts import (TensorInfo, attr, constant_tensors, ensure_node_names,
@@ -244,12 +254,15 @@ def build_plan(model: onnx.ModelProto, *, amax: Mapping[str, float],
                skip_small: bool = True,
                calibrator: str = "",
                fp32_ops: Iterable[str] | None = None,
-               infos: Mapping[str, TensorInfo] | None = None) -> Plan:
+               infos: Mapping[str, TensorInfo] | None = None,
+               concat_range_ratio: float | None = DEFAULT_CONCAT_RANGE_RATIO) -> Plan:
     """Decide int8 / fp16 / fp32 with a reason for every node (see the module docstring).
 
     ``amax``: calibrated per-tensor amax of activations; ``excluded``: tensor -> why it must
     not be quantized (e.g. non-finite values, TRT rule 9). Names unnamed nodes of ``model``
     in place first (:func:`ensure_node_names`), so the plan can address every node.
+    ``concat_range_ratio``: the Concat rule's ratio (module docstring); None turns the rule
+    off (only for the scope's placeholder plan, whose ranges are not real).
     """
     ensure_node_names(model)
     graph = model.graph
@@ -273,6 +286,9 @@ def build_plan(model: onnx.ModelProto, *, amax: Mapping[str, float],
                                   where=f"build_plan({what})", value=n,
                                   fix=_close_names_fix(n, names))
     patterns = _compile_force(force)
+    if concat_range_ratio is not None:
+        concat_range_ratio = check_concat_range_ratio(concat_range_ratio,
+                                                      where="build_plan(concat_range_ratio)")
     if rem is Precision.FP16:
         from quantkit.precision.fp16_rules import (DEFAULT_FP32_OPS, fp16_underflow_reasons,
                                                    normalization_fp32_reasons)
@@ -300,11 +316,13 @@ def build_plan(model: onnx.ModelProto, *, amax: Mapping[str, float],
     ctx = _Ctx(infos, constants, graph_inputs, finite_amax, bad_amax, excluded)
     used_patterns: set[str] = set()
     decisions: dict[str, NodeDecision] = {}
+    forced_by: dict[str, str] = {}
     for node in graph.node:
         forced = _forced(node, patterns)
         if forced is not None:
             pattern, p = forced
             used_patterns.add(pattern)
+            forced_by[node.name] = pattern
             if p in (Precision.INT8, Precision.FP8):
                 problem = ctx.int8_blocker(node)
                 if problem:
@@ -321,9 +339,45 @@ def build_plan(model: onnx.ModelProto, *, amax: Mapping[str, float],
     for pattern in force:
         if pattern not in used_patterns:
             log.warning("force pattern %r matched no node name or op type", pattern)
-    plan = Plan(decisions, finite_amax, calibrator)
+    mixed = ({} if concat_range_ratio is None
+             else mixed_concats(graph, finite_amax, ratio=concat_range_ratio))
+    if mixed:
+        decisions = _concat_rule(graph, decisions, ctx, mixed, forced_by, rem, fp32_reasons)
+    plan = Plan(decisions, {t: v for t, v in finite_amax.items() if t not in mixed},
+                calibrator)
     log.info("plan: %s", plan.counts())
     return plan
+
+
+def _concat_rule(graph: onnx.GraphProto, decisions: dict[str, NodeDecision], ctx: "_Ctx",
+                 mixed: Mapping[str, MixedConcat], forced_by: Mapping[str, str],
+                 remainder: Precision, fp32_reasons: Mapping[str, str]
+                 ) -> dict[str, NodeDecision]:
+    """``decisions`` with every INT8 / FP8 node that reads a tensor in ``mixed`` moved to the
+    remainder (FP32 where ``fp32_reasons`` names it); ConfigError for a forced one."""
+    out = dict(decisions)
+    for node in graph.node:
+        d = out[node.name]
+        if d.precision not in (Precision.INT8, Precision.FP8):
+            continue
+        t = next((t for t in ctx.activation_inputs(node) if t in mixed), None)
+        if t is None:
+            continue
+        why = mixed[t].describe()
+        if node.name in forced_by:
+            raise ConfigError(f"cannot force node {node.name} to {d.precision.value}: it reads "
+                              f"{t}, and {why}",
+                              where=f"build_plan(force[{forced_by[node.name]!r}])",
+                              value=node.name,
+                              fix=f"force {node.name} to fp16 (one scale after that Concat "
+                                  "rounds its narrow inputs away), or quantize the Concat "
+                                  "itself so each input gets its own Q/DQ")
+        reason = (f"reads {t}: {why}; one Q/DQ after that Concat would round its narrow "
+                  f"inputs away, so {node.name} stays out of {d.precision.value}")
+        out[node.name] = (NodeDecision(Precision.FP32, fp32_reasons[node.name])
+                          if node.name in fp32_reasons else NodeDecision(remainder, reason))
+        log.info("%s %s", node.name, reason)
+    return out
 
 
 def _compile_force(force: Mapping[str, Precision | str]) -> list[tuple[str, re.Pattern, Precision]]:

@@ -64,10 +64,10 @@ def weight_shift(node: onnx.NodeProto, w: np.ndarray, mu: np.ndarray) -> np.ndar
     dw = quantized_weight(node, w).astype(np.float64) - w.astype(np.float64)
     mu = np.asarray(mu, dtype=np.float64).reshape(-1)
     if node.op_type == "MatMul" and w.ndim == 2 and w.shape[0] == mu.size:
-        return mu @ dw
+        return np.einsum("k,kn->n", mu, dw)  # numpy's loops: the same bits on every BLAS kernel
     if node.op_type == "Gemm" and w.ndim == 2:
         dw = dw if int(attr(node, "transB", 0)) else dw.T  # -> [N, K]
-        return dw @ mu if dw.shape[1] == mu.size else None
+        return np.einsum("nk,k->n", dw, mu) if dw.shape[1] == mu.size else None
     if node.op_type == "Conv" and w.ndim >= 3:
         group = int(attr(node, "group", 1))
         c_per_g = w.shape[1]

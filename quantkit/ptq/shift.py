@@ -88,7 +88,9 @@ def shift_activations(model: onnx.ModelProto, low: Mapping[str, np.ndarray],
         rw.insert_before(sub, names)
         for r, w, ax in zip(readers, ws, axes):
             r.input[0] = y
-            comp = (z.astype(np.float64) @ (w if ax == 0 else w.T)).astype(np.float32)
+            comp = np.einsum("k,kn->n", z.astype(np.float64),  # no BLAS: the same bits on
+                             (w if ax == 0 else w.T).astype(np.float64)  # every kernel
+                             ).astype(np.float32)
             group += _compensate(m, ed, r, comp, readers_of, rw.outputs, rw.new_nodes)
         rw.rewrites.append(tuple(group))
         rw.changes[x] = (f"centred for {len(names)} reader(s) ({', '.join(names[:3])}"

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
+from quantkit.linalg import cholesky, gram, lower_inverse, matmul, solve_spd_right
 from quantkit.ptq.graphutil import InitializerEditor, copy_model
 from quantkit.ptq.step_record import StepRecord
 from quantkit.graph.facts import attr, ensure_node_names
@@ -212,14 +213,12 @@ def accumulate(layer: RoundingLayer, st: InputStats, x: np.ndarray,
             c0, c1 = (g0 * (s.shape[1] // g), g1 * (s.shape[1] // g)) if g > 1 else (None, None)
             p = _patches(sub, s[:, c0:c1])
             pq = p if same else _patches(sub, sq[:, c0:c1])
-            # float64 products: exact for float32 rows, so the sums differ between BLAS
-            # kernels (OpenBLAS Haswell vs SkylakeX) only at 1e-16, not at float32's 1e-7,
-            # which GPTQ's column updates amplified into other rounded weights per kernel
+            # exact sums (quantkit.linalg.gram): BLAS's float64 sums differ between kernels
+            # at 1e-16, which GPTQ's column updates amplified into other rounded weights
             pq64 = pq.astype(np.float64)
-            st.h = _add(st.h, np.matmul(pq64.transpose(0, 2, 1), pq64), g0, g1, g)
+            st.h = _add(st.h, gram(pq64), g0, g1, g)
             if pq is not p:
-                st.cross = _add(st.cross, np.matmul((p.astype(np.float64) - pq64)
-                                                    .transpose(0, 2, 1), pq64), g0, g1, g)
+                st.cross = _add(st.cross, gram(p.astype(np.float64) - pq64, pq64), g0, g1, g)
                 st.total = _add(st.total, p.sum(axis=1, dtype=np.float64), g0, g1, g)
                 st.total_q = _add(st.total_q, pq.sum(axis=1, dtype=np.float64), g0, g1, g)
             rows = p.shape[1]
@@ -309,9 +308,9 @@ def gptq_round(w: np.ndarray, h: np.ndarray, scale: np.ndarray, *, damp: float =
     order = np.argsort(-diag, axis=1, kind="stable")  # (G, K)
     hp = np.take_along_axis(np.take_along_axis(h, order[:, :, None], 1), order[:, None, :], 2)
     wp = np.take_along_axis(w, np.broadcast_to(order[:, None, :], w.shape), 2)
-    hinv = np.linalg.inv(hp)
-    hinv = (hinv + hinv.transpose(0, 2, 1)) / 2
-    u = np.linalg.cholesky(hinv).transpose(0, 2, 1)  # upper: hinv = u^T u
+    # upper u with hp^-1 = u^T u: u = J L^-1 J for L the Cholesky factor of J hp J (J reverses
+    # the order), in quantkit.linalg: the same bits on every BLAS kernel
+    u = lower_inverse(cholesky(hp[:, ::-1, ::-1]))[:, ::-1, ::-1]
     s = scale.astype(np.float64)[:, :, None]
     anchor = np.argmax(np.abs(wp), axis=2)  # (G, R): the element defining each row's amax
     sign = np.sign(np.take_along_axis(wp, anchor[:, :, None], 2))[:, :, 0]
@@ -336,18 +335,18 @@ def gptq_round(w: np.ndarray, h: np.ndarray, scale: np.ndarray, *, damp: float =
             if j + 1 < i2 - i1:
                 block[:, :, j + 1:] -= err[:, :, None] * u[:, None, i, i + 1:i2]
         if i2 < k:
-            wp[:, :, i2:] -= np.matmul(errs, u[:, i1:i2, i2:])
+            wp[:, :, i2:] -= matmul(errs, u[:, i1:i2, i2:])
     inv = np.argsort(order, axis=1)
     return np.take_along_axis(q, np.broadcast_to(inv[:, None, :], q.shape), 2)
 
 
-def _damped_inverse(h: np.ndarray, damp: float) -> np.ndarray:
-    """``(h + damp * mean(diag h) I)^-1`` per group (dead inputs get a unit diagonal)."""
+def _damped_solve(a: np.ndarray, h: np.ndarray, damp: float) -> np.ndarray:
+    """``a (h + damp * mean(diag h) I)^-1`` per group (dead inputs get a unit diagonal)."""
     h = np.array(h, dtype=np.float64)
     diag = np.einsum("gkk->gk", h)
     idx = np.arange(h.shape[1])
     h[:, idx, idx] += damp * np.maximum(diag.mean(axis=1, keepdims=True), 1e-12) + (diag <= 0)
-    return np.linalg.inv(h)
+    return solve_spd_right(a, h)
 
 
 def _add_to_bias(node: onnx.NodeProto, ed: InitializerEditor, shift: np.ndarray,
@@ -367,10 +366,10 @@ def _add_to_bias(node: onnx.NodeProto, ed: InitializerEditor, shift: np.ndarray,
 
 
 def _output_error(dw: np.ndarray, h: np.ndarray) -> float:
-    """``tr(dW H dW^T)`` summed over groups: the layer's squared output error (one batched
-    GEMM; a three-operand ``einsum`` without a contraction path loops in C over every
-    (r, k, l) and cost bert_int8's GPTQ 16 of its 21 s)."""
-    return float(np.sum(np.matmul(dw, h) * dw))
+    """``tr(dW H dW^T)`` summed over groups: the layer's squared output error (batched
+    products of :func:`quantkit.linalg.matmul`, the same bits on every BLAS kernel; a
+    three-operand ``einsum`` loops in C over every (r, k, l), far slower)."""
+    return float(np.sum(matmul(dw, h) * dw))
 
 
 @dataclass
@@ -408,7 +407,7 @@ def round_weights(model: onnx.ModelProto, layers: Sequence[RoundingLayer],
         st = hessians[layer.node]
         h = st.h
         if st.cross is not None:  # the FP32 output from quantized inputs: least-squares target
-            wg = wg + np.einsum("grk,gkl->grl", wg, st.cross) @ _damped_inverse(h, damp)
+            wg = wg + _damped_solve(matmul(wg, st.cross), h, damp)
         q = gptq_round(wg, h, sg, damp=damp, grid=grid)
         nearest = _on_grid(_grouped(layer, w) / sg[:, :, None], grid)
         e_near = _output_error(wg - nearest * sg[:, :, None], h)

@@ -16,7 +16,19 @@ unsupported-op         QLinearConv, ConvInteger, MatMulInteger, QLinearMatMul,  
 nonfinite-quantized    Q on a tensor known (or seen) to carry inf / nan              9
 dq-shared              a DequantizeLinear output read by several nodes              7
 q-without-dq           a QuantizeLinear output read by anything but DequantizeLinear 7
+concat-shared-scale    a Q whose input carries a Concat's output (through casts,    7 [4]
+                       layout ops, nested Concats) when that Concat's inputs'
+                       amax differ by more than ``concat_range_ratio`` or it joins
+                       box-like and score-like (Sigmoid / Softmax) inputs
 =====================  ==========================================================  =====
+
+[4] TensorRT moves a Q backward through a Concat (rule 7; ModelOpt counts Concat among its
+    copy ops), so one Q after it is one scale for every input: box coordinates in pixels
+    beside class scores round every score to 0 (ultralytics PR 25524, mmyolo 776, YOLOv6 969).
+    The fix: a per-tensor Q/DQ on each input before the Concat, or no Q/DQ after it (its
+    readers FP16), as quantkit's plan does (:mod:`quantkit.graph.mixed_concat`). Ranges come
+    from ``activation_amax`` (calibration) where given, else from the scales of DQs feeding
+    the Concat; without either, only the box / score rule can fire.
 
 FP8 E4M3 Q/DQ (zero point or data ``float8e4m3fn``; TRT_RULES.md "FP8") is TensorRT's
 other quantized format: rules 1 and 3 above are INT8's; an FP8 Q/DQ is checked by
@@ -55,7 +67,7 @@ the rule set of a target.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 
 import ml_dtypes
@@ -63,6 +75,7 @@ import numpy as np
 import onnx
 
 from quantkit.graph.facts import attr, constant_arrays, consumers, node_names, producers
+from quantkit.graph.mixed_concat import DEFAULT_CONCAT_RANGE_RATIO, MixedConcat, mixed_concats
 from quantkit.graph.weights import BIAS_SLOT, FP8_CONSUMERS, WEIGHT_SLOT, weight_axis
 
 __all__ = ["Violation", "lint_qdq", "lint_ort_cpu", "lint_for_target", "RULES", "ORT_CPU_RULES",
@@ -70,7 +83,7 @@ __all__ = ["Violation", "lint_qdq", "lint_ort_cpu", "lint_for_target", "RULES", 
 
 RULES = ("zero-point-dtype", "zero-point-nonzero", "scale-not-constant", "scale-invalid",
          "weight-per-tensor", "weight-axis", "unsupported-op", "nonfinite-quantized",
-         "dq-shared", "q-without-dq")
+         "dq-shared", "q-without-dq", "concat-shared-scale")
 
 #: TensorRT's FP8 E4M3 rules (module docstring: sources)
 FP8_RULES = ("fp8-opset", "fp8-zero-point-nonzero", "fp8-weight-per-channel", "fp8-consumer")
@@ -92,7 +105,7 @@ UNSUPPORTED_OPS = frozenset({"QLinearConv", "ConvInteger", "MatMulInteger",
 #: by float nodes too: ORT CPU has no INT8 Conv with float output, so the Conv stays float).
 ORT_CPU_RULES = ("activation-not-uint8", "weight-not-int8", "scale-not-constant",
                  "scale-invalid", "weight-axis", "nonfinite-quantized", "dq-shared",
-                 "q-without-dq", "q-not-shared", "output-not-fused")
+                 "q-without-dq", "q-not-shared", "output-not-fused", "concat-shared-scale")
 _INT8 = onnx.TensorProto.INT8
 _SCALE_DTYPES = (np.float32, np.float16)
 
@@ -119,15 +132,20 @@ def _graph_facts(graph):
             {o.name for o in graph.output})
 
 
-def lint_qdq(model: onnx.ModelProto, *, nonfinite_tensors: Iterable[str] = ()) -> list[Violation]:
+def lint_qdq(model: onnx.ModelProto, *, nonfinite_tensors: Iterable[str] = (),
+             activation_amax: Mapping[str, float] | None = None,
+             concat_range_ratio: float = DEFAULT_CONCAT_RANGE_RATIO) -> list[Violation]:
     """Every TensorRT Q/DQ rule violation in ``model``'s main graph, in graph order.
 
     ``nonfinite_tensors``: tensors known to carry inf / nan (e.g. from calibration);
     quantizing them is flagged. Constant inputs of Q are checked for inf / nan directly.
+    ``activation_amax`` / ``concat_range_ratio``: the calibrated ranges (the Plan's) and the
+    ratio of rule ``concat-shared-scale``.
     """
     graph = model.graph
     names, consts, readers, prod, outputs = _graph_facts(graph)
     nonfinite = set(nonfinite_tensors)
+    mixed = mixed_concats(graph, activation_amax or {}, ratio=concat_range_ratio)
     out: list[Violation] = []
     opset = next((i.version for i in model.opset_import if i.domain in ("", "ai.onnx")), 0)
 
@@ -147,6 +165,7 @@ def lint_qdq(model: onnx.ModelProto, *, nonfinite_tensors: Iterable[str] = ()) -
         _check_scale_zp(node, consts, flag)
         x = node.input[0] if node.input else ""
         if op == "QuantizeLinear":
+            _check_concat(x, mixed, flag)
             if x in nonfinite:
                 flag("nonfinite-quantized", f"quantizes {x}, which carries non-finite values "
                                             "(rule 9); keep it in float")
@@ -178,29 +197,34 @@ def lint_qdq(model: onnx.ModelProto, *, nonfinite_tensors: Iterable[str] = ()) -
 
 
 def lint_for_target(model: onnx.ModelProto, target: str, *,
-                    nonfinite_tensors: Iterable[str] = ()) -> list[Violation]:
+                    nonfinite_tensors: Iterable[str] = (),
+                    activation_amax: Mapping[str, float] | None = None,
+                    concat_range_ratio: float = DEFAULT_CONCAT_RANGE_RATIO) -> list[Violation]:
     """The violations of ``target``'s rule set: TensorRT's or ort_cpu's."""
     from quantkit.qdq.targets import get_target
 
-    rules = get_target(target).lint
-    if rules == "ort_cpu":
-        return lint_ort_cpu(model, nonfinite_tensors=nonfinite_tensors)
-    return lint_qdq(model, nonfinite_tensors=nonfinite_tensors)
+    lint = lint_ort_cpu if get_target(target).lint == "ort_cpu" else lint_qdq
+    return lint(model, nonfinite_tensors=nonfinite_tensors, activation_amax=activation_amax,
+                concat_range_ratio=concat_range_ratio)
 
 
 def lint_ort_cpu(model: onnx.ModelProto, *,
-                 nonfinite_tensors: Iterable[str] = ()) -> list[Violation]:
+                 nonfinite_tensors: Iterable[str] = (),
+                 activation_amax: Mapping[str, float] | None = None,
+                 concat_range_ratio: float = DEFAULT_CONCAT_RANGE_RATIO) -> list[Violation]:
     """Violations of target ort_cpu's rules (:data:`ORT_CPU_RULES`) in graph order.
 
     Every quantized activation is uint8 with a constant, positive scale; every weight is
     per-channel signed INT8 with zero point 0 on its output-channel axis; every Q feeds only
     DequantizeLinear and every DQ feeds one consumer (so ONNX Runtime can fuse each
     quantized op on its own); an activation has one QuantizeLinear; a quantized Conv output
-    is read through DQs only; no tensor with inf / nan is quantized.
+    is read through DQs only; no tensor with inf / nan is quantized; no Q after a Concat whose
+    inputs may not share one scale (``concat-shared-scale``, as :func:`lint_qdq`).
     """
     graph = model.graph
     names, consts, readers, prod, outputs = _graph_facts(graph)
     nonfinite = set(nonfinite_tensors)
+    mixed = mixed_concats(graph, activation_amax or {}, ratio=concat_range_ratio)
     out: list[Violation] = []
     first_q: dict[str, str] = {}
     for node, name in zip(graph.node, names):
@@ -219,6 +243,7 @@ def lint_ort_cpu(model: onnx.ModelProto, *,
         out.extend(v for v in shared if v.rule in ("scale-not-constant", "scale-invalid"))
         if op == "QuantizeLinear":
             weight = x in consts
+            _check_concat(x, mixed, flag)
             if x in nonfinite:
                 flag("nonfinite-quantized", f"quantizes {x}, which carries non-finite values; "
                                             "keep it in float")
@@ -262,6 +287,16 @@ def lint_ort_cpu(model: onnx.ModelProto, *,
             out.extend(Violation("weight-not-int8", v.node, v.message) for v in trt
                        if v.rule == "weight-per-tensor")
     return out
+
+
+def _check_concat(x: str, mixed: Mapping[str, MixedConcat], flag) -> None:
+    """concat-shared-scale: a Q of a tensor that carries a mixed Concat's output."""
+    if x in mixed:
+        flag("concat-shared-scale",
+             f"quantizes {x} with one scale, but {mixed[x].describe()}. TensorRT moves this Q "
+             "back through the Concat, so every input gets that one scale: give each Concat "
+             "input its own per-tensor Q/DQ before the Concat, or keep the Concat's readers "
+             "FP16 with no Q/DQ after it (rule 7)")
 
 
 def _check_conv_output(conv: onnx.NodeProto, readers, prod, consts, outputs, flag) -> None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, fields
 
 from quantkit.backends.engine_meta import EngineMeta
 from quantkit.ptq.step_record import StepRecord
+from quantkit.record.detection import DetectionRecord
 from quantkit.record.latency import LatencyStats
 from quantkit.record.serde import (
     JsonObject,
@@ -55,6 +56,16 @@ class Metrics:
     abs_logit: float | None = optional()
     cosine: float | None = optional()
     recall_at_k: float | None = optional()
+    # a detector (record/detection.py): COCO mAP against the labels, and against FP32's
+    # detections as ground truth (label-free metrics, every candidate)
+    map: float | None = optional()
+    map50: float | None = optional()
+    map75: float | None = optional()
+    map_vs_fp32: float | None = optional()
+    map50_vs_fp32: float | None = optional()
+    map75_vs_fp32: float | None = optional()
+    recall50_fp32: float | None = optional()
+    mean_iou_fp32: float | None = optional()
 
     def values(self) -> dict[str, float | int]:
         """Every recorded numeric metric by name (``n`` included), in record order."""
@@ -281,6 +292,7 @@ class DevEvidence:
     """A family member's dev evidence (``candidate.dev``): what chose it."""
 
     metrics: Metrics
+    detection: DetectionRecord | None = optional()  # a detector's evidence behind them
     verdict: VerdictRecord | None = optional()  # not the FP32 reference's
     n: int
     agreement_fp32: float | None = optional()
@@ -314,6 +326,7 @@ class CandidateRecord:
     kernel_census: dict[str, int] | None = optional()
     backend: str | None = optional()
     metrics: Metrics
+    detection: DetectionRecord | None = optional()  # a detector's evidence behind them
     output: EmbeddingOutput | None = optional()
     slices: dict[str, dict[str, SliceStat]] | None = optional()
     engine: EngineRecord | None = optional()

@@ -98,6 +98,7 @@ class Margin:
     floor: float | None = optional()
     ceiling: float | None = optional()
     decided: DecidedAt | None = inline()
+    relative_to: str | None = optional()  # an mAP margin: what the relative margin is of
 
 
 @dataclass

@@ -71,6 +71,15 @@ NOT_RENDERED: dict[str, str] = {
                                            "error",
     "EngineCheckPlan.required": _SAME + "the engine check's status (not needed / NOT run / ran)",
     "EngineCheckPlan.runs_here": _SAME + "the engine check's status (not needed / NOT run / ran)",
+    # -- a detector's evidence (record/detection.py)
+    "DetectionRecord.n_gt": _SAME + "the AP-per-class table's ground-truth boxes (their sum)",
+    "DetectionVsFp32.per_class": "with labels the AP-per-class table is against the labels; a "
+                                 "label-free run renders this one instead",
+    "DetectionVsFp32.pr": "with labels the PR curves are against the labels; a label-free run "
+                          "draws these instead",
+    "DetectionVsFp32.pr50": "with labels the PR curves are against the labels; a label-free "
+                            "run draws these instead",
+    "Margin.relative_to": _SAME + "the margin line (relative to FP32's value of the metric)",
     # -- latency
     "LatencyStats.batch_size": _SAME + "the table's batch column",
     "LatencyStats.level": _SAME + "the method line (interval level)",

@@ -375,11 +375,57 @@ def _delta_ci(record: RunRecord) -> Plot | None:
                 _png(fig))
 
 
+def pr_curves(record: RunRecord | Mapping[str, object]) -> Plot | None:
+    """A detector's precision-recall curves (COCO's 101 recall points, mean over classes),
+    FP32 and every candidate: at IoU 0.5 and averaged over IoU 0.5:0.95; against the labels,
+    or (label-free) against FP32's detections."""
+    record = as_record(record)
+    if not any(c.detection is not None for c in record.candidates.values()):
+        return None
+    return _draw(_pr_curves, record)
+
+
+def _pr_curves(record: RunRecord) -> Plot | None:
+    fig = _figure(10.0, 3.8)
+    axes = fig.subplots(1, 2)
+    drawn, labelled = False, False
+    for name, c in record.candidates.items():
+        d = c.detection
+        if d is None:
+            continue
+        labelled = labelled or d.labelled
+        curves = ((d.pr50, d.pr) if d.labelled else
+                  (d.vs_fp32.pr50, d.vs_fp32.pr) if d.vs_fp32 is not None else (None, None))
+        for ax, pr in zip(axes, curves):
+            if not pr:
+                continue
+            xs = [i / (len(pr) - 1) for i, v in enumerate(pr) if finite(v)]
+            ys = [v for v in pr if finite(v)]
+            if xs:
+                ax.plot(xs, ys, label=name, linewidth=1.2,
+                        linestyle="--" if name == "fp32" else "-")
+                drawn = True
+    if not drawn:
+        return None
+    for ax, title in zip(axes, ("IoU 0.5", "IoU 0.5:0.95 (mean)")):
+        ax.set_title(title)
+        ax.set_xlabel("recall")
+        ax.set_ylabel("precision")
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1.02)
+    axes[0].legend(loc="lower left", fontsize=7)
+    against = "the labels" if labelled else "FP32's detections as ground truth (label-free)"
+    return Plot("pr_curves", "precision-recall curves",
+                f"Interpolated precision at COCO's 101 recall points, mean over the classes "
+                f"with ground truth, against {against}; each candidate on the split its entry "
+                "is on.", _png(fig))
+
+
 def all_plots(record: RunRecord | Mapping[str, object]) -> list[Plot]:
     """Every plot the record has data for, in report order."""
     record = as_record(record)
     out = []
-    for fn in (delta_ci, sqnr_per_layer, activation_summary, pareto):
+    for fn in (delta_ci, sqnr_per_layer, activation_summary, pareto, pr_curves):
         p = fn(record)
         if p is not None:
             out.append(p)

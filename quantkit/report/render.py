@@ -29,6 +29,7 @@ from quantkit.errors import ConfigError
 from quantkit.record.migrate import as_record
 from quantkit.record.run_record import RunRecord
 from quantkit.report.calibration_section import calibration
+from quantkit.report.detection_section import detection
 from quantkit.report.family_section import family
 from quantkit.report.fmt import (
     NOT_MEASURED,
@@ -150,6 +151,7 @@ def build_context(record: RunRecord | Mapping[str, object], *,
     ctx["ptq"] = ptq_context(record)
     ctx["plots"] = _plots(record) if with_plots else []
     ctx["metrics"] = metrics(record)
+    ctx["detection"] = detection(record)
     ctx["latency"] = latency_rows(record)
     ctx["latency_info"] = latency_info(record)
     ctx["search"] = search(record)

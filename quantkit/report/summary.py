@@ -10,6 +10,7 @@ from quantkit.record.run_record import RunRecord
 from quantkit.record.signoff import LookFacts
 from quantkit.record.verdict import Margin
 from quantkit.report.status import trt_command
+from quantkit.verdict.margin import DELTA_METRICS, MAP_METRIC_NAMES
 
 __all__ = ["summary_lines", "engine_check_lines", "margin_split_line"]
 
@@ -103,25 +104,33 @@ def summary_lines(record: RunRecord) -> list[str]:
     third = "cosine" if embedding else "kl"  # beside accuracy and agreement, where cheap
     vmetric = next((c.verdict.metric for c in record.candidates.values() if c.verdict),
                    "accuracy")
-    head = ("delta [95% CI]" if vmetric in ("accuracy", "macro_f1") else
+    head = (f"{vmetric} delta [95% CI]" if vmetric in MAP_METRIC_NAMES else
+            "delta [95% CI]" if vmetric in DELTA_METRICS else
             f"{vmetric} [95% CI]" if vmetric == "agreement" else f"{vmetric} share [95% CI]")
-    lines.append(f"  {'candidate':<20} {'split':<5} {'accuracy':>8} {'agree':>6} "
-                 f"{third:>8} {head:>26}  verdict")
+    detector = any(c.detection is not None for c in record.candidates.values())
+    cols = ("mAP", "mAP@.5", "vs FP32") if detector else ("accuracy", "agree", third)
+    lines.append(f"  {'candidate':<20} {'split':<5} {cols[0]:>8} {cols[1]:>6} "
+                 f"{cols[2]:>8} {head:>26}  verdict")
     for name, c in record.candidates.items():
         met = c.metrics
         v = c.verdict
         agree = f"{c.agreement_fp32:.4f}" if c.agreement_fp32 is not None else "-"
         x = met.value(third)
         extra = (f"{x:.4f}" if embedding else f"{x:.3g}") if x is not None else "-"
+        if detector:  # mAP@[.5:.95], mAP@.5 against the labels; mAP against FP32's boxes
+            agree = f"{met.map50:.4f}" if met.map50 is not None else "-"
+            x = 1.0 if name == "fp32" else met.map_vs_fp32
+            extra = f"{x:.4f}" if x is not None else "-"
         split = c.split or ""
         if v:
             dl = v.deltas[v.metric]
-            fmt = "+.4f" if v.metric in ("accuracy", "macro_f1") else ".4f"
+            fmt = "+.4f" if v.metric in DELTA_METRICS else ".4f"
             ci = f"{dl.point:{fmt}} [{dl.low:{fmt}}, {dl.high:{fmt}}]"
             status = v.status if name in family else f"({v.status} on dev; not signed off)"
         else:
             ci, status = "-", "reference"
-        acc = f"{met.accuracy:>8.4f}" if met.accuracy is not None else f"{'-':>8}"  # label-free
+        first = met.map if detector else met.accuracy
+        acc = f"{first:>8.4f}" if first is not None else f"{'-':>8}"  # label-free
         lines.append(f"  {name:<20} {split:<5} {acc} {agree:>6} {extra:>8} {ci:>26}  {status}")
         if c.first_diverging:
             lines.append(f"  {'':<20} first diverging node: {c.first_diverging_node} "
@@ -140,6 +149,14 @@ def summary_lines(record: RunRecord) -> list[str]:
                      f"{100 * (1 - 2 * so.alpha_one_sided):.4g}% (two-sided, the look's "
                      f"one-sided alpha {so.alpha_one_sided:.4g}); dev rows: "
                      f"{100 * (1 - (alpha if alpha is not None else 0.05)):g}%")
+    sr = record.search_run
+    if sr is not None and sr.status != "PASS":  # why no mixed candidate is in the family
+        lines.append(f"mixed-precision search: {sr.status} on dev with {len(sr.fp16_nodes)} "
+                     f"layer(s) out of INT8 after {sr.full_evals} full evaluations: {sr.reason}")
+    elif sr is not None and len(sr.fp16_nodes) >= sr.quantizable_layers > 0:
+        lines.append(f"mixed-precision search: PASS on dev only with all {sr.quantizable_layers} "
+                     f"layers out of INT8 (the fp16 candidate again: not declared) after "
+                     f"{sr.full_evals} full evaluations: {sr.reason}")
     reason = record.recommendation.reason if record.recommendation is not None else ""
     bc = _check_of(record, record.recommended)
     pending = ", engine check NOT run" if bc is not None and bc.status == "not_run" else ""

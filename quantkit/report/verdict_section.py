@@ -19,7 +19,7 @@ from quantkit.report.fmt import (
     text,
 )
 from quantkit.report.status import engine_lines, verdict_view
-from quantkit.verdict.margin import LABELLED_METRICS
+from quantkit.verdict.margin import DELTA_METRICS
 
 __all__ = ["calibrator_rows", "thresholds", "verdict_block"]
 
@@ -54,7 +54,7 @@ def verdict_block(record: RunRecord) -> dict[str, object]:
         reasons = [str(r) for r in v.reasons]
         metric = v.decision_metric
         d = v.delta(metric) if metric else None
-        what = (f"{metric} delta" if metric in LABELLED_METRICS else
+        what = (f"{metric} delta" if metric in DELTA_METRICS else
                 f"{metric}: share of examples within the tolerance"
                 if v.margin.share is not None else str(metric))
         headline = f"{what} {interval(d)}" if d is not None else (reasons[0] if reasons else "")
@@ -145,8 +145,8 @@ def _budget_rows(record: RunRecord) -> list[tuple[str, str]]:
              ("engine check compares", text(basis.plan.compared))]
     if not b.share:
         return where
-    if b.metric in LABELLED_METRICS and record.configured("verdict", "margin_kind") == "relative":
-        rel = " (relative: x FP32 accuracy)"
+    if b.metric in DELTA_METRICS and record.configured("verdict", "margin_kind") == "relative":
+        rel = f" (relative: x FP32 {'accuracy' if b.metric == 'accuracy' else b.metric})"
         return [("declared margin (bounds the deployed artifact)", cfg(b.declared) + rel),
                 ("the sign-off decides at", cfg(b.signoff) + rel),
                 ("engine check tolerance", f"{cfg(b.tolerance)}{rel} as a "

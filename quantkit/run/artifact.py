@@ -90,7 +90,9 @@ def build_artifact(ctx: RunContext, name: str, plan: Plan, *, graph: ModelGraph 
                             infos=graph.infos)
     infos = graph.infos if edited is graph.model else None  # an edited graph: its own facts
     final = finish(edited, plan, how, numerics="deployed", infos=infos)
-    violations = lint_for_target(final, target.name, nonfinite_tensors=set(nonfinite))
+    violations = lint_for_target(final, target.name, nonfinite_tensors=set(nonfinite),
+                                 activation_amax=plan.activation_amax,
+                                 concat_range_ratio=p.concat_range_ratio)
     if violations:
         raise GraphEditError(f"{len(violations)} {target.lint} Q/DQ rule violations in {name}",
                              where=str(violations[0]), fix="report this as a bug")

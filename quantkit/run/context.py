@@ -29,6 +29,7 @@ from quantkit.graph.model_graph import ModelGraph
 from quantkit.models.model import Model
 from quantkit.run.model_identity import ModelIdentity
 from quantkit.settings import Settings
+from quantkit.tasks.detection.feeds import DetectionFeeds
 from quantkit.verdict.policy import TestPolicy
 
 __all__ = ["RunContext", "make_context"]
@@ -42,7 +43,7 @@ class RunContext:
 
     ``cache``: the run's StageCache, or None (compute everything, keep nothing).
     ``model`` (quantkit.models.Model), ``splits`` (quantkit.data.Splits), ``feeds``
-    (TextFeeds | ImageFeeds), ``lengths`` (split name -> token counts, or None for images) and ``graph``
+    (TextFeeds | ImageFeeds | DetectionFeeds), ``lengths`` (split name -> token counts, or None for images) and ``graph``
     (ModelGraph of the FP32 model) are set by :meth:`with_inputs` after the prepare stage,
     with ``identity``, the model's identity for the test ledger.
     ``policy``: the verdict's :class:`TestPolicy`, built once from the settings here and
@@ -55,7 +56,7 @@ class RunContext:
     cache: StageCache | None = None
     model: Model | None = None
     splits: Splits | None = None
-    feeds: TextFeeds | ImageFeeds | None = None
+    feeds: TextFeeds | ImageFeeds | DetectionFeeds | None = None
     lengths: dict[str, np.ndarray | None] | None = None  # token counts (text) or None
     graph: ModelGraph | None = None
     policy: TestPolicy = None  # type: ignore[assignment]  # built in __post_init__
@@ -126,7 +127,7 @@ class RunContext:
         return {"environment": execution_environment(self.settings.backend)}
 
     # -- feeds ----------------------------------------------------------------------------
-    def prepared_feeds(self) -> "TextFeeds | ImageFeeds":
+    def prepared_feeds(self) -> "TextFeeds | ImageFeeds | DetectionFeeds":
         """The run's feeds; an error if the model stage has not made them yet."""
         if self.feeds is None:
             raise RuntimeError("RunContext.feeds is set by prepare_model (with_inputs); "

@@ -23,6 +23,7 @@ from dataclasses import replace
 
 from quantkit.backends.ort import evaluation_qdq_mode
 from quantkit.verdict.engine_gate import DeploymentBudget, EngineCheckPlan, split_budget
+from quantkit.verdict.margin import DELTA_METRICS
 
 __all__ = ["EngineCheckPlan", "engine_check_plan", "signoff_budget", "declared_budget"]
 
@@ -74,7 +75,7 @@ def declared_budget(settings, metric: str) -> float:
     absolute, as declared) for accuracy / macro_f1; 1 - the floor for agreement, cosine,
     recall@k; the ceiling for kl, abs_logit."""
     v = settings.verdict
-    if metric in ("accuracy", "macro_f1"):
+    if metric in DELTA_METRICS:  # accuracy, macro_f1, a detector's mAP: the margin
         return float(v.margin)
     return {"agreement": 1.0 - v.min_agreement, "cosine": 1.0 - v.min_cosine,
             "recall_at_k": 1.0 - v.min_recall, "kl": v.max_kl,
@@ -94,7 +95,7 @@ def signoff_budget(settings, metric: str):
                                 units=split_budget(metric, 1.0, 0.0).units,
                                 composition="nothing to split: the declared budget is 0")
     budget = split_budget(metric, declared, share)
-    if settings.verdict.score_quantile is not None and metric not in ("accuracy", "macro_f1"):
+    if settings.verdict.score_quantile is not None and metric not in DELTA_METRICS:
         budget = replace(budget, composition=budget.composition + "; with verdict."
                          "score_quantile the per-example bound moves by the same amount, and "
                          "the engine gate bounds the mean: approximate for the quantile")

@@ -25,8 +25,11 @@ from quantkit.compare.task import agreement, mean_kl, slice_metrics, task_metric
 from quantkit.data.gallery import recall_gallery as draw
 from quantkit.environment import cpu_isa
 from quantkit.run.context import RunContext
+from quantkit.run.detection import detect_split, detection_evidence, is_detection
+from quantkit.run.detection_samples import draw_samples
 from quantkit.run.engine import build_trt_engine
 from quantkit.run.verdicts import candidate_test
+from quantkit.tasks.detection.packed import PackedDetections
 from quantkit.verdict import TestSplitReuse
 from quantkit.verdict.ledger import LookAlpha
 from quantkit.verdict.outcome import SignoffTest
@@ -47,7 +50,7 @@ class Evaluation:
 
     name: str
     evidence: Mapping[str, object]
-    logits: np.ndarray
+    logits: np.ndarray | PackedDetections  # a detector's decoded detections per example
     cached: bool = False
     split: str = "dev"
     test: SignoffTest | None = None  # vs FP32 on ``split`` (None for the reference itself)
@@ -84,8 +87,8 @@ def evaluate_model(ctx: RunContext, name: str, path, *, split: str = "dev",
              plan_fp8: list[str] | None = None,
              emulated: onnx.ModelProto | Callable[[], onnx.ModelProto] | bool | None = None,
              artifact_sha: str | None = None, look: LookAlpha | None = None,
-             build: Callable[[], tuple[str, onnx.ModelProto | None]] | None = None
-             ) -> Evaluation:
+             build: Callable[[], tuple[str, onnx.ModelProto | None]] | None = None,
+             samples: bool = True) -> Evaluation:
     """Evidence of the artifact at ``path`` on ``split`` (cached), with its paired test
     against ``reference`` (the FP32 evaluation of the same split).
 
@@ -100,7 +103,8 @@ def evaluate_model(ctx: RunContext, name: str, path, *, split: str = "dev",
     ``artifact_sha``: the file's sha256 when known (else computed); ``build``: writes the
     artifact on a cache miss only and returns its path and FP16 emulation (``path`` names it and ``artifact_sha`` is required:
     a cached evaluation needs no file; ``emulated`` then says whether it will have an FP16
-    emulation).
+    emulation). ``samples``: a detector's grid of its largest disagreements with FP32 is drawn
+    (run/detection_samples.py; not for the search's intermediate sets).
     """
     s = ctx.settings
     if reference is not None and reference.split != split:
@@ -141,14 +145,26 @@ def evaluate_model(ctx: RunContext, name: str, path, *, split: str = "dev",
                                                   reference=reference, plan_int8=plan_int8,
                                                   plan_fp8=plan_fp8, emulated=em,
                                                   gallery=gallery)
+        if isinstance(logits, PackedDetections):
+            return evidence, logits.arrays()
         return evidence, {"logits": logits,
                           **({"gallery": gallery_out} if gallery_out is not None else {})}
 
     evidence, arrays, hit = ctx.cached("evaluation", inputs, compute)
-    logits, gallery_out = arrays["logits"], arrays.get("gallery")
+    if is_detection(ctx):
+        logits, gallery_out = PackedDetections.from_arrays(arrays), None
+    else:
+        logits, gallery_out = arrays["logits"], arrays.get("gallery")
     evidence = {**evidence, "split": split, "artifact": Path(path).name}
     test = None
-    if reference is not None:
+    if reference is not None and is_detection(ctx):  # the grid of largest disagreements
+        if samples:
+            evidence["detection"] = {**evidence["detection"],  # type: ignore[dict-item]
+                                     "samples": draw_samples(ctx, name, split,
+                                                             reference.logits, logits)}
+        test = candidate_test(ctx, split, reference.logits, logits, name=name,
+                              alpha=None if look is None else look.alpha)
+    elif reference is not None:
         info = gallery_info(ctx, gallery)
         evidence.update(label_free_evidence(ctx, evidence, reference.logits, logits,
                                             split=split, ref_gallery=reference.gallery,
@@ -245,15 +261,29 @@ def _evaluate(ctx: RunContext, name: str, path, *, split: str, reference: Evalua
             runner = ctx.runner(emulated if use_emulation else path, name=name,
                                 optimized_to=None if use_emulation else optimized)
         with runner as r:
-            logits = run_split(r, ctx.feeds, data, output=ctx.model.output_name,
-                               batch_size=s.backend.batch_size, progress=s.progress,
-                               desc=f"{split} {name}", lengths=lengths)
+            if is_detection(ctx):
+                logits = detect_split(ctx, r, data, desc=f"{split} {name}",
+                                      progress=s.progress)
+            else:
+                logits = run_split(r, ctx.feeds, data, output=ctx.model.output_name,
+                                   batch_size=s.backend.batch_size, progress=s.progress,
+                                   desc=f"{split} {name}", lengths=lengths)
             gallery_out = None if gallery is None else run_split(
                 r, ctx.feeds, gallery, output=ctx.model.output_name,
                 batch_size=s.backend.batch_size, progress=s.progress,
                 desc=f"gallery {name}")
         seconds = time.perf_counter() - t0
         census = kernel_census(optimized) if optimized.exists() else {}
+    if is_detection(ctx):  # decoded detections; COCO metrics (run/detection.py)
+        found = detection_evidence(ctx, split, logits,
+                                   None if reference is None else reference.logits)
+        return {"artifact": Path(path).name,
+                "numerics": numerics_note(name, s, emulated=use_emulation,
+                                          qdq_mode=ctx.qdq_mode()),
+                "eval_seconds": round(seconds, 3), "n": int(len(logits)),
+                "kernel_census": census, "backend": s.backend.name, **found,
+                **({"engine": engine.to_record()} if engine is not None else {})}, \
+            logits, None
     if getattr(ctx.model, "output_kind", "logits") == "embedding":
         # no classes: task metrics and agreement do not apply (label_free_evidence adds
         # cosine and recall@k outside the cache)

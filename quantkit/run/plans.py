@@ -25,7 +25,7 @@ def plan_for_ranges(ctx: RunContext, ranges, overflow: Fp16Range | None,
                       force=dict(p.force), remainder=p.remainder,
                       fp32_nodes_reasons=overflow.fp32_nodes if overflow else {},
                       calibrator=ranges.calibrator if ranges else "", infos=graph.infos,
-                      fp32_ops=p.fp32_ops)
+                      fp32_ops=p.fp32_ops, concat_range_ratio=p.concat_range_ratio)
     if ranges:  # signed min/max for asymmetric targets (ort_cpu); carried by the plan
         seen = activation_ranges(ranges.summary)
         plan = dataclasses.replace(plan, activation_range={

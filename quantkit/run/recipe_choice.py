@@ -144,7 +144,8 @@ def choose_recipe(ctx: RunContext, scope: QuantScope, fp16: Fp16Range,
 
     cfg = ctx.settings.ptq.auto
     n = min(cfg.subset, len(ctx.splits.dev))
-    kind = "1 - mean cosine" if ctx.model.output_kind == "embedding" else "mean KL"
+    kind = {"embedding": "1 - mean cosine", "detection": "1 - mAP@[.5:.95] vs FP32's "
+            "detections"}.get(ctx.model.output_kind, "mean KL")
     score = _scorer(ctx, scope, fp16, reference, n)
     (_, _, best), trials, skipped = greedy_choice(
         dimensions(ctx, scope), score, ("generic", named_recipes()["generic"]),

@@ -1,6 +1,7 @@
 """The quantization scope of a run, decided once before calibration: which weighted nodes
 may run INT8 and which activation tensors need a calibrated range (their inputs, the skip
-inputs of residual Adds after INT8 Convs, and for target ort_cpu the outputs ONNX Runtime
+inputs of residual Adds after INT8 Convs, the inputs of Concats whose output they read so
+the plan can judge their ranges (issue 46), and for target ort_cpu the outputs ONNX Runtime
 fuses). Calibration, plan building and Q/DQ insertion read this one value."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 from quantkit.calibrate.collect import activation_tensors, select_tensors
 from quantkit.errors import ModelError
 from quantkit.graph.facts import ancestor_nodes
+from quantkit.graph.mixed_concat import concat_inputs_read_by
 from quantkit.graph.model_graph import ModelGraph
 from quantkit.graph.selection import NodeSelection
 from quantkit.precision.plan import build_plan
@@ -23,7 +25,8 @@ __all__ = ["QuantScope", "quant_scope"]
 class QuantScope:
     """``targets``: the weighted nodes in scope (QuantTarget, graph order); ``tensors``: every
     activation to calibrate; ``extra_tensors``: those of them that are not a target's input
-    (residual skips, ort_cpu fused outputs); ``compare_tensors``: the per-layer comparison's
+    (residual skips, ort_cpu fused outputs, the inputs of Concats a target reads: the plan's
+    Concat rule compares their ranges); ``compare_tensors``: the per-layer comparison's
     tensors (inputs and outputs of every weighted node of ``precision.op_types``)."""
 
     target: str
@@ -51,6 +54,9 @@ def quant_scope(ctx: RunContext, graph: ModelGraph | None = None) -> QuantScope:
     _check_output_depends_on(ctx, graph, targets)
     tensors = activation_tensors(targets)
     extra = [t for t in _fused_tensors(ctx, graph, tensors) if t not in set(tensors)]
+    extra += [t for t in concat_inputs_read_by(graph.model.graph, tensors)
+              if t not in set(tensors) | set(extra) and graph.infos.get(t) is not None
+              and graph.infos[t].is_float32]
     compare: list[str] = []
     for t in select_tensors(graph.model, op_types=tuple(p.op_types)):
         compare.extend(t.activations)
@@ -67,10 +73,12 @@ def _fused_tensors(ctx: RunContext, graph: ModelGraph, tensors: list[str]) -> li
     p = ctx.settings.precision
     if "Conv" not in p.op_types:
         return []
+    # the Concat rule is off: it reads real ranges, and a superset of the INT8 nodes only
+    # calibrates a few skips more
     int8_if_calibrated = build_plan(graph.model, amax={t: 1.0 for t in tensors},
                                     op_types=p.op_types, include_nodes=p.include_nodes,
                                     exclude_nodes=p.exclude_nodes, remainder=p.remainder,
-                                    infos=graph.infos)
+                                    infos=graph.infos, concat_range_ratio=None)
     found = residual_add_inputs(graph.model, int8_if_calibrated, infos=graph.infos)
     if ctx.settings.target == "ort_cpu":
         found += ort_cpu_output_tensors(graph.model, int8_if_calibrated, infos=graph.infos)

@@ -1,4 +1,5 @@
-"""The search's measurements: each layer's measured damage (mean KL vs FP32 on a dev subset),
+"""The search's measurements: each layer's measured damage (mean KL vs FP32 on a dev subset;
+a detector: 1 - mAP vs FP32's detections, quantkit/run/score.py),
 the per-layer proxy on a ptq-rewritten graph, the Q/DQ graph of a plan as its candidate is
 built, and the search's reading of one dev evaluation (powered on test at the margin, with its
 assurance)."""
@@ -18,9 +19,11 @@ from quantkit.precision.sensitivity import measured_scores, rank
 from quantkit.qdq.realize import realize
 from quantkit.run.artifact import Artifact
 from quantkit.run.context import RunContext
+from quantkit.run.detection import is_detection
 from quantkit.run.evaluation import Evaluation
 from quantkit.run.int8_source import Int8Source
 from quantkit.run.layer_compare import compare_candidate
+from quantkit.run.score import subset_score
 from quantkit.run.verdicts import candidate_test
 from quantkit.verdict.assurance import assurance
 from quantkit.verdict.outcome import plan_power
@@ -36,7 +39,8 @@ log = logging.getLogger(__name__)
 def measure_sensitivity(ctx: RunContext, plan_for, top: list[str], ranking: list[str],
                         reference: Evaluation, *, quantized, variant_key: dict,
                         mode: str = "only", rest_fp32: bool) -> tuple[dict, list[str]]:
-    """Measured damage (mean KL vs FP32 on a small dev subset) of each top layer: ``only``
+    """Measured damage (mean KL vs FP32 on a small dev subset; a detector: 1 - mAP vs FP32's
+    detections) of each top layer: ``only``
     that layer INT8, or ``restore``: full INT8 minus that layer kept out.
     ``quantized(plan)``: the Q/DQ graph of a plan as the candidate is built (ptq edits on
     its INT8 nodes, the original constants elsewhere), with every node out of INT8 in FP32
@@ -55,6 +59,9 @@ def measure_sensitivity(ctx: RunContext, plan_for, top: list[str], ranking: list
 
     def damage(fp16: frozenset[str]) -> float:
         def compute():
+            if is_detection(ctx):  # 1 - mAP vs FP32's detections (run/score.py)
+                return {"damage": subset_score(ctx, quantized(plan_for(fp16)), sub, ref_logits,
+                                               name="sensitivity")}, None
             with ctx.runner(quantized(plan_for(fp16)), name="sensitivity") as r:
                 logits = run_split(r, ctx.feeds, sub, output=ctx.model.output_name,
                                    batch_size=s.backend.batch_size, progress=False)

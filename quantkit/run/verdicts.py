@@ -30,6 +30,8 @@ from quantkit.compare.metrics import kl_per_example
 from quantkit.errors import ConfigError, DataError
 from quantkit.run.context import RunContext
 from quantkit.run.deployment import signoff_budget
+from quantkit.run.detection import detection_test, metric_key
+from quantkit.settings import MAP_METRICS
 from quantkit.verdict import (
     Margin,
     agreement_signoff,
@@ -65,6 +67,8 @@ def decision_metric(ctx: RunContext) -> str:
     v = ctx.settings.verdict
     check_metric_fits(ctx.settings, _output_kind(ctx),
                       has_labels=not ctx.splits.label_free)
+    if _output_kind(ctx) == "detection":  # mAP (labelled, or label-free vs FP32's boxes)
+        return v.metric if v.metric in MAP_METRICS else "map"
     if _output_kind(ctx) == "embedding":
         return v.metric if v.metric in EMBEDDING_METRICS else "cosine"
     if v.metric in LOGIT_METRICS:
@@ -79,6 +83,11 @@ def check_metric_fits(settings, output_kind: str, *, has_labels: bool = False,
     macro_f1) on an embedding output. The declared metric is never replaced silently: a
     labelled run whose output is not logits stops here instead of signing off cosine."""
     v = settings.verdict
+    if output_kind == "detection" and v.metric not in MAP_METRICS + ("accuracy",):
+        raise ConfigError(f"verdict.metric={v.metric} does not apply to a detector's outputs",
+                          where="verdict.metric", value=v.metric,
+                          fix="use verdict.metric=map (mAP@[.5:.95], the default for a "
+                              "detector), map50 or map75")
     if output_kind != "embedding" and v.metric in EMBEDDING_METRICS:
         raise ConfigError(f"verdict.metric={v.metric} needs an embedding output, and the "
                           "model's output is logits", where="verdict.metric", value=v.metric,
@@ -106,7 +115,7 @@ def decision_value(ctx: RunContext, evaluation) -> float:
     recall_at_k / kl / abs_logit: the share of dev examples within the tolerance (the tested
     quantity), ties broken by the mean score (weight 1e-9, below any share's resolution)."""
     metric = decision_metric(ctx)
-    value = evaluation.metric(metric)
+    value = evaluation.metric(metric_key(ctx, metric) if metric in MAP_METRICS else metric)
     signed = value if higher_is_better(metric) else -value
     test = getattr(evaluation, "test", None)
     if metric in ("cosine", "recall_at_k", "kl", "abs_logit") and test is not None \
@@ -162,7 +171,7 @@ def signoff_threshold(settings, metric: str) -> float:
     (:func:`quantkit.run.deployment.signoff_budget`; the whole budget when no engine check
     stands between the signed numbers and the deployment)."""
     left = signoff_budget(settings, metric).signoff
-    if metric in ("accuracy", "macro_f1", "kl", "abs_logit"):
+    if metric in ("accuracy", "macro_f1", "kl", "abs_logit") + MAP_METRICS:
         return left
     return 1.0 - left
 
@@ -193,13 +202,19 @@ def candidate_test(ctx: RunContext, split: str, ref_logits: np.ndarray, logits: 
     v = ctx.settings.verdict
     policy = ctx.policy
     groups, y = split_groups(ctx, split), ctx.split(split).labels
+    metric = decision_metric(ctx)
+    if _output_kind(ctx) == "detection":  # mAP recomputed per image resample; no top-1
+        return detection_test(ctx, split, ref_logits, logits, name=name, metric=metric,
+                              margin=Margin(v.margin_kind,
+                                            signoff_threshold(ctx.settings, metric)),
+                              policy=policy if alpha is None else policy.at(alpha),
+                              groups=groups, rows=rows)
     if rows is not None:
         ref_logits, logits = ref_logits[rows], logits[rows]
         groups = None if groups is None else groups[rows]
         y = None if y is None else y[rows]
     common = dict(groups=groups, candidate=name,
                   policy=policy if alpha is None else policy.at(alpha))
-    metric = decision_metric(ctx)
     if _output_kind(ctx) == "embedding":  # no top-1 predictions: no churn gate
         test = score_signoff(example_scores(metric, ref_logits, logits, recall_k=v.recall_k,
                                             ref_gallery=ref_gallery, gallery=gallery),

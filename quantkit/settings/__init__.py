@@ -38,12 +38,18 @@ from quantkit.settings.report_schema import ReportConfig
 from quantkit.settings.settings_schema import Settings, register
 from quantkit.settings.trt_schema import TRT_MIN_MAJOR, TrtConfig, check_trt_config
 from quantkit.settings.value_checks import check_plain_name
-from quantkit.settings.verdict_schema import VERDICT_METRICS, VerdictConfig, validate_ledger
+from quantkit.settings.verdict_schema import (
+    MAP_METRICS,
+    VERDICT_METRICS,
+    VerdictConfig,
+    validate_ledger,
+)
 
 __all__ = [
     "BackendConfig", "BenchConfig", "CALIBRATOR_NAMES", "CalibSplitConfig", "CalibratorConfig",
     "CompareConfig", "DEFAULT_TEST_FRACTION", "DataConfig", "DevSplitConfig", "EvalSplitConfig",
-    "GpuConfig", "HeadConfig", "ImageConfig", "InputsConfig", "ModelConfig", "OutputConfig",
+    "GpuConfig", "HeadConfig", "ImageConfig", "InputsConfig", "MAP_METRICS", "ModelConfig",
+    "OutputConfig",
     "PrecisionConfig", "PtqAutoConfig", "PtqConfig", "ReportConfig", "SearchConfig", "Settings",
     "TRT_MIN_MAJOR", "TestSplitConfig", "TrainSplitConfig", "TrtConfig", "VERDICT_METRICS",
     "VerdictConfig", "apply_target", "build", "check_plain_name", "check_trt_config",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from quantkit.errors import ConfigError
+from quantkit.graph.mixed_concat import check_concat_range_ratio
 from quantkit.settings.backend_schema import validate_provider_options
 from quantkit.settings.bench_schema import validate_bench
 from quantkit.settings.calibrator_schema import validate_calibrator
@@ -13,7 +14,7 @@ from quantkit.settings.ptq_schema import validate_ptq
 from quantkit.settings.report_schema import validate_report
 from quantkit.settings.settings_schema import Settings
 from quantkit.settings.value_checks import _choice, _positive, check_plain_name
-from quantkit.settings.verdict_schema import validate_verdict
+from quantkit.settings.verdict_schema import MAP_METRICS, validate_verdict
 
 
 def validate(s: Settings) -> Settings:
@@ -21,7 +22,8 @@ def validate(s: Settings) -> Settings:
     check_plain_name("experiment_name", s.experiment_name)
     validate_model(s.model)
     _choice("data.source", s.data.source, ("embedded", "local", "hub"))
-    _choice("data.kind", s.data.kind, ("text", "image"))
+    _choice("data.kind", s.data.kind, ("text", "image", "detection"))
+    check_detection_pairing(s)
     if s.data.kind == "image":
         validate_image(s.data.image)
         if s.model.kind == "hub":
@@ -36,6 +38,7 @@ def validate(s: Settings) -> Settings:
     validate_data(s.data)
     validate_calibrator(s.calibrator)
     _choice("precision.remainder", s.precision.remainder, ("fp16", "fp32"))
+    check_concat_range_ratio(s.precision.concat_range_ratio, where="precision.concat_range_ratio")
     for pattern, prec in s.precision.force.items():
         _choice(f"precision.force[{pattern}]", prec, ("int8", "fp16", "fp32"))
     _positive("precision.search.max_full_evals", s.precision.search.max_full_evals, allow_zero=True)
@@ -85,6 +88,32 @@ def validate(s: Settings) -> Settings:
     if s.backend.name == "trt":
         validate_trt_shapes(s)
     return s
+
+
+def check_detection_pairing(s: Settings) -> None:
+    """A detector's outputs (model.output.kind=detection) are read with detection data
+    (images with box labels, or none), and detection data only by a detector; the detection
+    metrics are signed off on a detector only."""
+    det_model, det_data = s.model.output.kind == "detection", s.data.kind == "detection"
+    if det_model and not det_data:
+        raise ConfigError("model.output.kind=detection reads detections, and data.kind is "
+                          f"{s.data.kind}", where="data.kind", value=s.data.kind,
+                          fix="use data=detection_folder data.path=<images> [data.labels="
+                              "<COCO JSON | YOLO folder>], or data=layout_pages")
+    if det_data and not det_model:
+        raise ConfigError("detection data (box labels) needs a detector's outputs",
+                          where="model.output.kind", value=s.model.output.kind,
+                          fix="add model.output.kind=detection model.output.decoder=<yolov8 | "
+                              "yolov5 | gfl | nms>")
+    if s.verdict.metric in MAP_METRICS and not det_model:
+        raise ConfigError(f"verdict.metric={s.verdict.metric} is a detector's metric",
+                          where="verdict.metric", value=s.verdict.metric,
+                          fix="use model.output.kind=detection, or verdict.metric=accuracy | "
+                              "agreement | kl | cosine for other outputs")
+    if det_model and s.target == "ort_cpu":
+        raise ConfigError("the engine check of detection outputs on ONNX Runtime CPU's fused "
+                          "kernels (target=ort_cpu) is not implemented", where="target",
+                          value=s.target, fix="use target=tensorrt (the default) for a detector")
 
 
 def validate_trt_shapes(s: Settings) -> None:

@@ -66,9 +66,19 @@ class ImageConfig:
 
 
 @dataclass
+class PagesConfig:
+    """data=layout_pages: seeded document pages rendered with their box labels
+    (quantkit/data/layout_pages.py); the page template is each page's group."""
+
+    n_pages: int = 400  # pages rendered (each split takes whole templates)
+    n_templates: int = 260  # page designs; a template's pages are on one side of every split
+    seed: int = 0  # the pages drawn (the run's seed draws the splits)
+
+
+@dataclass
 class DataConfig:
     name: str = MISSING
-    kind: str = "text"  # text | image
+    kind: str = "text"  # text | image | detection (model.output.kind=detection)
     source: str = "embedded"  # embedded | local | hub
     path: Optional[str] = None  # local: csv/json/parquet file(s) or image folder; hub: id
     format: Optional[str] = None  # local: csv | json | parquet (default: from the suffix)
@@ -102,6 +112,10 @@ class DataConfig:
     test: TestSplitConfig = field(default_factory=TestSplitConfig)
     eval: EvalSplitConfig = field(default_factory=EvalSplitConfig)
     image: ImageConfig = field(default_factory=ImageConfig)
+    # detection: the box labels of the images in data.path, a COCO JSON file or a YOLO txt
+    # folder (<image stem>.txt); null: label-free (the candidate against FP32's detections)
+    labels: Optional[str] = None
+    pages: PagesConfig = field(default_factory=PagesConfig)
 
 
 DEFAULT_TEST_FRACTION = 0.2
@@ -178,8 +192,32 @@ def validate_image(im: ImageConfig) -> None:
                           fix="e.g. data.image.std=[0.229,0.224,0.225] (ImageNet)")
 
 
+def validate_detection_data(d: DataConfig) -> None:
+    """data.kind=detection: images from a local folder (data.path) with optional box labels,
+    or the rendered layout pages (data=layout_pages)."""
+    if d.source == "hub":
+        raise ConfigError("detection data comes from a local image folder or the rendered "
+                          "layout pages", where="data.source", value="hub",
+                          fix="use data=detection_folder data.path=<images> "
+                              "data.labels=<COCO JSON | YOLO txt folder>, or data=layout_pages")
+    if d.source == "embedded" and d.name != "layout_pages":
+        raise ConfigError("unknown embedded detection data set", where="data.name", value=d.name,
+                          fix="use data=layout_pages, or data=detection_folder with your images")
+    if d.source == "embedded" and d.labels is not None:
+        raise ConfigError("data=layout_pages writes its own labels", where="data.labels",
+                          value=d.labels, fix="remove data.labels, or use data=detection_folder")
+    _positive("data.pages.n_pages", d.pages.n_pages)
+    _positive("data.pages.n_templates", d.pages.n_templates)
+
+
 def validate_data(d: DataConfig) -> None:
     """Data source path and format, split sizes, max_length and batch_size (data.*)."""
+    if d.kind == "detection":
+        validate_detection_data(d)
+    elif d.labels is not None:
+        raise ConfigError("data.labels are box labels of detection data", where="data.labels",
+                          value=d.labels, fix="remove data.labels, or use data.kind=detection "
+                          "with model.output.kind=detection")
     if d.source in ("local", "hub") and not d.path:
         raise ConfigError(f"data.source={d.source} needs a path", where="data.path",
                           value=d.path,

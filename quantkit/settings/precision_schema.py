@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from quantkit.graph.mixed_concat import DEFAULT_CONCAT_RANGE_RATIO
 from quantkit.graph.weights import WEIGHTED_OPS
 
 
@@ -40,6 +41,12 @@ class PrecisionConfig:
     # op types kept FP32 in an FP16 remainder (normalizations: TensorRT 11 computes them in
     # their input dtype); null = the default list (precision/fp16_rules.py), [] = none
     fp32_ops: Optional[list[str]] = None
+    # a Concat whose inputs' calibrated amax differ by more than this (widest / narrowest), or
+    # that joins box-like and score-like (Sigmoid / Softmax) inputs, never gets one Q/DQ
+    # after it: its readers stay in the remainder (quantkit/graph/mixed_concat.py; the lint
+    # rule concat-shared-scale). A finite number > 1; 16 leaves the narrowest input ~8 of
+    # INT8's 127 steps
+    concat_range_ratio: float = DEFAULT_CONCAT_RANGE_RATIO
     # Q/DQ scales of FP16-remainder artifacts: fp32 (opset >= 13, Cast before each Q) | fp16
     # (opset 19 Q/DQ with float16 scales: no Cast(fp16->fp32) -> Q pairs)
     qdq_scale_dtype: str = "fp32"

@@ -12,15 +12,20 @@ from quantkit.errors import ConfigError
 from quantkit.settings.value_checks import _choice, _positive
 
 
-#: verdict.metric: labeled (accuracy, macro_f1) and label-free per-example scores vs FP32
+#: detection outputs: COCO mAP@[.5:.95], mAP@.5, mAP@.75 (against the labels, or label-free
+#: against FP32's detections), tested by the paired image bootstrap at the margin
+MAP_METRICS = ("map", "map50", "map75")
+#: verdict.metric: labeled (accuracy, macro_f1) and label-free per-example scores vs FP32,
+#: and a detector's mAP
 VERDICT_METRICS = ("accuracy", "macro_f1", "agreement", "kl", "abs_logit", "cosine",
-                   "recall_at_k")
+                   "recall_at_k") + MAP_METRICS
 
 
 @dataclass
 class VerdictConfig:
     # accuracy | macro_f1 (labels); label-free, per-example scores vs FP32: agreement,
-    # kl, abs_logit (logit outputs), cosine, recall_at_k (embedding outputs)
+    # kl, abs_logit (logit outputs), cosine, recall_at_k (embedding outputs); detectors:
+    # map (mAP@[.5:.95], the default for a detector) | map50 | map75
     metric: str = "accuracy"
     margin: float = 0.01
     margin_kind: str = "relative"  # relative | absolute

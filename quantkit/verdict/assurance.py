@@ -25,7 +25,7 @@ import math
 
 from scipy.stats import norm
 
-from quantkit.verdict.margin import LABELLED_METRICS
+from quantkit.verdict.margin import DELTA_METRICS
 
 __all__ = ["assurance"]
 
@@ -35,7 +35,7 @@ def assurance(*, metric: str, point: float, low: float, high: float, level_alpha
     """The probability that a one-sided test at ``test_alpha`` on ``n_test`` examples finds
     the candidate above ``threshold``, given its dev estimate ``point`` with the two-sided
     ``1 - 2 level_alpha`` interval ``[low, high]`` on ``n_dev`` examples (module doc)."""
-    d = min(point, 0.0) if metric in LABELLED_METRICS else point
+    d = min(point, 0.0) if metric in DELTA_METRICS else point
     if n_dev <= 0 or n_test <= 0:
         return 0.0
     s_dev = max(high - low, 0.0) / (2.0 * float(norm.ppf(1.0 - level_alpha)))

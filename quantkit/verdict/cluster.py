@@ -68,8 +68,9 @@ class GroupStats:
 
     n_groups: int
     mean_group_size: float
-    icc: float
-    design_effect: float  # >= 1 as used for intervals (raw deff may be below 1)
+    # None: not estimated (the mAP bootstrap resamples groups whole: verdict/map_bootstrap.py)
+    icc: float | None
+    design_effect: float | None  # >= 1 as used for intervals (raw deff may be below 1)
 
     def to_dict(self) -> dict[str, float | int]:
         return {"n_groups": self.n_groups, "mean_group_size": self.mean_group_size,

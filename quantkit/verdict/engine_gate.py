@@ -72,7 +72,9 @@ ROOT_METRICS = ("cosine", "kl")
 GATE_UNITS = {"accuracy": "top-1 flip rate", "macro_f1": "top-1 flip rate",
               "agreement": "top-1 flip rate", "abs_logit": "mean |logit delta|",
               "kl": "mean KL(emulation || engine)", "cosine": "mean (1 - cosine)",
-              "recall_at_k": "mean (1 - recall@k)"}
+              "recall_at_k": "mean (1 - recall@k)",
+              "map": "mAP@[.5:.95] deficit", "map50": "mAP@.5 deficit",
+              "map75": "mAP@.75 deficit"}
 _COMPOSITION = {
     "accuracy": "exact: a non-flipped example keeps its correctness",
     "macro_f1": "approximate: the flip rate bounds accuracy exactly, macro-F1 only roughly",
@@ -80,7 +82,9 @@ _COMPOSITION = {
     "abs_logit": "exact: triangle inequality of |logit delta|",
     "recall_at_k": "exact: the k-neighbour set deficits add",
     "cosine": "exact: chord distances add (Minkowski), the budget splits on the root",
-    "kl": "second order: KL = d_Fisher^2 / 2, the budget splits on the root"}
+    "kl": "second order: KL = d_Fisher^2 / 2, the budget splits on the root",
+    **{m: "approximate: mAP is not a sum over images; the deficits add to first order"
+       for m in ("map", "map50", "map75")}}
 
 
 @dataclass(frozen=True)

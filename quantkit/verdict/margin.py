@@ -16,11 +16,15 @@ from typing import Any
 
 from quantkit.errors import ConfigError
 
-__all__ = ["LABELLED_METRICS", "Margin", "check_alpha", "check_n_boot", "margin_abs"]
+__all__ = ["DELTA_METRICS", "LABELLED_METRICS", "MAP_METRIC_NAMES", "Margin", "check_alpha", "check_n_boot", "margin_abs"]
 
 # Metrics scored against labels: the verdict reads the candidate's paired delta to FP32, a
 # relative margin is a fraction of FP32's own score, and a delta's gain is never promised.
 LABELLED_METRICS = ("accuracy", "macro_f1")
+#: metrics tested as a delta vs FP32 at a margin (relative or absolute): the labelled ones and
+#: a detector's mAP (labelled, or label-free against FP32's detections)
+MAP_METRIC_NAMES = ("map", "map50", "map75")
+DELTA_METRICS = LABELLED_METRICS + MAP_METRIC_NAMES
 
 #: Fewer resamples make the percentile bounds too unstable to sign off on.
 MIN_N_BOOT = 100

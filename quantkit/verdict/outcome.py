@@ -9,9 +9,10 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from quantkit.verdict.margin import LABELLED_METRICS
+from quantkit.verdict.margin import DELTA_METRICS, MAP_METRIC_NAMES
 from quantkit.verdict.policy import TestPolicy
-from quantkit.verdict.power import PowerPlan, required_agreement_size, required_test_size
+from quantkit.verdict.power import (PowerPlan, required_agreement_size, required_bootstrap_size,
+                                    required_test_size)
 
 __all__ = ["PASS", "FAIL", "INCONCLUSIVE", "STATUSES", "DEFAULT_POLICY", "SignoffTest", "status_of",
            "with_gate", "plan_power"]
@@ -70,14 +71,15 @@ class SignoffTest:
 
     @property
     def design_effect(self) -> float:
-        return float(self.groups["design_effect"]) if self.groups else 1.0
+        d = self.groups.get("design_effect") if self.groups else None
+        return float(d) if d is not None else 1.0  # None: not estimated (an mAP bootstrap)
 
     def __bool__(self) -> bool:
         return self.status == PASS
 
     def describe(self) -> str:
         return (f"{self.point:+.4f} [{100 * self.level:g}% CI {self.low:+.4f}, "
-                f"{self.high:+.4f}]" if self.metric in LABELLED_METRICS else
+                f"{self.high:+.4f}]" if self.metric in DELTA_METRICS else
                 f"{self.point:.4f} [{100 * self.level:g}% CI {self.low:.4f}, {self.high:.4f}]")
 
     def to_verdict_dict(self) -> dict[str, Any]:
@@ -171,6 +173,19 @@ def plan_power(test: SignoffTest, *, n_available: int | None, policy: TestPolicy
         what = (f"macro-F1 delta {effect:+.4f} (min(dev delta, 0)) against -margin "
                 f"{-m:+.4f}")
         margin = m
+    elif test.metric in MAP_METRIC_NAMES:  # the paired image (group) bootstrap of mAP
+        margin = -test.threshold
+        effect = min(test.point, 0.0)
+        sd = float((test.methods or {}).get("bootstrap", {}).get("sd_of_d", 0.0) or 0.0)
+        units = int(test.groups["n_groups"]) if test.groups else int(test.n)
+        need = required_bootstrap_size(sd=sd, n=units, effect=effect, margin_abs=margin,
+                                       alpha=a, power=power)
+        if need is not None and test.groups:  # groups -> images at dev's group size
+            need = int(math.ceil(need * test.n / max(units, 1)))
+        need = None if need is None else max(need, min_n)
+        what = (f"{test.metric} delta {effect:+.4f} (min(dev delta, 0)) against -margin "
+                f"{-margin:+.4f}, bootstrap sd of the margin statistic {sd:.4f} on {units} "
+                f"{'groups' if test.groups else 'images'}")
     else:  # agreement, churn and the label-free shares: one proportion above a minimum
         effect = test.point
         margin = test.threshold

@@ -37,7 +37,8 @@ from scipy.stats import norm
 
 from quantkit.errors import ConfigError
 
-__all__ = ["PowerPlan", "required_agreement_size", "required_score_size", "required_test_size"]
+__all__ = ["PowerPlan", "required_agreement_size", "required_bootstrap_size",
+           "required_score_size", "required_test_size"]
 
 
 def _check(alpha: float, power: float, design_effect: float) -> None:
@@ -150,3 +151,21 @@ class PowerPlan:
                 "planned_effect": self.planned_effect, "margin": self.margin,
                 "flip_rate": self.flip_rate, "design_effect": self.design_effect,
                 "reason": self.reason, **self.extra}
+
+
+def required_bootstrap_size(*, sd: float, n: int, effect: float, margin_abs: float,
+                            alpha: float = 0.025, power: float = 0.8, min_n: int = 1
+                            ) -> int | None:
+    """Units (images, or groups) a paired bootstrap test of ``D`` needs for ``power`` at
+    ``effect`` (the delta assumed), from the bootstrap spread ``sd`` of ``D`` at ``n`` units
+    scaled as ``1 / sqrt(n)``: ``n' = n ((z_a + z_power) sd / (effect + margin))^2`` (a
+    detector's mAP; quantkit/verdict/map_bootstrap.py). None when ``effect`` is at or beyond
+    ``-margin_abs``."""
+    _check(alpha, power, 1.0)
+    gap = effect + margin_abs
+    if gap <= 0:
+        return None
+    if sd <= 0 or not math.isfinite(sd):
+        return max(int(min_n), 1)
+    z = float(norm.ppf(1 - alpha) + norm.ppf(power))
+    return max(int(min_n), int(math.ceil(n * (z * sd / gap) ** 2)))

@@ -25,6 +25,13 @@ decided by the run's own functions (``paired_signoff``, ``churn_gate``, ``with_g
   the rule in the normal approximation, ``1 - T_df(t_{1-alpha} - gap / se)``, times the
   simulated power of the churn gate when there is one (independence; conservative when the
   two are positively associated). Dev's per-example scores are not kept, so no simulation.
+* **mAP** (a detector: :func:`quantkit.verdict.map_bootstrap.map_signoff`, the paired image
+  bootstrap of ``D = mAP(cand) - (1 - m) mAP(FP32)``): the normal approximation of that
+  bootstrap, ``Phi(gap / se - z_{1-alpha})`` with ``se`` dev's bootstrap standard deviation
+  of ``D`` scaled by ``sqrt(units on dev / units on test)`` (images, or groups when grouped)
+  and ``gap = min(dev delta, 0) + margin``; the size for a power is the same model solved
+  for ``n`` (:func:`quantkit.verdict.power.required_bootstrap_size`). A simulation would need the images' match tables, which a
+  plan does not keep.
 * **Any other metric**: Nam's normal approximation at the planned effect.
 
 The size for a target power ``1 - beta`` rescales through the normal model
@@ -50,9 +57,10 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm
 
-from quantkit.verdict.margin import Margin
+from quantkit.verdict.margin import MAP_METRIC_NAMES, Margin
 from quantkit.verdict.policy import POWER_SIMS, TestPolicy
-from quantkit.verdict.power import (PowerPlan, required_agreement_size, required_score_size,
+from quantkit.verdict.power import (PowerPlan, required_agreement_size,
+                                    required_bootstrap_size, required_score_size,
                                     required_test_size)
 
 __all__ = ["POWER_SIMS", "RulePower", "plan_by_rule", "rule_power", "rule_size"]
@@ -76,6 +84,8 @@ class RulePower:
 def _kind(test) -> str:
     if test.metric == "accuracy":
         return "accuracy"
+    if test.metric in MAP_METRIC_NAMES:
+        return "map"
     kind = (test.margin or {}).get("kind")
     if test.metric in ("agreement", "churn") or kind == "proportion":
         return "proportion"
@@ -93,7 +103,7 @@ def _rng(seed: Any, candidate: str, n: int, what: str) -> np.random.Generator:
 def _gap(test) -> float:
     """The planned distance to the bound (<= 0: no size gives power)."""
     kind = _kind(test)
-    if kind in ("accuracy", "other"):
+    if kind in ("accuracy", "other", "map"):
         return min(test.point, 0.0) - test.threshold
     higher = (test.margin or {}).get("higher_is_better", True)
     return (test.point - test.threshold) if higher else (test.threshold - test.point)
@@ -165,6 +175,27 @@ def _mean_power(test, n_eff: int, alpha: float) -> float:
     return float(student_t.sf(float(student_t.ppf(1.0 - alpha, df)) - gap / se, df))
 
 
+def _map_units(test, n: int, n_groups: int | None) -> tuple[int, int]:
+    """(units on dev, units at a test of ``n`` images): images, or groups when grouped (the
+    test's groups, else dev's images per group)."""
+    if test.groups:
+        g_dev = int(test.groups.get("n_groups") or 1)
+        g_test = n_groups if n_groups is not None else max(1, round(n * g_dev / max(test.n, 1)))
+        return g_dev, int(g_test)
+    return int(test.n), int(n)
+
+
+def _map_power(test, n: int, alpha: float, n_groups: int | None = None) -> float:
+    """The normal approximation of the mAP bootstrap rule (module docstring)."""
+    sd = float((test.methods or {}).get("bootstrap", {}).get("sd_of_d", 0.0) or 0.0)
+    gap = _gap(test)
+    units_dev, units_test = _map_units(test, n, n_groups)
+    if sd <= 0.0 or not math.isfinite(sd):
+        return 1.0 if gap > 0 else 0.0
+    se = sd * math.sqrt(units_dev / max(units_test, 1))
+    return float(norm.cdf(gap / se - norm.ppf(1.0 - alpha)))
+
+
 def _analytic_power(test, n: int, alpha: float, min_n: int = 1) -> float:
     """The power ``p`` whose analytic size (Nam / Wilson / t: :func:`_analytic_size`) is
     ``n`` (bisection in ``p``)."""
@@ -197,6 +228,10 @@ def rule_power(test, *, n: int, policy: TestPolicy, n_groups: int | None = None)
     if n < min_n or (grouped and n_groups is not None and n_groups < policy.min_groups):
         why = "below verdict.min_n" if n < min_n else "too few groups (verdict.min_groups)"
         return RulePower(0.0, n, f"{why}: the rule is INCONCLUSIVE whatever the data", 0)
+    if kind == "map":
+        return RulePower(_map_power(test, n, alpha, n_groups), n,
+                         "normal approximation of the paired mAP bootstrap (dev's bootstrap "
+                         "spread scaled to the test size)", 0)
     if sims <= 0 or kind == "other":  # no simulation: the analytic approximation
         why = "verdict.power_sims=0" if sims <= 0 else f"{test.metric}: no simulated rule"
         return RulePower(_analytic_power(test, n, alpha), n,
@@ -225,6 +260,16 @@ def rule_power(test, *, n: int, policy: TestPolicy, n_groups: int | None = None)
 def _analytic_size(test, *, power: float, alpha: float, min_n: int) -> int | None:
     deff = float(test.design_effect)
     kind = _kind(test)
+    if kind == "map":
+        sd = float((test.methods or {}).get("bootstrap", {}).get("sd_of_d", 0.0) or 0.0)
+        units_dev, _ = _map_units(test, int(test.n), None)
+        need = required_bootstrap_size(sd=sd, n=units_dev, effect=min(test.point, 0.0),
+                                       margin_abs=-test.threshold, alpha=alpha, power=power)
+        if need is None:
+            return None
+        if test.groups:  # groups -> images at dev's group size
+            need = int(math.ceil(need * test.n / max(units_dev, 1)))
+        return max(need, min_n)
     if kind in ("accuracy", "other"):
         return required_test_size(flip_rate=test.flip_rate, delta=min(test.point, 0.0),
                                   margin_abs=-test.threshold, alpha=alpha, power=power,
@@ -248,7 +293,7 @@ def rule_size(test, *, policy: TestPolicy) -> int | None:
     if _gap(test) <= 1e-12:
         return None
     start = _analytic_size(test, power=power, alpha=alpha, min_n=min_n)
-    if start is None or sims <= 0:
+    if start is None or sims <= 0 or _kind(test) == "map":
         return start
     start = min(start, N_MAX)
     za, zt = float(norm.ppf(1.0 - alpha)), float(norm.ppf(power))

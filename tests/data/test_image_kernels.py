@@ -8,26 +8,20 @@ with Pillow, which matplotlib requires): always here, unlike Fashion-MNIST.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-import quantkit
+from blas_kernels import same_under_two_kernels
 from quantkit.data.feeds import ImageFeeds
 from quantkit.data.images import PREPROCESS_VERSION, ImagePreprocess, preprocess
 
-# Runs in a child process: sha256 of each preprocessed batch, and the BLAS kernel numpy used.
+# Runs in a child process (tests/blas_kernels.py): sha256 of each preprocessed batch.
 _CHILD = r"""
 import hashlib, json
 import numpy as np
 from sklearn.datasets import load_sample_images
-from threadpoolctl import threadpool_info
 from quantkit.data.images import ImagePreprocess, preprocess
 
 photos = np.stack(load_sample_images().images)  # uint8 [2, 427, 640, 3]
@@ -38,41 +32,15 @@ batches = {
                                                         std=(0.5,))),
     "gray_up_112": preprocess(small, ImagePreprocess(size=112)),
 }
-print(json.dumps({
-    "kernel": [i.get("architecture") for i in threadpool_info() if i["user_api"] == "blas"],
-    "sha256": {k: hashlib.sha256(v.tobytes()).hexdigest() for k, v in batches.items()},
-}))
+_out = {"sha256": {k: hashlib.sha256(v.tobytes()).hexdigest() for k, v in batches.items()}}
 """
-
-
-def _child(coretype: str | None) -> dict:
-    """Preprocess in a fresh interpreter with OPENBLAS_CORETYPE set (or removed)."""
-    env = dict(os.environ)
-    if coretype is None:
-        env.pop("OPENBLAS_CORETYPE", None)
-    else:
-        env["OPENBLAS_CORETYPE"] = coretype
-    here = str(Path(quantkit.__file__).resolve().parents[1])  # this checkout's quantkit
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
-    r = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True,
-                       timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def test_preprocess_bytes_do_not_depend_on_the_blas_kernel():
     pytest.importorskip("PIL")
     pytest.importorskip("sklearn")
-    forced, default = _child("Haswell"), _child(None)
+    forced, default = same_under_two_kernels(_CHILD)
     assert forced["sha256"] == default["sha256"], (forced, default)
-    kernels = {tuple(forced["kernel"]), tuple(default["kernel"])}
-    if len(kernels) == 1:  # a Haswell-class host: pit Haswell against a kernel without FMA
-        other = _child("Sandybridge")
-        assert other["sha256"] == default["sha256"], (other, default)
-        kernels.add(tuple(other["kernel"]))
-    if len(kernels) == 1:
-        pytest.skip(f"the bytes agree, but numpy used one BLAS kernel in every child ({kernels}): "
-                    "not OpenBLAS, or OPENBLAS_CORETYPE is ignored on this CPU")
 
 
 def test_image_feeds_key_names_the_preprocess_version():

@@ -176,7 +176,7 @@ def test_q_not_followed_by_dq():
 
 
 def test_rule_names_are_the_documented_ones():
-    assert len(RULES) == len(set(RULES)) == 10
+    assert len(RULES) == len(set(RULES)) == 11  # + concat-shared-scale (issue 46)
 
 
 # -- CLI ---------------------------------------------------------------------------------

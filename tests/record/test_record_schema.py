@@ -76,6 +76,18 @@ def test_the_migration_steps():
     assert up["ptq"]["settings"] == v2["calibration"]["ptq"]["settings"]
     assert up["ptq"]["recipe"] == "" and up["ptq"]["proofs"] == []
     assert _raw("record_signed") == v2  # upgrade copies
+    v3 = _raw("record_detection")
+    up = upgrade(v3)
+    for name, c in v3["candidates"].items():  # 3 -> 4: each detection metric once, in metrics
+        det, new = c["detection"], up["candidates"][name]
+        assert det["map"] == c["metrics"]["map"] and "map" not in new["detection"]
+        if "vs_fp32" in det:
+            vs = det["vs_fp32"]
+            assert (vs["map"], vs["recall50"]) == (c["metrics"]["map_vs_fp32"],
+                                                   c["metrics"]["recall50_fp32"])
+            assert not {"map", "map50", "map75", "recall50", "mean_iou"} & set(
+                new["detection"]["vs_fp32"])
+        assert new["metrics"] == c["metrics"]
 
 
 def test_a_future_or_malformed_version_is_refused():
@@ -145,3 +157,17 @@ def test_a_look_written_before_the_family_kept_its_order_rule_still_reads():
     decision = decode(DecisionRecord, upgrade_look_decision(dec)).decided()
     assert [r["status"] for r in decision.rows] == [r["status"] for r in rec["decision"]["rows"]]
     assert decision.to_dict()["rows"] == rec["decision"]["rows"]
+
+
+def test_the_summary_says_why_a_search_that_kept_every_layer_declares_no_mixed(tmp_path):
+    """A search whose confirmed set keeps every quantizable layer out of INT8 computes what
+    fp16 does: the mixed row reads 'not signed off', and one line says why."""
+    raw = _raw("record_search")
+    raw["search"]["fp16_nodes"] = [f"n{i}" for i in range(raw["search"]["quantizable_layers"])]
+    path = tmp_path / "record.json"
+    path.write_text(json.dumps(raw), encoding="utf-8")
+    lines = [ln for ln in summary_lines(load_record(path)) if ln.startswith("mixed-precision")]
+    assert lines == [ln for ln in lines if "all 48 layers out of INT8 (the fp16 candidate "
+                                          "again: not declared)" in ln] and len(lines) == 1
+    assert not [ln for ln in summary_lines(load_record(FIXTURES["record_search"]))
+                if ln.startswith("mixed-precision")]  # a PASS that quantizes says nothing more

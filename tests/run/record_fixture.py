@@ -69,6 +69,10 @@ Session 24 patched three lines per fixture by hand, all the comparator named: th
 ``compare.max_outputs_per_run`` 64 -> 256 (the tiny world's few tensors fit either way) and
 the new recipe key ``stream_alpha`` (null: the tiny world has no Conv) in ``config.ptq`` and
 ``ptq.settings``.
+Issue 46 (a detector's output kind) added config keys by hand, nothing else: ``data.labels``
+(null), ``data.pages`` (the rendered layout pages' count, templates, seed) and
+``model.output.decoder / family / class_names / decode / preprocess / gt_score_min`` (the
+detection settings, null / empty / 0.25): the tiny world is no detector.
 tests/run/test_record_fixture.py reruns the same configs and
 compares, so any later change to a record is a visible, deliberate fixture update.
 Session 25 added the search's ``confirmation`` (empty) and ``dev_halves`` (not split: the
@@ -79,6 +83,9 @@ sorted order). Nothing else differed. Then, for the search's assurance (quantkit
 assurance.py), the same script copied each search evaluation's new ``extra.assurance`` and
 its ``power_plan`` text (one clause added) from a fresh run; no status changed (the tiny
 world's 24 test examples never gave the planned power).
+Issue 46 (branch headrule) added ``precision.concat_range_ratio`` (16.0, the Concat rule:
+quantkit/graph/mixed_concat.py) to ``config.precision`` by hand, one line per fixture, in
+sorted order: the tiny world has no Concat, so its scope, plans and artifacts are unchanged.
 Issue 49 (the ledger keyed by what the test is about) copied, with a script, exactly these
 keys from fresh runs: ``config.verdict.ledger`` / ``new_study`` and ``config.model.id``
 (null), and ``signoff.ledger`` whole: the ledger is the world's own ``<ROOT>/ledger.sqlite``

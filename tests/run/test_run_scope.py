@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import onnx
 import pytest
 
+from head_graphs import concat_conv
+from quantkit.backends.runners import calibration_runner
+from quantkit.calibrate import collect_stats, compute_ranges, make_calibrator
 from quantkit.errors import ConfigError
 from quantkit.graph.model_graph import ModelGraph
+from quantkit.run.artifact import build_artifact
 from quantkit.run.context import RunContext
 from quantkit.run.plans import plan_for_ranges
 from quantkit.run.scope import quant_scope
@@ -68,3 +73,28 @@ def test_residual_skip_inputs_are_in_the_scope(tmp_path, ctx):
                                                                           target="ort_cpu")))
     assert set(s.extra_tensors) < set(ort.extra_tensors)  # + the outputs ORT CPU fuses
     assert isinstance(c, RunContext)
+
+
+def test_concat_inputs_are_calibrated_and_the_run_plan_keeps_a_mixed_concat_reader_fp16(
+        tmp_path, ctx):
+    """Issue 46 through the run's own path: the scope calibrates the inputs of a Concat an
+    INT8 Conv reads, real calibration ranges them (~500x apart), plan_for_ranges keeps the
+    Conv FP16 at precision.concat_range_ratio, and build_artifact's lint passes."""
+    model = concat_conv(wide=500.0, output="logits")
+    graph = ModelGraph.build(model)
+    c = dataclasses.replace(ctx, graph=graph, run_dir=tmp_path)
+    s = quant_scope(c)
+    assert s.tensors == ("x", "feat", "a", "b_wide") and s.extra_tensors == ("a", "b_wide")
+    rng = np.random.default_rng(0)
+    batches = [{"x": rng.standard_normal((4, 16, 8, 8)).astype(np.float32)} for _ in range(3)]
+    stats = collect_stats(model, batches, list(s.tensors), progress=False,
+                          runner_factory=calibration_runner).stats
+    ranges = compute_ranges(stats, {"minmax": make_calibrator("minmax")})["minmax"]
+    plan = plan_for_ranges(c, ranges, None, graph)
+    assert plan.int8_nodes() == ["conv_a", "conv_b"]
+    assert "feat_concat" in plan.decisions["conv_c"].reason
+    artifact = build_artifact(c, "int8.minmax", plan, graph=graph)
+    assert artifact.lint["violations"] == 0
+    loose = _with_precision(c, concat_range_ratio=1e4)
+    assert plan_for_ranges(loose, ranges, None, graph).int8_nodes() == ["conv_a", "conv_b",
+                                                                        "conv_c"]

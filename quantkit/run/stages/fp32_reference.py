@@ -8,6 +8,7 @@ import logging
 
 from quantkit.data.checks import chance_level_note
 from quantkit.run.context import RunContext
+from quantkit.run.detection import check_reference, is_detection
 from quantkit.run.evaluation import Evaluation, evaluate_model
 
 __all__ = ["fp32_reference"]
@@ -18,6 +19,8 @@ log = logging.getLogger(__name__)
 def fp32_reference(ctx: RunContext, split: str = "dev") -> Evaluation:
     """The FP32 model's evidence on ``split``: what every paired test on it compares against."""
     ev = evaluate_model(ctx, "fp32", ctx.model.path, split=split, artifact_sha=ctx.model.sha256)
+    if is_detection(ctx):  # label-free: FP32's own boxes must give a ground truth
+        check_reference(ctx, split, ev.logits)
     note = chance_level_note(ev.metrics.get("accuracy"), ctx.splits.label_names, split=split)
     if note:
         log.warning("%s", note)

@@ -14,6 +14,7 @@ from quantkit.compare.layer_diff import diff_layers, shared_tensors
 from quantkit.compare.metrics import first_diverging, flag_layers
 from quantkit.run.artifact import Artifact
 from quantkit.run.context import RunContext
+from quantkit.run.detection import is_detection
 from quantkit.run.layer_compare import compare_candidate
 from quantkit.run.scope import QuantScope
 
@@ -51,15 +52,20 @@ def layerwise(ctx: RunContext, scope: QuantScope, artifacts: dict[str, Artifact]
     """Cached per-layer comparison of ``artifacts`` (``fp16`` first: the floor)."""
     s = ctx.settings
     tensors = list(scope.compare_tensors)
+    parts = {}
+    if is_detection(ctx):  # the outputs the decoder reads, each range of meaning on its own
+        det = ctx.prepared_feeds().detector
+        tensors += [o.name for o in det.outputs if o.name not in set(tensors)]
+        parts = det.output_parts()
     subset = list(range(min(s.compare.subset, len(ctx.splits.dev))))
     inputs = {"model": ctx.model.sha256, "artifacts": {n: a.sha256 for n, a in artifacts.items()},
               "emulated": {n: a.emulated is not None for n, a in artifacts.items()},
-              "tensors": tensors, "dev": ctx.splits.dev.sha256, "subset": subset,
+              "tensors": tensors, "parts": parts, "dev": ctx.splits.dev.sha256, "subset": subset,
               "batch": s.compare.batch_size, "qdq_mode": ctx.qdq_mode(),
               "amax": {n: a.activation_amax for n, a in artifacts.items()}, **ctx.feeds_key(),
               **ctx.measured_key()}
     layers, _, _ = ctx.cached("layerwise", inputs, lambda: (
-        _run(ctx, artifacts, tensors, subset), None))
+        _run(ctx, artifacts, tensors, subset, parts), None))
     floor = layers["fp16"]
     flagged, first, first_node = {}, {}, {}
     for name, per in layers.items():
@@ -100,7 +106,7 @@ def _on_engine(ctx: RunContext, artifacts: dict[str, Artifact], flagged: dict[st
     return out
 
 
-def _run(ctx: RunContext, artifacts: dict[str, Artifact], tensors, subset
+def _run(ctx: RunContext, artifacts: dict[str, Artifact], tensors, subset, parts=None
          ) -> dict[str, dict[str, dict]]:
     ref_proto = ctx.graph.model
     data = ctx.splits.dev.subset(subset)
@@ -129,7 +135,8 @@ def _run(ctx: RunContext, artifacts: dict[str, Artifact], tensors, subset
                 continue
             seen[same] = name
             out[name] = compare_candidate(ctx, ref, candidate(art), names[name], data,
-                                          art.activation_amax, name=f"debug-{name}")
+                                          art.activation_amax, name=f"debug-{name}",
+                                          parts=parts)
     return out
 
 

@@ -29,7 +29,9 @@ from quantkit.models.model import Model
 from quantkit.record.provenance import DataRecord
 from quantkit.run.context import RunContext
 from quantkit.run.model_identity import ModelIdentity, model_identity
+from quantkit.run.detection import detector_of
 from quantkit.run.verdicts import check_metric_fits
+from quantkit.tasks.detection.feeds import DetectionFeeds
 
 __all__ = ["Prepared", "model", "probe_output", "text_encoder"]
 
@@ -42,7 +44,7 @@ class Prepared:
 
     splits: Splits
     model: Model
-    feeds: TextFeeds | ImageFeeds
+    feeds: TextFeeds | ImageFeeds | DetectionFeeds
     lengths: dict[str, np.ndarray | None]  # {"dev", "test"}: token counts (text) or None
     graph: ModelGraph
     identity: ModelIdentity | None = None  # the model for the test ledger
@@ -73,6 +75,12 @@ def model(ctx: RunContext, splits: Splits) -> Prepared:
                       output_name=out.name)  # cosine on logits; accuracy on an embedding
     if ctx.settings.model.kind == "onnx" and not splits.label_free and out.kind == "logits":
         check_class_count(graph_proto, model.output_name, len(splits.label_names))
+    if out.kind == "detection":  # every output, decoded (run/detection.py)
+        feeds = DetectionFeeds(detector_of(ctx.settings, ctx.cache_dir))
+        probe_detections(ctx.settings, model, feeds, splits.dev)
+        lengths = {"dev": None, "test": None}
+        return Prepared(splits=splits, model=model, feeds=feeds, lengths=lengths,
+                        graph=ModelGraph.build(graph_proto))
     feeds = make_feeds(ctx.settings, model, fixed_batch=fixed_batch(input_specs(graph_proto)))
 
     note_truncation(splits, feeds)  # texts longer than data.max_length: counted, warned
@@ -125,6 +133,16 @@ def probe_output(settings, model, feeds, dev, dev_lengths, *, n_classes: int) ->
                              "with model.output.kind=embedding model.output.pooling=mean")
     if shapes and model.output_kind == "logits" and len(shapes[0]) == 1:
         check_class_width(name, shapes[0][0], n_classes)
+
+
+def probe_detections(settings, model, feeds: DetectionFeeds, dev) -> None:
+    """The detector on the first two dev images, decoded, before any real inference: the
+    outputs the model returns must fit the decoder (a dynamic dimension that turns out to be
+    another layout is one clear ModelError naming the shapes)."""
+    sub = dev.subset(range(min(2, len(dev))))
+    with ort_runner(settings.backend, model.path, name="output-probe") as r:
+        for idx, feed in feeds.batches(sub, 2):
+            feeds.decode(sub, idx, r.infer(feed, feeds.output_names))
 
 
 def text_encoder(settings, model):

@@ -16,6 +16,7 @@ from quantkit.models.fit import check_custom_ops, check_fixed_batch, input_specs
 from quantkit.models.model import inspect_onnx
 from quantkit.run.context import RunContext
 from quantkit.run.stages.signoff import signoff_skip_reason
+from quantkit.run.detection import detector_of
 
 __all__ = ["preflight", "check_ledger", "check_model_fits"]
 
@@ -33,6 +34,8 @@ def preflight(ctx: RunContext) -> None:
     if s.model.kind == "onnx":
         proto, _, output, _ = inspect_onnx(s.model.path, output=s.model.output.name)
         check_model_fits(s, proto)
+    if s.model.output.kind == "detection":  # the decoder against the declared outputs
+        detector_of(s, ctx.cache_dir)
     check_ledger(ctx)
 
 

@@ -148,7 +148,7 @@ def record(record: RunRecord, results: RunResults, run_dir: Path) -> RunRecord:
     if results.search is not None:
         arts["mixed"] = results.search.artifact
     record.artifacts = {Path(a.path).name: a.sha256 for a in arts.values()}
-    for sub in ("ranges", "plans"):
+    for sub in ("ranges", "plans", "detections"):  # detections/: the report's sample grids
         for f in sorted((run_dir / sub).glob("*")):
             record.artifacts[f"{sub}/{f.name}"] = sha256_file(f)
     write_sha256sums(run_dir, record.artifacts)

@@ -30,6 +30,7 @@ from quantkit.record.search import SearchRecord
 from quantkit.record.serde import decode, encode
 from quantkit.run.artifact import Artifact, build_variant
 from quantkit.run.context import RunContext, is_sweep_job
+from quantkit.run.detection import is_detection
 from quantkit.run.dev_halves import dev_halves
 from quantkit.run.evaluation import (
     Evaluation,
@@ -170,8 +171,10 @@ def search(ctx: RunContext, artifacts: dict[str, Artifact], evaluations: dict[st
             variant_key=vkey, mode=cfg.measure_mode, rest_fp32=rest_in_fp32(cfg.measure_mode))
         what = ("each layer alone INT8, the rest FP32" if cfg.measure_mode == "only"
                 else "each layer alone kept out of INT8")
+        score = ("1 - mAP@[.5:.95] vs FP32's detections" if is_detection(ctx)
+                 else "mean KL vs FP32")
         measure_note = (f"{'all' if len(top) == len(ranking) else 'top'} {len(top)} proxy "
-                        f"layers re-ranked by measured damage ({what}; mean KL vs FP32 on "
+                        f"layers re-ranked by measured damage ({what}; {score} on "
                         f"{cfg.subset} dev examples)")
     reasons = {n: f"sensitivity rank {i + 1} of {len(ranking)}, output SQNR "
                   f"{proxy[n].get('sqnr_out_db') or float('nan'):.1f} dB in full INT8 ({best})"
@@ -209,7 +212,8 @@ def search(ctx: RunContext, artifacts: dict[str, Artifact], evaluations: dict[st
                                    lambda: ({"sha256": build().sha256}, None))
             # the kept nodes are in the remainder precision: FP16 ones make an emulation
             ev = evaluate_model(ctx, "search", Path(tmp) / "model.search.onnx", reference=reference,
-                          emulated=keep == "fp16", artifact_sha=obj["sha256"], build=written)
+                                emulated=keep == "fp16", artifact_sha=obj["sha256"],
+                                build=written, samples=False)
         read[fp16] = (ev, time.perf_counter() - t0)
         return on_rows(fp16, halves.selection)
 
