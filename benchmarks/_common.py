@@ -79,7 +79,7 @@ def tiny_overrides(root: Path, *extra: str) -> list[str]:
     and ``quantkit.run``). ``extra`` replaces keys of the same name."""
     tw = tinyworld()
     world = tw.make_world(Path(root))
-    args = tw.override(tw.cli_args(world), f"verdict.ledger_path={Path(root) / 'ledger.sqlite'}",
+    args = tw.override(tw.cli_args(world), f"verdict.ledger={Path(root) / 'ledger.sqlite'}",
                        *extra)
     return [a for a in args if not a.startswith("hydra.")]
 

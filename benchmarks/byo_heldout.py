@@ -342,7 +342,7 @@ def smoke_cases(root: Path) -> list[Case]:
              "calibrator=minmax", "precision.search.enabled=false", "bench.enabled=false",
              "compare.subset=16", "compare.backend_check_subset=16", "progress=false",
              "verdict.n_boot=200", f"cache_dir={root / 'cache'}",
-             f"stage_cache_dir={root / 'stages'}", f"verdict.ledger_path={root / 'ledger.sqlite'}"]
+             f"stage_cache_dir={root / 'stages'}", f"verdict.ledger={root / 'ledger.sqlite'}"]
     data = [f"data.tokenizer={world['tokenizer']}", "data=local", f"data.path={world['csv']}",
             "data.label_column=null", "data.label_names=[]"]
     return [
@@ -874,7 +874,7 @@ def run_recipe(model: HeldoutModel, recipe: str, work: Path) -> RecipeRun:
     (work / "ledgers").mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "quantkit", *model.args, *RECIPE_OVERRIDES[recipe],
            *HELDOUT_RUN, f"stage_cache_dir={work / 'stages' / tag}",
-           f"verdict.ledger_path={work / 'ledgers' / tag}.sqlite",
+           f"verdict.ledger={work / 'ledgers' / tag}.sqlite",
            f"hydra.run.dir={run_dir}"]
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     t0 = time.monotonic()

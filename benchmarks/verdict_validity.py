@@ -12,7 +12,7 @@ replaced by synthetic ones, as ``tests/run/test_macro_f1_signoff.py`` does):
   ``quantkit.run.stages.signoff.family_members`` (fp16, the INT8 of three calibrators with the highest
   planned power on dev evidence, then its dev-metric tie rule, mixed);
 * test: ``quantkit.run.stages.signoff.signoff`` itself: the persistent test ledger (a fresh
-  SQLite file per simulated experiment, ``verdict.ledger_path``) reserves the look and its
+  SQLite file per simulated experiment, ``verdict.ledger``) reserves the look and its
   alpha, the family is declared and power-planned at that alpha, each member is tested once
   (``evaluate_member`` hands the simulated outputs to the same ``candidate_test`` at the
   look's alpha, instead of running an artifact), the familywise decision is written back;
@@ -345,7 +345,7 @@ class Bench:
         from quantkit.data.info import DataInfo
         from quantkit.data.splits import TextSplit
 
-        v = dataclasses.replace(settings.verdict, ledger_path=str(ledger), supersedes=supersedes)
+        v = dataclasses.replace(settings.verdict, ledger=str(ledger), supersedes=supersedes)
         s = dataclasses.replace(settings, verdict=v, seed=seed)
         grouped = test.groups is not None
 

@@ -106,7 +106,8 @@ def _with_model(ctx: RunContext, stage: _Stages) -> tuple[RunContext, object]:
         prepared = model(ctx, splits)
         info["cached"] = prepared.model.cached
     return ctx.with_inputs(model=prepared.model, splits=splits, feeds=prepared.feeds,
-                           lengths=prepared.lengths, graph=prepared.graph), prepared
+                           lengths=prepared.lengths, graph=prepared.graph,
+                           identity=prepared.identity), prepared
 
 
 def prepared_context(settings: Settings, run_dir: str | Path) -> RunContext:

@@ -1,33 +1,34 @@
 """The persistent test ledger: every look at the test split, kept in SQLite across runs.
 
 What a look is, which earlier looks it is charged against and the alpha it gets are
-:mod:`quantkit.verdict.ledger` (pure); this module only keeps them. Default file:
-``<cache_dir>/ledger.sqlite``; ``verdict.ledger_path`` names another (e.g. one a team
-shares on one host's local disk: SQLite's WAL mode needs a local file system, not NFS).
-
-Layout (``meta.schema`` = :data:`SCHEMA`)::
-
-    meta(key, value)                          schema version, rule of the first writer
-    example_sets(id, n)                       id = sha256 of the sorted distinct example hashes
-    set_examples(set_id, hash)                one row per distinct example of a set
-    looks(id, model_key, model_sha256, number, lineage, example_set, ..., state, alpha, ...)
-    look_members(look_id, candidate, ...)     each tested member's verdict in that look
+:mod:`quantkit.verdict.ledger` (pure); this module only keeps them. Where the file is:
+:mod:`quantkit.ledger_location` (the user data dir by default, apart from every cache). The
+tables and the upgrade of a first-layout file: :mod:`quantkit.ledger_schema`; its rows as
+values (a look, an execution check, a reservation): :mod:`quantkit.ledger_rows`.
 
 Concurrency: WAL journal, a busy timeout of :data:`BUSY_TIMEOUT_S`, ``synchronous=FULL``.
 A look is **reserved** in one ``BEGIN IMMEDIATE`` transaction before any test output is
-read: the overlap with earlier looks, the lineage, the look's number and alpha, and the
-family declared at that alpha are written together, so two concurrent runs get different
-numbers and their alphas sum within the budget. The decision is written in a second
-transaction (**decided**). A look reserved and never decided (the run stopped) stays
-charged. A run whose :func:`~quantkit.verdict.ledger.decision_key` equals an earlier look's
-reads that look's decision (decided) or completes it (reserved: the decision is a
-deterministic function of the key, so finishing it adds no look). Plain SQL rows and JSON
-text only; no pickle.
+read: the model's key (its fingerprint matched against the models the ledger knows), the
+overlap with earlier looks, the lineage, the look's number and alpha, and the family
+declared at that alpha are written together, so two concurrent runs get different numbers
+and their alphas sum within the budget. The decision is written in a second transaction
+(**decided**). A look reserved and never decided (the run stopped) stays charged. A run
+whose :func:`~quantkit.verdict.ledger.decision_key` equals an earlier look's reads that
+look's decision (decided) or completes it (reserved: the decision is a deterministic
+function of the key, so finishing it adds no look). A run whose
+:func:`~quantkit.verdict.ledger.look_basis` and artifacts equal a decided look's is that
+look's **execution check** (another backend): recorded in ``look_checks``, charged nothing.
+Plain SQL rows and JSON text only; no pickle.
+
+A second backend (a database server) would replace :meth:`LedgerStore._connect` /
+:meth:`LedgerStore._write` (a connection, one serializable write transaction) and the SQL
+dialect of :mod:`quantkit.ledger_schema`; the rules stay in :mod:`quantkit.verdict.ledger`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
@@ -36,164 +37,43 @@ import secrets
 import socket
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from quantkit.errors import LedgerError
-from quantkit.verdict.ledger import LookAlpha, SpentLook, join_lineages, look_alpha
+from quantkit.ledger_rows import ExecutionCheck, Look, Reservation, checks_of, look_of
+from quantkit.ledger_schema import IDENTITY, SCHEMA, SCHEMA_V1, create, upgrade_v1
+from quantkit.models.fingerprint import ModelFingerprint
+from quantkit.verdict.ledger import LookAlpha, SpentLook, charged_lineage, join_lineages, look_alpha
 
-__all__ = ["BUSY_TIMEOUT_S", "DEFAULT_NAME", "LedgerStore", "Look", "Reservation", "SCHEMA",
-           "example_hashes", "ledger_path"]
+__all__ = ["BUSY_TIMEOUT_S", "ExecutionCheck", "LedgerStore", "Look", "Reservation", "SCHEMA",
+           "example_hashes"]
 
 log = logging.getLogger(__name__)
 
-SCHEMA = "quantkit-test-ledger/1"
-DEFAULT_NAME = "ledger.sqlite"
 #: how long a writer waits for another's transaction (a reservation plans power: seconds)
 BUSY_TIMEOUT_S = 300.0
 
-_DDL = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS example_sets (id TEXT PRIMARY KEY, n INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS set_examples (
-    set_id TEXT NOT NULL REFERENCES example_sets(id), hash BLOB NOT NULL,
-    PRIMARY KEY (set_id, hash)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS set_examples_hash ON set_examples(hash, set_id);
-CREATE TABLE IF NOT EXISTS looks (
-    id TEXT PRIMARY KEY, model_key TEXT NOT NULL, model_sha256 TEXT NOT NULL,
-    number INTEGER NOT NULL,
-    lineage TEXT NOT NULL, example_set TEXT NOT NULL REFERENCES example_sets(id),
-    n_examples INTEGER NOT NULL, split_sha256 TEXT NOT NULL, decision_key TEXT NOT NULL,
-    state TEXT NOT NULL CHECK (state IN ('reserved', 'decided')),
-    alpha REAL NOT NULL, alpha_declared REAL NOT NULL, budget REAL NOT NULL,
-    spent_before REAL NOT NULL, share REAL NOT NULL, rule TEXT NOT NULL,
-    family_sha256 TEXT NOT NULL, method TEXT NOT NULL, metric TEXT NOT NULL,
-    candidates TEXT NOT NULL, supersedes TEXT, started TEXT NOT NULL, decided TEXT,
-    run_dir TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL,
-    family_json TEXT NOT NULL, plan_json TEXT NOT NULL, facts_json TEXT NOT NULL,
-    earlier_json TEXT NOT NULL, other_data_looks INTEGER NOT NULL, decision_json TEXT);
-CREATE INDEX IF NOT EXISTS looks_model ON looks(model_key, lineage);
-CREATE INDEX IF NOT EXISTS looks_key ON looks(model_key, decision_key);
-CREATE INDEX IF NOT EXISTS looks_set ON looks(example_set);
-CREATE TABLE IF NOT EXISTS look_members (
-    look_id TEXT NOT NULL REFERENCES looks(id), candidate TEXT NOT NULL,
-    position INTEGER NOT NULL, artifact_sha256 TEXT, metric TEXT, status TEXT NOT NULL,
-    raw_status TEXT, point REAL, low REAL, high REAL, p_noninferiority REAL,
-    PRIMARY KEY (look_id, candidate));
-"""
-
-
-def ledger_path(settings, cache_dir: str | os.PathLike) -> Path:
-    """``verdict.ledger_path`` (``~`` expanded), else ``<cache_dir>/ledger.sqlite``."""
-    given = getattr(settings.verdict, "ledger_path", None)
-    return (Path(given).expanduser() if given else Path(cache_dir) / DEFAULT_NAME).resolve()
-
 
 def example_hashes(split) -> list[bytes]:
-    """sha256 of each example's input (text: UTF-8; image: dtype, shape, pixels; a split that
-    hashes its own examples, a detector's image files: their bytes), in order.
-
-    Labels are not hashed (:mod:`quantkit.verdict.ledger`: what "the same example" means)."""
-    own = getattr(split, "example_hashes", None)  # a detector's image files: their bytes
-    if callable(own):
-        return list(own())
-    texts = getattr(split, "texts", None)
-    if texts is not None:
-        return [hashlib.sha256(b"text\x1f" + str(t).encode("utf-8")).digest() for t in texts]
-    images = getattr(split, "images", None)
-    if images is None:
-        raise LedgerError("the test ledger cannot hash this split's examples",
+    """Each test example's id, its source content before preprocessing, in order
+    (quantkit/data/identity.py; what "the same example" means: quantkit/verdict/ledger.py)."""
+    ids = getattr(split, "example_ids", None)
+    if ids is None:
+        raise LedgerError("the test ledger cannot identify this split's examples",
                           where="ledger_store.example_hashes", value=type(split).__name__,
                           fix="pass a TextSplit or an ImageSplit")
-    out = []
-    for x in np.asarray(images):
-        x = np.ascontiguousarray(x)
-        h = hashlib.sha256(f"image\x1f{x.dtype.str}{x.shape}".encode())
-        h.update(x.reshape(-1).view(np.uint8) if x.size else b"")
-        out.append(h.digest())
-    return out
+    return ids()
 
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def _loads(text: str | None, default: Any) -> Any:
-    return default if text is None else json.loads(text)
-
-
 def _dumps(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, default=str)
-
-
-@dataclass(frozen=True)
-class Look:
-    """One look as the ledger holds it (``earlier``: the lineage's looks when it was
-    reserved, each with its alpha, family, statuses and examples shared with this one)."""
-
-    id: str
-    model_key: str  # quantkit.verdict.ledger.model_key: the model the look is about
-    model_sha256: str  # the prepared FP32 file's sha256 (record.model.sha256)
-    number: int
-    lineage: str
-    example_set: str
-    n_examples: int
-    split_sha256: str
-    decision_key: str
-    state: str
-    alpha: LookAlpha
-    family_sha256: str
-    method: str
-    metric: str
-    candidates: tuple[str, ...]
-    supersedes: str | None
-    started: str
-    decided: str | None
-    run_dir: str
-    host: str
-    pid: int
-    family: dict[str, Any]
-    plan: dict[str, Any]
-    facts: dict[str, Any]
-    earlier: tuple[dict[str, Any], ...]
-    other_data_looks: int
-    decision: dict[str, Any] | None
-    members: tuple[dict[str, Any], ...] = field(default_factory=tuple)
-
-    def statuses(self) -> dict[str, str]:
-        return {m["candidate"]: m["status"] for m in self.members}
-
-    def summary(self) -> dict[str, Any]:
-        """The short form other looks' records list this look by."""
-        return {"id": self.id, "look": self.number, "started": self.started,
-                "state": self.state, "alpha_one_sided": self.alpha.alpha,
-                "alpha_declared": self.alpha.alpha_declared, "n_examples": self.n_examples,
-                "candidates": list(self.candidates), "method": self.method,
-                "metric": self.metric, "statuses": self.statuses(),
-                "supersedes": self.supersedes, "run_dir": self.run_dir}
-
-
-@dataclass(frozen=True)
-class Reservation:
-    """What :meth:`LedgerStore.reserve` found or made.
-
-    ``kind``: ``new`` (a new look, charged), ``adopted`` (an identical look reserved by
-    another run and not yet decided: this run completes it), ``read`` (an identical look
-    already decided: its decision stands, nothing is charged), ``none`` (the planner tested
-    no member: no look; ``look`` is None and ``alpha`` is what it would have had).
-    """
-
-    kind: str
-    path: Path
-    alpha: LookAlpha
-    look: Look | None = None
-    planned: Any = None  # what the planner returned (new / adopted)
-    earlier: tuple[dict[str, Any], ...] = ()  # kind none: the lineage's looks it would join
 
 
 class _NoLook(Exception):
@@ -227,7 +107,13 @@ class LedgerStore:
         detail = f" ({exc})" if exc is not None else ""
         return LedgerError(what + detail, where=str(self.path), fix=fix or (
             "move the file aside (its looks are then unknown to later runs: say so to the "
-            "reviewer) or point verdict.ledger_path at the intact ledger"))
+            "reviewer) or point verdict.ledger at the intact ledger"))
+
+    def check(self) -> None:
+        """Open the ledger once (created where missing, a first-layout file upgraded): one
+        LedgerError where the file is not a quantkit ledger (the run's preflight)."""
+        with self._connect():
+            pass
 
     @contextlib.contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -235,15 +121,15 @@ class LedgerStore:
             if not self.create:
                 raise LedgerError("no test ledger here", where=str(self.path),
                                   fix="run a sign-off first (python -m quantkit ...), or name "
-                                      "the ledger with --db <path> (verdict.ledger_path)")
+                                      "the ledger with --db <path> (verdict.ledger)")
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise self._error("cannot create the test ledger's directory", exc,
-                                  fix="set verdict.ledger_path to a writable local file") from exc
+                                  fix="set verdict.ledger to a writable local file") from exc
         elif not self.path.is_file():
             raise self._error("the test ledger path is not a file",
-                              fix="set verdict.ledger_path to a file path, e.g. "
+                              fix="set verdict.ledger to a file path, e.g. "
                                   "<dir>/ledger.sqlite")
         try:
             con = sqlite3.connect(str(self.path), timeout=self.timeout_s, isolation_level=None)
@@ -255,7 +141,7 @@ class LedgerStore:
             mode = self._journal_wal(con)
             if str(mode).lower() != "wal":
                 raise self._error(f"the test ledger cannot use WAL journaling (mode {mode})",
-                                  fix="put verdict.ledger_path on a local file system")
+                                  fix="put verdict.ledger on a local file system")
             con.execute("PRAGMA synchronous = FULL")
             con.execute("PRAGMA foreign_keys = ON")
             self._check_schema(con)
@@ -265,7 +151,7 @@ class LedgerStore:
                 raise self._error(f"the test ledger stayed locked by another run for "
                                   f"{self.timeout_s:g} s", exc,
                                   fix="wait for the other run to finish, or give this run its "
-                                      "own verdict.ledger_path") from exc
+                                      "own verdict.ledger") from exc
             raise self._error("the test ledger is not a readable quantkit ledger (corrupt?)",
                               exc) from exc
         except sqlite3.DatabaseError as exc:
@@ -288,31 +174,48 @@ class LedgerStore:
                     raise
                 time.sleep(0.02)
 
+    @staticmethod
+    def _tables(con: sqlite3.Connection) -> set[str]:
+        return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+    @staticmethod
+    def _schema(con: sqlite3.Connection) -> str | None:
+        row = con.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+        return row[0] if row else None
+
     def _check_schema(self, con: sqlite3.Connection) -> None:
-        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        tables = self._tables(con)
         if "meta" not in tables:
             if tables:
                 raise self._error("this SQLite file is not a quantkit test ledger "
                                   f"(tables {sorted(tables)})",
-                                  fix="point verdict.ledger_path at a new file or the ledger")
+                                  fix="point verdict.ledger at a new file or the ledger")
             if not self.create:
                 raise self._error("the test ledger is empty (no schema)")
-            con.execute("BEGIN IMMEDIATE")
-            try:
-                for statement in _DDL.split(";"):
-                    if statement.strip():
-                        con.execute(statement)
-                con.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (SCHEMA,))
-                con.execute("INSERT OR IGNORE INTO meta VALUES ('created', ?)", (_now(),))
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
-        schema = con.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-        if schema is None or schema[0] != SCHEMA:
-            raise self._error(f"unknown test ledger schema {schema[0] if schema else None!r}",
+            self._in_transaction(con, lambda: "meta" in self._tables(con), lambda: create(con))
+        if self._schema(con) == SCHEMA_V1:
+            self._in_transaction(con, lambda: self._schema(con) != SCHEMA_V1,
+                                 lambda: upgrade_v1(con))
+            log.info("test ledger %s: upgraded from %s to %s (its looks kept)", self.path,
+                     SCHEMA_V1, SCHEMA)
+        schema = self._schema(con)
+        if schema != SCHEMA:
+            raise self._error(f"unknown test ledger schema {schema!r}",
                               fix=f"use a quantkit that writes {SCHEMA}, or a new "
-                                  "verdict.ledger_path")
+                                  "verdict.ledger")
+
+    @staticmethod
+    def _in_transaction(con: sqlite3.Connection, done: Callable[[], bool],
+                        step: Callable[[], None]) -> None:
+        """``step()`` in one write transaction unless ``done()`` (another run did it first)."""
+        con.execute("BEGIN IMMEDIATE")
+        try:
+            if not done():
+                step()
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -328,33 +231,11 @@ class LedgerStore:
 
     # -- reading ------------------------------------------------------------------------
     def _look(self, con: sqlite3.Connection, row: sqlite3.Row | tuple) -> Look:
-        cols = [d[0] for d in con.execute("SELECT * FROM looks LIMIT 0").description]
-        r = dict(zip(cols, row))
-        members = tuple(
-            dict(zip(("candidate", "position", "artifact_sha256", "metric", "status",
-                      "raw_status", "point", "low", "high", "p_noninferiority"), m))
-            for m in con.execute("SELECT candidate, position, artifact_sha256, metric, status, "
-                                 "raw_status, point, low, high, p_noninferiority FROM "
-                                 "look_members WHERE look_id = ? ORDER BY position", (r["id"],)))
-        alpha = LookAlpha(number=r["number"], alpha=r["alpha"], alpha_declared=r["alpha_declared"],
-                          budget=r["budget"], spent_before=r["spent_before"], share=r["share"],
-                          rule=r["rule"])
-        return Look(id=r["id"], model_key=r["model_key"], model_sha256=r["model_sha256"],
-                    number=r["number"],
-                    lineage=r["lineage"], example_set=r["example_set"],
-                    n_examples=r["n_examples"], split_sha256=r["split_sha256"],
-                    decision_key=r["decision_key"], state=r["state"], alpha=alpha,
-                    family_sha256=r["family_sha256"], method=r["method"], metric=r["metric"],
-                    candidates=tuple(json.loads(r["candidates"])), supersedes=r["supersedes"],
-                    started=r["started"], decided=r["decided"], run_dir=r["run_dir"],
-                    host=r["host"], pid=r["pid"], family=json.loads(r["family_json"]),
-                    plan=json.loads(r["plan_json"]), facts=json.loads(r["facts_json"]),
-                    earlier=tuple(json.loads(r["earlier_json"])),
-                    other_data_looks=r["other_data_looks"],
-                    decision=_loads(r["decision_json"], None), members=members)
+        return look_of(con, row)
 
     def looks(self, model_prefix: str | None = None) -> list[Look]:
-        """Every look (of the models whose sha256 starts with ``model_prefix``), oldest first."""
+        """Every look (of the models whose key or file sha256 starts with ``model_prefix``),
+        oldest first."""
         with self._connect() as con:
             if model_prefix:
                 p = model_prefix.lower() + "%"
@@ -369,6 +250,15 @@ class LedgerStore:
         with self._connect() as con:
             return self._resolve(con, id_prefix)
 
+    def checks(self, look_id: str) -> list[ExecutionCheck]:
+        """The execution checks of a look, oldest first."""
+        with self._connect() as con:
+            return self._checks(con, look_id)
+
+    @staticmethod
+    def _checks(con: sqlite3.Connection, look_id: str) -> list[ExecutionCheck]:
+        return checks_of(con, look_id)
+
     def _resolve(self, con: sqlite3.Connection, id_prefix: str) -> Look:
         p = str(id_prefix).lower()
         rows = con.execute("SELECT * FROM looks WHERE id LIKE ? LIMIT 2", (p + "%",)).fetchall()
@@ -381,6 +271,32 @@ class LedgerStore:
                               value=id_prefix, fix="give more characters of the look id")
         return self._look(con, rows[0])
 
+    # -- models -------------------------------------------------------------------------
+    def _model(self, con: sqlite3.Connection, key: str, basis: str,
+               fingerprint: ModelFingerprint | None, model_sha256: str) -> str:
+        """The key this model's looks are filed under: a fingerprint that matches a model the
+        ledger knows gets that model's key; else ``key``, registered. First-layout looks of
+        this very file (keyed by its sha256) are filed under it too."""
+        if fingerprint is not None:
+            for known, fp in con.execute("SELECT key, fingerprint_json FROM models WHERE "
+                                         "weights_sha256 = ? ORDER BY rowid",
+                                         (fingerprint.weights_sha256,)).fetchall():
+                if fp and ModelFingerprint.from_dict(json.loads(fp)).matches(fingerprint):
+                    key = known
+                    break
+        con.execute("INSERT OR IGNORE INTO models VALUES (?, ?, ?, ?, ?)",
+                    (key, basis, fingerprint.weights_sha256 if fingerprint else None,
+                     _dumps(fingerprint.to_dict()) if fingerprint else None, _now()))
+        if key != model_sha256:
+            moved = con.execute("UPDATE looks SET model_key = ? WHERE model_key = ? AND "
+                                "model_sha256 = ? AND identity = ?",
+                                (key, model_sha256, model_sha256, SCHEMA_V1)).rowcount
+            if moved:
+                log.info("test ledger: %d look(s) of %s filed by the model file's sha256 "
+                         "(%s) are this model's (%s)", moved, model_sha256[:12], SCHEMA_V1,
+                         key[:12])
+        return key
+
     # -- writing ------------------------------------------------------------------------
     def _example_set(self, con: sqlite3.Connection, hashes: Sequence[bytes]) -> tuple[str, int]:
         distinct = sorted(set(hashes))
@@ -392,9 +308,11 @@ class LedgerStore:
         return set_id, len(distinct)
 
     def _lineage(self, con: sqlite3.Connection, model: str, set_id: str,
-                 supersedes: Look | None) -> tuple[str | None, dict[str, int]]:
-        """The lineage this look joins (merging every lineage it overlaps) and the number of
-        examples it shares with each overlapping look."""
+                 supersedes: Look | None, new_study: bool
+                 ) -> tuple[str | None, dict[str, int], str]:
+        """The lineage this look is charged to (merging every lineage it overlaps; the
+        model's latest one when it overlaps none, unless a new study), the examples it
+        shares with each overlapping look, and why (quantkit.verdict.ledger.JOINED_BY)."""
         shared = {r[0]: int(r[1]) for r in con.execute(
             "SELECT l.id, COUNT(*) FROM set_examples a JOIN set_examples b ON b.hash = a.hash "
             "JOIN looks l ON l.example_set = b.set_id WHERE a.set_id = ? AND "
@@ -410,39 +328,77 @@ class LedgerStore:
         for lin in merged:
             con.execute("UPDATE looks SET lineage = ? WHERE model_key = ? AND lineage = ?",
                         (target, model, lin))
-        return target, shared
+        latest = con.execute("SELECT lineage FROM looks WHERE model_key = ? ORDER BY rowid "
+                             "DESC LIMIT 1", (model,)).fetchone()
+        lineage, why = charged_lineage(target, latest[0] if latest else None, new_study)
+        if supersedes is not None and target is not None and not merged and \
+                target == supersedes.lineage and not any(shared.values()):
+            why = "supersedes"
+        return lineage, shared, why
+
+    def _execution_check(self, con: sqlite3.Connection, model: str, set_id: str,
+                         look_basis: str | None, members: Mapping[str, str] | None
+                         ) -> Look | None:
+        """The decided look this run checks on another execution: the same basis and test
+        examples, every member it tested here with the same artifact (the latest such)."""
+        if not look_basis or not members:
+            return None
+        rows = con.execute("SELECT * FROM looks WHERE model_key = ? AND look_basis = ? AND "
+                           "example_set = ? AND state = 'decided' ORDER BY rowid DESC",
+                           (model, look_basis, set_id)).fetchall()
+        for row in rows:
+            look = self._look(con, row)
+            tested = look.artifacts()
+            if tested and all(members.get(c) == sha for c, sha in tested.items()):
+                return look
+        return None
 
     def reserve(self, *, model_key: str, examples: Sequence[bytes], split_sha256: str,
                 decision_key: str, alpha_declared: float, supersedes: str | None,
                 planner: Callable[[LookAlpha], dict[str, Any] | None], run_dir: str = "",
                 facts: dict[str, Any] | None = None,
-                model_sha256: str | None = None) -> Reservation:
-        """Read, adopt or reserve the look of ``decision_key`` (class docstring).
+                model_sha256: str | None = None, model_basis: str = "",
+                fingerprint: ModelFingerprint | None = None, new_study: str | None = None,
+                look_basis: str | None = None, members: Mapping[str, str] | None = None,
+                execution: Mapping[str, Any] | None = None) -> Reservation:
+        """Read, adopt, check or reserve the look of ``decision_key`` (class docstring).
 
         ``planner(alpha)`` declares the family at the look's alpha and plans its power; it
         returns None when no member is to be tested (no look is written), else a dict with
         ``family`` (SignoffFamily.to_dict()), ``plan`` (FamilyPlan.to_dict()), ``metric`` and
         optionally ``value`` (anything the caller needs back, not stored). It runs inside
         the write transaction, so the alpha it plans at is the alpha the look gets.
+        ``model_key`` / ``model_basis`` / ``fingerprint``: the model (a fingerprint is
+        matched against the models the ledger knows); ``new_study``: verdict.new_study;
+        ``look_basis`` and ``members`` (candidate -> artifact sha256): what finds a decided
+        look this run is an execution check of; ``execution``: the backend facts stored.
         """
         if not examples:
             raise LedgerError("a look needs the test examples", where="ledger reserve",
                               value=0, fix="sign off on a non-empty test split")
         try:
             return self._reserve(model_key=model_key, model_sha256=model_sha256 or model_key,
-                                 examples=examples,
-                                 split_sha256=split_sha256, decision_key=decision_key,
-                                 alpha_declared=alpha_declared, supersedes=supersedes,
-                                 planner=planner, run_dir=run_dir, facts=facts)
+                                 examples=examples, split_sha256=split_sha256,
+                                 decision_key=decision_key, alpha_declared=alpha_declared,
+                                 supersedes=supersedes, planner=planner, run_dir=run_dir,
+                                 facts=facts, model_basis=model_basis, fingerprint=fingerprint,
+                                 new_study=new_study, look_basis=look_basis, members=members,
+                                 execution=dict(execution or {}))
         except _NoLook as none:  # rolled back: no look, no merged lineage
             return none.reservation
 
     def _reserve(self, *, model_key: str, model_sha256: str, examples: Sequence[bytes],
-                 split_sha256: str,
-                 decision_key: str, alpha_declared: float, supersedes: str | None,
-                 planner: Callable[[LookAlpha], dict[str, Any] | None], run_dir: str,
-                 facts: dict[str, Any] | None) -> Reservation:
+                 split_sha256: str, decision_key: str, alpha_declared: float,
+                 supersedes: str | None, planner: Callable[[LookAlpha], dict[str, Any] | None],
+                 run_dir: str, facts: dict[str, Any] | None, model_basis: str,
+                 fingerprint: ModelFingerprint | None, new_study: str | None,
+                 look_basis: str | None, members: Mapping[str, str] | None,
+                 execution: dict[str, Any]) -> Reservation:
         with self._write() as con:
+            model_key = self._model(con, model_key, model_basis, fingerprint, model_sha256)
+            n_model = con.execute("SELECT COUNT(*) FROM looks WHERE model_key = ?",
+                                  (model_key,)).fetchone()[0]
+            known = {"model_key": model_key, "model_looks": int(n_model)}
             same = con.execute("SELECT * FROM looks WHERE model_key = ? AND decision_key = ? "
                                "ORDER BY (state = 'decided') DESC, rowid LIMIT 1",
                                (model_key, decision_key)).fetchone()
@@ -451,12 +407,12 @@ class LedgerStore:
                 if look.state == "decided":
                     log.info("test ledger: identical to look %d (%s) of %s: its decision is "
                              "read, nothing is charged", look.number, look.id[:12], look.decided)
-                    return Reservation("read", self.path, look.alpha, look)
+                    return Reservation("read", self.path, look.alpha, look, **known)
                 planned = planner(look.alpha)
                 if planned is not None and planned["family"]["sha256"] == look.family_sha256:
                     log.info("test ledger: completing look %d (%s), reserved by another run "
                              "with the same inputs", look.number, look.id[:12])
-                    return Reservation("adopted", self.path, look.alpha, look, planned)
+                    return Reservation("adopted", self.path, look.alpha, look, planned, **known)
             sup = self._resolve(con, supersedes) if supersedes else None
             if sup is not None and sup.model_key != model_key:
                 raise LedgerError("verdict.supersedes names a look of another model",
@@ -464,38 +420,68 @@ class LedgerStore:
                                   fix=f"name a look of model {model_key[:12]} (`quantkit "
                                       f"ledger {model_key[:12]}`)")
             set_id, n = self._example_set(con, examples)
-            lineage, shared = self._lineage(con, model_key, set_id, sup)
+            checked = self._execution_check(con, model_key, set_id, look_basis, members)
+            if checked is not None:
+                log.info("test ledger: look %d (%s) tested these artifacts on these test "
+                         "examples on another execution: this run is its execution check, "
+                         "charged nothing", checked.number, checked.id[:12])
+                return Reservation("check", self.path, checked.alpha, checked,
+                                   checks=tuple(self._checks(con, checked.id)), **known)
+            lineage, shared, joined_by = self._lineage(con, model_key, set_id, sup,
+                                                       bool(new_study))
             earlier_rows = con.execute("SELECT * FROM looks WHERE model_key = ? AND "
                                        "lineage = ? ORDER BY rowid",
                                        (model_key, lineage)).fetchall() if lineage else []
             earlier = [self._look(con, r) for r in earlier_rows]
-            alpha = look_alpha(alpha_declared, [SpentLook(e.alpha.alpha, e.alpha.alpha_declared)
-                                                for e in earlier])
+            alpha = dataclasses.replace(
+                look_alpha(alpha_declared, [SpentLook(e.alpha.alpha, e.alpha.alpha_declared)
+                                            for e in earlier]), joined_by=joined_by)
             earlier_summary = [{**e.summary(), "shared_examples": shared.get(e.id, 0),
                                 "overlap": shared.get(e.id, 0) / n} for e in earlier]
             planned = planner(alpha)
             if planned is None:
                 raise _NoLook(Reservation("none", self.path, alpha,
-                                          earlier=tuple(earlier_summary)))
-            family = planned["family"]
+                                          earlier=tuple(earlier_summary), **known))
             look_id = secrets.token_hex(32)
-            others = con.execute("SELECT COUNT(*) FROM looks WHERE model_key = ? AND "
-                                 "lineage != ?", (model_key, lineage or look_id)).fetchone()[0]
-            con.execute(
-                "INSERT INTO looks VALUES (?,?,?,?,?,?,?,?,?,'reserved',?,?,?,?,?,?,?,?,?,?,?,?,"
-                "NULL,?,?,?,?,?,?,?,?,NULL)",
-                (look_id, model_key, model_sha256, alpha.number, lineage or look_id, set_id, n,
-                 split_sha256, decision_key, alpha.alpha, alpha.alpha_declared, alpha.budget,
-                 alpha.spent_before, alpha.share, alpha.rule, family["sha256"],
-                 family.get("method", ""), str(planned.get("metric", "")),
-                 json.dumps(list(family.get("candidates", []))), sup.id if sup else None,
-                 _now(), str(run_dir), socket.gethostname(), os.getpid(), _dumps(family),
-                 _dumps(planned.get("plan") or {}), _dumps(facts or {}),
-                 _dumps(earlier_summary), int(others)))
+            self._insert(con, look_id=look_id, model_key=model_key, model_sha256=model_sha256,
+                         alpha=alpha, lineage=lineage or look_id, set_id=set_id, n=n,
+                         split_sha256=split_sha256, decision_key=decision_key,
+                         planned=planned, sup=sup, run_dir=run_dir,
+                         facts={**(facts or {}), "joined_by": joined_by},
+                         earlier=earlier_summary, new_study=new_study,
+                         look_basis=look_basis, execution=execution)
             look = self._look(con, con.execute("SELECT * FROM looks WHERE id = ?",
                                                (look_id,)).fetchone())
         log.info("test ledger %s: %s", self.path, alpha.describe())
-        return Reservation("new", self.path, alpha, look, planned)
+        return Reservation("new", self.path, alpha, look, planned, **known)
+
+    def _insert(self, con: sqlite3.Connection, *, look_id: str, model_key: str,
+                model_sha256: str, alpha: LookAlpha, lineage: str, set_id: str, n: int,
+                split_sha256: str, decision_key: str, planned: dict[str, Any],
+                sup: Look | None, run_dir: str, facts: dict[str, Any],
+                earlier: list[dict[str, Any]], new_study: str | None,
+                look_basis: str | None, execution: dict[str, Any]) -> None:
+        family = planned["family"]
+        others = con.execute("SELECT COUNT(*) FROM looks WHERE model_key = ? AND lineage != ?",
+                             (model_key, lineage)).fetchone()[0]
+        row = {"id": look_id, "model_key": model_key, "model_sha256": model_sha256,
+               "number": alpha.number, "lineage": lineage, "example_set": set_id,
+               "n_examples": n, "split_sha256": split_sha256, "decision_key": decision_key,
+               "state": "reserved", "alpha": alpha.alpha,
+               "alpha_declared": alpha.alpha_declared, "budget": alpha.budget,
+               "spent_before": alpha.spent_before, "share": alpha.share, "rule": alpha.rule,
+               "family_sha256": family["sha256"], "method": family.get("method", ""),
+               "metric": str(planned.get("metric", "")),
+               "candidates": json.dumps(list(family.get("candidates", []))),
+               "supersedes": sup.id if sup else None, "started": _now(), "decided": None,
+               "run_dir": str(run_dir), "host": socket.gethostname(), "pid": os.getpid(),
+               "family_json": _dumps(family), "plan_json": _dumps(planned.get("plan") or {}),
+               "facts_json": _dumps(facts), "earlier_json": _dumps(earlier),
+               "other_data_looks": int(others), "decision_json": None, "identity": IDENTITY,
+               "new_study": new_study, "look_basis": look_basis,
+               "execution_json": _dumps(execution)}
+        con.execute(f"INSERT INTO looks ({', '.join(row)}) VALUES "
+                    f"({', '.join('?' * len(row))})", tuple(row.values()))
 
     def complete(self, look_id: str, *, decision: dict[str, Any],
                  members: Sequence[dict[str, Any]]) -> tuple[Look, bool]:
@@ -520,3 +506,20 @@ class LedgerStore:
             look = self._look(con, con.execute("SELECT * FROM looks WHERE id = ?",
                                                (look_id,)).fetchone())
         return look, True
+
+    def add_check(self, look_id: str, *, execution: Mapping[str, Any],
+                  decision: dict[str, Any], statuses: Mapping[str, str],
+                  run_dir: str = "") -> ExecutionCheck:
+        """Record an execution check of a decided look (charged nothing)."""
+        check_id = secrets.token_hex(32)
+        with self._write() as con:
+            if con.execute("SELECT 1 FROM looks WHERE id = ?", (look_id,)).fetchone() is None:
+                raise LedgerError("the look to check is not in the test ledger",
+                                  where=str(self.path), value=look_id,
+                                  fix="do not edit or replace the ledger while a run signs off")
+            con.execute("INSERT INTO look_checks VALUES (?,?,?,?,?,?,?,?,?)",
+                        (check_id, look_id, _now(), str(run_dir), socket.gethostname(),
+                         os.getpid(), _dumps(dict(execution)), _dumps(decision),
+                         _dumps(dict(statuses))))
+            (check,) = [c for c in self._checks(con, look_id) if c.id == check_id]
+        return check

@@ -70,6 +70,8 @@ def test_bert_int8_end_to_end(cli, e2e_run, tmp_path):
 VOLATILE = {"run_dir", "started", "finished", "stages", "stage_cache", "notes", "seconds",
             "eval_seconds", "command", "latency",  # latency: timings, never deterministic
             "read_from_ledger",  # a rerun reads the same look's decision from the test ledger
+            # ... and the ledger then knows the model: what it knew before the run differs
+            "model_looks", "first_in_ledger", "ledger_knows",
             "job"}  # where and how it ran: launcher, worker host, pid, attempt
 
 

@@ -1,13 +1,15 @@
 """``quantkit ledger [MODEL | RUN_DIR | record.json] [--db PATH]``: the looks at the test split.
 
-Lists the looks the persistent test ledger (quantkit/ledger_store.py) holds for a model:
+Lists the looks the persistent test ledger (quantkit/ledger_store.py; default
+``$XDG_DATA_HOME/quantkit/ledger.sqlite``: quantkit/ledger_location.py) holds for a model:
 given a prefix of the FP32 model's sha256 (``record.model.sha256``) or of its ledger key
-(``record.signoff.ledger.model_key``: a zoo model's looks across seeds), or a run dir / its
-record.json (whose ``signoff.ledger`` is read), or nothing (every model). One line
-per look: id, look number in its data lineage, when, examples, the one-sided alpha it
-was tested at (of the declared), the family in test order with each member's status, and
-whether it superseded an earlier look. Errors (no ledger, a corrupt file, an unknown
-model) are one line on stderr and exit code 2.
+(``record.signoff.ledger.model_key``: a zoo model's looks across seeds, a user model's
+across re-exports), or a run dir / its record.json (whose ``signoff.ledger`` is read), or
+nothing (every model). One line per look: id, look number in its data lineage, when,
+examples, the one-sided alpha it was tested at (of the declared), the family in test order
+with each member's status, whether it superseded an earlier look or opened a new study,
+and how many execution checks (another backend, charged nothing) it has.
+Errors (no ledger, a corrupt file, an unknown model) are one line on stderr and exit code 2.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import sys
 from pathlib import Path
 
 from quantkit.errors import LedgerError, QuantkitError
+from quantkit.ledger_location import default_ledger
+from quantkit.ledger_store import LedgerStore
 from quantkit.record.migrate import load_record
 
 __all__ = ["format_looks", "main"]
@@ -54,7 +58,7 @@ def format_looks(looks) -> list[str]:
             lineages.setdefault(look.lineage, len(lineages) + 1)
         files = sorted({lk.model_sha256[:12] for lk in items if lk.model_sha256 != model})
         lines.append(f"model {model[:12]}: {len(items)} look(s) on {len(lineages)} test data "
-                     f"lineage(s)" + (f" (prepared FP32 files {', '.join(files)})"
+                     f"lineage(s)" + (f" (FP32 model files {', '.join(files)})"
                                       if files else ""))
         lines.append(f"  {'look id':<12}  {'data':<4} {'look':>4}  {'started (UTC)':<25} "
                      f"{'n':>6}  {'alpha (declared)':<18} family: status")
@@ -64,6 +68,8 @@ def format_looks(looks) -> list[str]:
             if look.state != "decided":
                 fam += "  [reserved, never decided: the run stopped; still charged]"
             sup = f"  supersedes {look.supersedes[:12]}" if look.supersedes else ""
+            sup += f"  new study: {look.new_study}" if look.new_study else ""
+            sup += f"  + {look.n_checks} execution check(s)" if look.n_checks else ""
             alpha = f"{look.alpha.alpha:.4g} ({look.alpha.alpha_declared:g})"
             lines.append(f"  {look.id[:12]:<12}  #{lineages[look.lineage]:<3} "
                          f"{look.number:>4}  {look.started:<25} {look.n_examples:>6}  "
@@ -72,15 +78,13 @@ def format_looks(looks) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from quantkit.assets import cache_root
-    from quantkit.ledger_store import DEFAULT_NAME, LedgerStore
 
     ap = argparse.ArgumentParser(prog="quantkit ledger", description=(
         "List the looks at the test split that the persistent test ledger holds for a model."))
     ap.add_argument("model", nargs="?", default=None,
                     help="model sha256 prefix, a run dir, or a record.json (default: all)")
     ap.add_argument("--db", default=None, help="the ledger file (default: the record's, else "
-                                               "$QUANTKIT_CACHE/ledger.sqlite)")
+                                               "$XDG_DATA_HOME/quantkit/ledger.sqlite)")
     ap.add_argument("--json", action="store_true", help="print the looks as JSON")
     a = ap.parse_args(argv)
     try:
@@ -93,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             raise LedgerError("not a model sha256 prefix, run dir or record.json",
                               value=prefix, fix="pass at least 4 hex characters of "
                                                 "record.model.sha256, or a run dir")
-        path = Path(db).expanduser() if db else cache_root() / DEFAULT_NAME
+        path = Path(db).expanduser() if db else default_ledger()
         looks = LedgerStore(path, create=False).looks(prefix)
         if prefix is not None and not looks:
             raise LedgerError("the test ledger holds no look of this model", where=str(path),
@@ -102,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         if a.json:
             print(json.dumps([{**lk.summary(), "model_key": lk.model_key,
                                "model_sha256": lk.model_sha256,
-                               "lineage": lk.lineage, "decision": lk.decision}
+                               "lineage": lk.lineage, "decision": lk.decision,
+                               "new_study": lk.new_study, "execution_checks": lk.n_checks}
                               for lk in looks], indent=1, default=str))
         else:
             print(f"test ledger {path}")

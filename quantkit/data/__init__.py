@@ -107,6 +107,7 @@ def load_image_splits(settings, *, cache_dir: Path) -> Splits:
     train_key = "model.head.n_train" if n_train is not None else "data.train.size"
     label_free = cfg.label_column is None
     test_part = None
+    ids: list[bytes] = []  # each image's source identity (quantkit.data.identity)
     if cfg.source == "embedded":
         if cfg.name not in EMBEDDED["image"]:
             from quantkit.errors import ConfigError
@@ -128,7 +129,8 @@ def load_image_splits(settings, *, cache_dir: Path) -> Splits:
         x, y, classes = load_image_folder(cfg.path, size=cfg.image.size,
                                           mode="L" if cfg.image.channels == 1 else "RGB",
                                           alpha=cfg.image.alpha,
-                                          labeled=False if label_free else None)
+                                          labeled=False if label_free else None,
+                                          source_ids=ids)
         names = list(cfg.label_names) or classes
         rows = len(x)
     else:
@@ -137,19 +139,27 @@ def load_image_splits(settings, *, cache_dir: Path) -> Splits:
 
         ds = sources.load_hub(cfg.path, split=cfg.train_split, config=cfg.hub_config,
                               cache_dir=str(cache_dir))
-        x, y, names = hub_images(ds, cfg)
+        x, y, names = hub_images(ds, cfg, source_ids=ids)
         rows = len(x)
         if cfg.eval_split:
             ev = sources.load_hub(cfg.path, split=cfg.eval_split, config=cfg.hub_config,
                                   cache_dir=str(cache_dir))
-            ex, ey, _ = hub_images(ev, cfg)
-            test_part = ImageSplit("test", ex, ey)
+            test_ids: list[bytes] = []
+            ex, ey, _ = hub_images(ev, cfg, source_ids=test_ids)
+            test_part = ImageSplit("test", ex, ey, source_ids=_ids(test_ids, ex))
             rows += len(ex)
     info = DataInfo(kind="image", label_free=y is None, rows_read=rows)
     _label_free_note(info)
-    return make_splits(ImageSplit("all", x, y), names, cfg, seed=settings.seed, info=info,
+    return make_splits(ImageSplit("all", x, y, source_ids=_ids(ids, x)), names, cfg,
+                       seed=settings.seed, info=info,
                        test_part=test_part, train_size=n_train, train_key=train_key,
                        calib_fits_data=_no_head(settings))
+
+
+def _ids(ids: list[bytes], images) -> list[bytes] | None:
+    """The source identities a loader gave, one per image; None (the pixels at source size
+    are the identity) where it gave none."""
+    return list(ids) if ids and len(ids) == len(images) else None
 
 
 def note_truncation(splits: Splits, feeds) -> dict[str, int]:

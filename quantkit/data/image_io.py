@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from quantkit.data.identity import image_file_id
 from quantkit.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
@@ -107,7 +108,8 @@ def _image_files(folder: Path) -> list[Path]:
 
 
 def load_image_folder(path: str | os.PathLike, *, size: int | None = None, mode: str = "RGB",
-                      alpha: str = "white", labeled: bool | None = None
+                      alpha: str = "white", labeled: bool | None = None,
+                      source_ids: list[bytes] | None = None
                       ) -> tuple[np.ndarray, np.ndarray | None, list[str]]:
     """Users' images: (uint8 images [N,H,W,C], labels or None, class names).
 
@@ -115,7 +117,8 @@ def load_image_folder(path: str | os.PathLike, *, size: int | None = None, mode:
     names); a folder of images without subfolders is label-free (labels None, no
     classes). ``labeled=False`` reads the images of every subfolder without labels.
     With ``size`` each image is resized to size x size (bilinear), else all must share
-    one size.
+    one size. ``source_ids``: a list that gets each image's identity for the test ledger,
+    the file's bytes (quantkit.data.identity), in the order of the images.
     """
     if mode not in ("RGB", "L"):
         raise ConfigError("unsupported image mode", where="mode", value=mode, fix="use RGB or L")
@@ -145,6 +148,8 @@ def load_image_folder(path: str | os.PathLike, *, size: int | None = None, mode:
                         fix=f"put images ({', '.join(IMAGE_SUFFIXES)}) into the folder or into "
                             "one subfolder per class")
     images = [read_image(f, mode=mode, size=size, alpha=alpha) for f, _ in files]
+    if source_ids is not None:
+        source_ids.extend(image_file_id(f.read_bytes()) for f, _ in files)
     shapes = {a.shape for a in images}
     if len(shapes) > 1:
         raise DataError("images differ in size", where=str(root),

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from quantkit.data.identity import image_file_id, image_pil_id
 from quantkit.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
@@ -136,14 +137,17 @@ def load_fashion_mnist(root: str | os.PathLike = FASHION_MNIST_ROOT
 from quantkit.data.image_io import load_image_folder  # noqa: E402  (re-exported)
 
 
-def hub_images(ds, cfg) -> tuple[np.ndarray, np.ndarray | None, list[str]]:
+def hub_images(ds, cfg, source_ids: list[bytes] | None = None
+               ) -> tuple[np.ndarray, np.ndarray | None, list[str]]:
     """(uint8 images [N,S,S,C], labels or None, class names) from a Hugging Face image dataset.
 
     ``cfg`` is the data config: ``image_column`` holds PIL images (or {"bytes": ...}),
     ``label_column`` integer class ids (names from a ClassLabel feature or
     ``label_names``) or null for label-free data. Every image is read with
     :func:`~quantkit.data.image_io.to_uint8` (any bit depth and mode) and resized to
-    ``image.size`` x ``image.size`` (bilinear) with Pillow.
+    ``image.size`` x ``image.size`` (bilinear) with Pillow. ``source_ids``: a list that gets
+    each image's identity for the test ledger before any conversion (its encoded bytes
+    where the row has them, else its pixels as decoded: quantkit.data.identity).
     """
     import io
 
@@ -169,7 +173,11 @@ def hub_images(ds, cfg) -> tuple[np.ndarray, np.ndarray | None, list[str]]:
     for i, row in enumerate(ds):
         im = row[cfg.image_column]
         if isinstance(im, dict) and im.get("bytes") is not None:
+            if source_ids is not None:
+                source_ids.append(image_file_id(im["bytes"]))
             im = Image.open(io.BytesIO(im["bytes"]))
+        elif source_ids is not None and hasattr(im, "convert"):
+            source_ids.append(image_pil_id(im))
         if not hasattr(im, "convert"):
             raise DataError("image column does not hold images", where=f"row {i} column "
                             f"{cfg.image_column}", value=type(im).__name__,

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from quantkit.data.identity import image_array_id, text_ids
 from quantkit.data.info import DataInfo
 from quantkit.data.partition import (Part, group_codes, partition_groups, random_subsample,
                                      stratified_subsample)
@@ -95,6 +96,10 @@ class TextSplit:
         """Dense int64 group codes (0..G-1) per example: what a cluster bootstrap resamples."""
         return group_codes(self.groups)
 
+    def example_ids(self) -> list[bytes]:
+        """Each text's identity for the test ledger (quantkit.data.identity), in order."""
+        return text_ids(self.texts)
+
     def subset(self, idx, name: str | None = None) -> "TextSplit":
         idx = list(map(int, idx))
         return TextSplit(name or self.name, [self.texts[i] for i in idx],
@@ -109,7 +114,9 @@ class ImageSplit:
     ``source_index`` is each image's row in the source it came from (e.g. Fashion-MNIST's
     60,000 train images) and ``groups`` its group (default: source name + row, each image
     alone), so disjointness between splits can be checked. ``sha256`` hashes pixels +
-    labels.
+    labels. ``source_ids``: each image's identity for the test ledger, taken from its source
+    before any resize (:mod:`quantkit.data.identity`: a file's bytes); None where the pixels
+    are the source's own (decoded at source size): then they are the identity.
     """
 
     name: str
@@ -117,6 +124,7 @@ class ImageSplit:
     labels: np.ndarray | None
     source_index: np.ndarray | None = None
     groups: np.ndarray | None = None
+    source_ids: list[bytes] | None = None
 
     def __post_init__(self) -> None:
         self.labels = _labels(self.labels)
@@ -130,6 +138,10 @@ class ImageSplit:
         if self.groups is None:
             self.groups = np.array([f"{self.name}{i}" for i in self.source_index.tolist()],
                                    dtype=object)
+        if self.source_ids is not None and len(self.source_ids) != len(self.images):
+            raise DataError("image split has a different number of source ids than images",
+                            where=f"split {self.name}", value=len(self.source_ids),
+                            fix="pass one source id per image (quantkit.data.identity)")
         self._sha256: str | None = None
 
     def __len__(self) -> int:
@@ -154,7 +166,15 @@ class ImageSplit:
         idx = np.asarray(list(idx) if isinstance(idx, range) else idx, dtype=np.int64)
         return ImageSplit(name or self.name, self.images[idx],
                           None if self.labels is None else self.labels[idx],
-                          self.source_index[idx], self.groups[idx])
+                          self.source_index[idx], self.groups[idx],
+                          None if self.source_ids is None
+                          else [self.source_ids[i] for i in idx.tolist()])
+
+    def example_ids(self) -> list[bytes]:
+        """Each image's identity for the test ledger (quantkit.data.identity), in order."""
+        if self.source_ids is not None:
+            return list(self.source_ids)
+        return [image_array_id(x) for x in np.asarray(self.images)]
 
 
 Split = TextSplit | ImageSplit

@@ -292,6 +292,7 @@ class DevEvidence:
     """A family member's dev evidence (``candidate.dev``): what chose it."""
 
     metrics: Metrics
+    detection: DetectionRecord | None = optional()  # a detector's evidence behind them
     verdict: VerdictRecord | None = optional()  # not the FP32 reference's
     n: int
     agreement_fp32: float | None = optional()
@@ -325,6 +326,7 @@ class CandidateRecord:
     kernel_census: dict[str, int] | None = optional()
     backend: str | None = optional()
     metrics: Metrics
+    detection: DetectionRecord | None = optional()  # a detector's evidence behind them
     output: EmbeddingOutput | None = optional()
     slices: dict[str, dict[str, SliceStat]] | None = optional()
     engine: EngineRecord | None = optional()
@@ -334,7 +336,6 @@ class CandidateRecord:
     split: str | None = optional()
     agreement_slices: dict[str, dict[str, AgreementStat]] | None = optional()
     embedding_fp32: EmbeddingRecord | None = optional()
-    detection: DetectionRecord | None = optional()
     verdict: VerdictRecord | None = optional()
     plan_counts: dict[str, int] | None = optional()
     lint: Lint | None = optional()

@@ -1,9 +1,11 @@
-"""``candidate.detection``: a detector's evidence on its split (quantkit/run/detection.py):
-COCO mAP against the labels with per class, per object size and the precision-recall curves;
-for a candidate, the same against FP32's detections as ground truth (``vs_fp32``: mAP vs FP32,
-FP32's boxes found at IoU 0.5, the mean IoU of those matches); and the sample images where the
-candidate disagrees most with FP32 (``samples``: quantkit/run/detection_samples.py). Values
-the evaluator leaves undefined (a class without ground truth) are null."""
+"""``candidate.detection``: a detector's evidence on its split (quantkit/run/detection.py)
+behind the scalar metrics, which ``candidate.metrics`` alone holds (mAP, mAP@.5, mAP@.75
+against the labels; ``*_vs_fp32``, ``recall50_fp32``, ``mean_iou_fp32`` against FP32's
+detections): per class, per object size and the precision-recall curves against the labels;
+for a candidate, the same against FP32's detections as ground truth (``vs_fp32``); and the
+sample images where the candidate disagrees most with FP32 (``samples``:
+quantkit/run/detection_samples.py). Values the evaluator leaves undefined (a class without
+ground truth) are null."""
 
 from __future__ import annotations
 
@@ -25,13 +27,9 @@ class ClassAP:
 
 @dataclass(kw_only=True)
 class DetectionVsFp32:
-    """The candidate scored against FP32's detections (score >= ``gt_score_min``)."""
+    """The candidate scored against FP32's detections (score >= ``gt_score_min``): AP per
+    class and the PR curves (its mAP, recall and mean IoU: ``candidate.metrics``)."""
 
-    map: float | None
-    map50: float | None
-    map75: float | None
-    recall50: float | None
-    mean_iou: float | None
     n_reference_boxes: int
     gt_score_min: float
     per_class: dict[str, ClassAP]
@@ -67,9 +65,6 @@ class DetectionRecord:
     labelled: bool
     n_images: int
     n_detections: int
-    map: float | None = optional()
-    map50: float | None = optional()
-    map75: float | None = optional()
     per_class: dict[str, ClassAP] | None = optional()
     per_size: dict[str, float | None] | None = optional()
     n_gt: int | None = optional()

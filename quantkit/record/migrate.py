@@ -19,11 +19,19 @@ Versions (what each step changes):
   ``recommendation``. 2 -> 3: ``calibration.ptq`` becomes the record's own ``ptq`` section
   (schema 2 had no recipe: per-step settings, no proofs: recipe / steps_on recorded as
   "", proofs empty).
-- 3 (current): the ptq section (recipe, steps, proofs, auto's choice) and the persistent
+- 3: the ptq section (recipe, steps, proofs, auto's choice) and the persistent
   test ledger (``signoff.ledger``, ``signoff.not_tested``, the decision's ``look``).
   Keys added while 3 was current (the search's ``confirmation`` / ``dev_halves`` /
-  ``format_fill``, ``calibration.fp8``, ``data.info``...) are optional in the types:
-  absent in the records 3 wrote before them.
+  ``format_fill``, ``calibration.fp8``, ``data.info``; the ledger facts of issue 49,
+  ``signoff.ledger.location`` / ``model_looks`` / ``first_in_ledger`` / ``ledger_knows`` /
+  ``joined_by`` / ``new_study`` / ``execution_check``...) are optional in the types: absent
+  in the records 3 wrote before them. ``signoff.ledger.model_key`` of a user's ONNX file was
+  its sha256 before issue 49 and is its fingerprint's key since (the same key, its meaning
+  in ``model_key_basis``): no step needed. 3 -> 4: a detector's scalar metrics are
+  ``candidate.metrics``' alone: ``candidate.detection`` drops ``map`` / ``map50`` /
+  ``map75`` and its ``vs_fp32`` those and ``recall50`` / ``mean_iou`` (3 wrote each value
+  twice, the same number in ``metrics``).
+- 4 (current): as 3, each detection metric once.
 
 Besides the record, the persistent test ledger stores each look's family, power plan and
 decision (quantkit/ledger_store.py); :func:`upgrade_look_family` / :func:`upgrade_look_decision`
@@ -95,8 +103,22 @@ def _v2_to_v3(d: JsonObject) -> JsonObject:
     return d
 
 
+def _v3_to_v4(d: JsonObject) -> JsonObject:
+    for c in _candidates(d):
+        det = c.get("detection")
+        if not isinstance(det, dict):
+            continue
+        for key in ("map", "map50", "map75"):  # metrics.<key> holds the same value
+            det.pop(key, None)
+        vs = det.get("vs_fp32")
+        for key in ("map", "map50", "map75", "recall50", "mean_iou") if isinstance(vs, dict) else ():
+            vs.pop(key, None)  # metrics.<key>_vs_fp32 / recall50_fp32 / mean_iou_fp32
+    return d
+
+
 #: version -> the step that makes a record of it one version newer
-STEPS: dict[int, Callable[[JsonObject], JsonObject]] = {0: _v0_to_v1, 1: _v1_to_v2, 2: _v2_to_v3}
+STEPS: dict[int, Callable[[JsonObject], JsonObject]] = {0: _v0_to_v1, 1: _v1_to_v2, 2: _v2_to_v3,
+                                                        3: _v3_to_v4}
 
 
 def upgrade(d: JsonObject) -> JsonObject:

@@ -49,7 +49,7 @@ def host_info() -> JsonObject:
 
 #: Version of the record's layout; bump when a field changes meaning, and teach
 #: quantkit/record/migrate.py to upgrade the version before it (it documents each one).
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 @dataclass(kw_only=True)

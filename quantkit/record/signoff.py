@@ -14,7 +14,8 @@ from quantkit.record.verdict import TestRecord
 from quantkit.verdict.cluster import GroupStats
 from quantkit.verdict.protocol import FamilyDecision, FamilyPlan, SignoffFamily
 
-__all__ = ["DecisionRecord", "DecisionRow", "DecisionTest", "EarlierLook", "FamilyBasis", "FamilyNotTested",
+__all__ = ["DecisionRecord", "DecisionRow", "DecisionTest", "EarlierLook", "ExecutionCheckFacts",
+           "FamilyBasis", "FamilyNotTested",
            "FamilyRecord", "LedgerEvaluation", "LookFacts", "LookOfDecision", "LookRecord",
            "PowerPlanRecord", "PowerRow", "RecommendationRecord", "RulePlan", "AnalyticPlan", "SignoffRecord", "SignoffSkipped", "TestLedgerRecord"]
 
@@ -259,10 +260,30 @@ class LookRecord:
     supersedes: str | None
 
 
+@dataclass
+class ExecutionCheckFacts:
+    """The run was the execution check of a decided look (quantkit/verdict/ledger.py,
+    "Look"): the look's artifacts on its test examples, run by another execution, tested at
+    the look's alpha and charged nothing; each member's status there, here and combined."""
+
+    of_look: str
+    first_execution: str
+    first_statuses: dict[str, str]
+    statuses: dict[str, str]
+    combined: dict[str, str]
+    check_id: str
+    earlier_checks: int
+    rule: str
+
+
 @dataclass(kw_only=True)
 class LookFacts:
     """``signoff.ledger``: where the persistent test ledger is, the model key, the spending
-    rule, this look's number and alpha, the earlier looks it was charged against."""
+    rule, this look's number and alpha, the earlier looks it was charged against; since
+    issue 49 also which setting chose the ledger (``location``), what it knew of the model
+    (``model_looks``, ``first_in_ledger``, ``ledger_knows``), why the look is charged where
+    it is (``joined_by``), the new study declared and the execution check this run was
+    (keys absent in records written before)."""
 
     path: str
     model_key: str
@@ -280,6 +301,13 @@ class LookFacts:
     earlier_looks: list[EarlierLook]
     other_data_looks: int | None = optional()
     summary: str
+    location: str | None = optional()
+    model_looks: int | None = optional()
+    first_in_ledger: bool | None = optional()
+    ledger_knows: str | None = optional()
+    joined_by: str | None = optional()
+    new_study: str | None = optional()
+    execution_check: ExecutionCheckFacts | None = optional()
 
 
 @dataclass(kw_only=True)

@@ -35,16 +35,16 @@ def detection(record: RunRecord) -> dict[str, object] | None:
     labelled = any(d.labelled for d in cands.values())
     rows = []
     for name, d in cands.items():
-        v = d.vs_fp32
-        c = record.candidates[name]
+        v, c = d.vs_fp32, record.candidates[name]
+        m = c.metrics  # the scalars; vs FP32 only for a candidate (DASH for FP32 itself)
         rows.append({"name": name, "split": text(c.split or (c.verdict.split if c.verdict
                                                                   else None)),
                      "n": num(d.n_images), "boxes": num(d.n_detections),
-                     "map": num(d.map), "map50": num(d.map50), "map75": num(d.map75),
-                     "map_vs_fp32": num(v.map) if v else DASH,
-                     "map50_vs_fp32": num(v.map50) if v else DASH,
-                     "recall50": num(v.recall50) if v else DASH,
-                     "mean_iou": num(v.mean_iou) if v else DASH,
+                     "map": num(m.map), "map50": num(m.map50), "map75": num(m.map75),
+                     "map_vs_fp32": num(m.map_vs_fp32) if v else DASH,
+                     "map50_vs_fp32": num(m.map50_vs_fp32) if v else DASH,
+                     "recall50": num(m.recall50_fp32) if v else DASH,
+                     "mean_iou": num(m.mean_iou_fp32) if v else DASH,
                      "ref_boxes": num(v.n_reference_boxes) if v else DASH})
     base = (next(iter(cands.values())).per_class if labelled else
             next((d.vs_fp32.per_class for d in cands.values() if d.vs_fp32), None)) or {}

@@ -36,7 +36,28 @@ def _look(facts: LookFacts | None) -> dict[str, object] | None:
             "declared": alpha_text(facts.alpha_declared),
             "supersedes": text(supersedes) if supersedes else "",
             "other_data_looks": int(facts.other_data_looks or 0),
-            "earlier": earlier, "read": bool(facts.read_from_ledger)}
+            "earlier": earlier, "read": bool(facts.read_from_ledger),
+            "knows": text(facts.ledger_knows) if facts.ledger_knows else "",
+            "first": bool(facts.first_in_ledger),
+            "location": text(facts.location) if facts.location else "",
+            "new_study": (text(facts.new_study) + ("" if facts.joined_by in ("new_study", None)
+                                                   else " (not applied: these test examples "
+                                                        "overlap earlier looks, so the look "
+                                                        "is charged with them)"))
+            if facts.new_study else "",
+            "check": _check(facts)}
+
+
+def _check(facts: LookFacts) -> str:
+    """The execution check this run was, in one sentence ("" when it was none)."""
+    c = facts.execution_check
+    if c is None:
+        return ""
+    per = ", ".join(f"{n}: {c.first_statuses.get(n, '?')} there, {s} here -> "
+                    f"{c.combined.get(n, '?')}" for n, s in c.statuses.items())
+    return (f"this run is an execution check of look {str(c.of_look)[:12]} (first decided on "
+            f"{text(c.first_execution)}; check {str(c.check_id)[:12]}, after "
+            f"{c.earlier_checks} earlier check(s)): {per}. Rule: {text(c.rule)}")
 
 
 def family(record: RunRecord) -> dict[str, object] | None:

@@ -73,8 +73,6 @@ NOT_RENDERED: dict[str, str] = {
     "EngineCheckPlan.runs_here": _SAME + "the engine check's status (not needed / NOT run / ran)",
     # -- a detector's evidence (record/detection.py)
     "DetectionRecord.n_gt": _SAME + "the AP-per-class table's ground-truth boxes (their sum)",
-    "DetectionVsFp32.map75": _DETAIL + "the detection table shows mAP@[.5:.95] and mAP@.5 vs "
-                                       "FP32 (mAP@.75 against the labels)",
     "DetectionVsFp32.per_class": "with labels the AP-per-class table is against the labels; a "
                                  "label-free run renders this one instead",
     "DetectionVsFp32.pr": "with labels the PR curves are against the labels; a label-free run "
@@ -190,6 +188,9 @@ NOT_RENDERED: dict[str, str] = {
     "EarlierLook.run_dir": "an earlier look's details: `quantkit ledger` lists them",
     "EarlierLook.state": _SAME + "its statuses (the state when it has none)",
     "EarlierLook.supersedes": "an earlier look's details: `quantkit ledger` lists them",
+    "LookFacts.model_looks": _SAME + "the ledger line of what it knew ('N earlier look(s)')",
+    "LookFacts.joined_by": _SAME + "the test ledger line's summary (why the look is charged "
+                                  "where it is)",
     "FamilyNotTested.candidates": "always empty (no member was tested): the section says so",
     "SignoffSkipped.skipped": _SAME + "the recommendation's reason (the run wrote both)",
     "TestLedgerRecord.missing": _SAME + "'each candidate evaluated once' (nothing missing)",

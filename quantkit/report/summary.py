@@ -19,21 +19,33 @@ def _ledger_lines(facts: LookFacts | None) -> list[str]:
     """What the persistent test ledger says about this sign-off (record.signoff.ledger)."""
     if facts is None:
         return []
+    knows = [f"test ledger: {facts.ledger_knows}"] if facts.ledger_knows else []
+    study = [] if not facts.new_study else [
+        f"test ledger: new study declared (verdict.new_study): {facts.new_study}"
+        if facts.joined_by in ("new_study", None) else
+        f"test ledger: verdict.new_study ({facts.new_study}) is not a new study here: these "
+        f"test examples overlap earlier looks of the model, so the look is charged with them"]
     if facts.look is None:
-        return [f"test ledger: {facts.summary} ({facts.path})"]
+        return [f"test ledger: {facts.summary} ({facts.path})", *knows, *study]
     this = facts.this_look
     line = f"test ledger: {facts.summary}"
     if this is not None and this.supersedes:
         line += f"; supersedes look {str(this.supersedes)[:12]}"
     line += f" (look {str(facts.look_id)[:12]}, {facts.path})"
-    out = [line]
+    out = [line, *knows, *study]
+    check = facts.execution_check
+    if check is not None:
+        out.append("test ledger: execution check (first decided on "
+                   f"{check.first_execution}): " + ", ".join(
+                       f"{n} {check.first_statuses.get(n, '?')} there, {s} here -> "
+                       f"{check.combined.get(n, '?')}" for n, s in check.statuses.items()))
     if facts.read_from_ledger:
         out.append(f"sign-off read from the test ledger: an identical run made look "
                    f"{facts.look} at {this.started if this is not None else None}; its "
                    f"decision stands, nothing re-decided or charged")
     if facts.other_data_looks:
-        out.append(f"test ledger: {facts.other_data_looks} other look(s) of this model on "
-                   f"test data sharing no example with these (`quantkit ledger` lists them)")
+        out.append(f"test ledger: {facts.other_data_looks} other look(s) of this model in other "
+                   f"lineages (another study, not charged here; `quantkit ledger` lists them)")
     return out
 
 

@@ -27,6 +27,7 @@ from quantkit.environment import execution_environment
 from quantkit.fsutil import atomic_write_json
 from quantkit.graph.model_graph import ModelGraph
 from quantkit.models.model import Model
+from quantkit.run.model_identity import ModelIdentity
 from quantkit.settings import Settings
 from quantkit.tasks.detection.feeds import DetectionFeeds
 from quantkit.verdict.policy import TestPolicy
@@ -43,7 +44,8 @@ class RunContext:
     ``cache``: the run's StageCache, or None (compute everything, keep nothing).
     ``model`` (quantkit.models.Model), ``splits`` (quantkit.data.Splits), ``feeds``
     (TextFeeds | ImageFeeds | DetectionFeeds), ``lengths`` (split name -> token counts, or None for images) and ``graph``
-    (ModelGraph of the FP32 model) are set by :meth:`with_inputs` after the prepare stage.
+    (ModelGraph of the FP32 model) are set by :meth:`with_inputs` after the prepare stage,
+    with ``identity``, the model's identity for the test ledger.
     ``policy``: the verdict's :class:`TestPolicy`, built once from the settings here and
     taken by every test of the run.
     """
@@ -58,14 +60,16 @@ class RunContext:
     lengths: dict[str, np.ndarray | None] | None = None  # token counts (text) or None
     graph: ModelGraph | None = None
     policy: TestPolicy = None  # type: ignore[assignment]  # built in __post_init__
+    identity: ModelIdentity | None = None  # the model for the test ledger (model stage)
 
     def __post_init__(self) -> None:
         if self.policy is None:
             object.__setattr__(self, "policy", TestPolicy.from_settings(self.settings))
 
-    def with_inputs(self, *, model, splits, feeds, lengths, graph) -> "RunContext":
+    def with_inputs(self, *, model, splits, feeds, lengths, graph,
+                    identity: ModelIdentity | None = None) -> "RunContext":
         return dataclasses.replace(self, model=model, splits=splits, feeds=feeds,
-                                   lengths=lengths, graph=graph)
+                                   lengths=lengths, graph=graph, identity=identity)
 
     # -- splits ---------------------------------------------------------------------------
     def split(self, name: str):

@@ -36,7 +36,7 @@ from quantkit.tasks.detection.coco import evaluate, evaluate_label_free, pseudo_
 from quantkit.tasks.detection.kind import DetectionKind
 from quantkit.tasks.detection.packed import PackedDetections
 from quantkit.verdict.map_bootstrap import map_signoff
-from quantkit.verdict.margin import Margin
+from quantkit.verdict.margin import MAP_METRIC_NAMES, Margin
 from quantkit.verdict.outcome import SignoffTest
 
 __all__ = ["check_reference", "detector_of", "detect_split", "detection_evidence", "detection_score",
@@ -100,16 +100,15 @@ def detection_evidence(ctx: RunContext, split: str, dets: PackedDetections,
     if not data.label_free:
         m = evaluate(data.boxes, dets.to_list())
         metrics.update({"map": m.map, "map50": m.map50, "map75": m.map75})
-        det.update({k: v for k, v in m.to_dict().items() if k not in ("n_images",)})
+        det.update({k: v for k, v in m.to_dict().items()  # its scalars: metrics alone
+                    if k not in ("n_images", *MAP_METRIC_NAMES)})
     if reference is not None:
         lf = _vs_fp32(ctx, data, reference, dets)
         v = lf.vs_fp32
         metrics.update({"map_vs_fp32": v.map, "map50_vs_fp32": v.map50,
                         "map75_vs_fp32": v.map75, "recall50_fp32": lf.recall50,
                         "mean_iou_fp32": lf.mean_iou})
-        det["vs_fp32"] = {"map": _num(v.map), "map50": _num(v.map50), "map75": _num(v.map75),
-                          "recall50": _num(lf.recall50), "mean_iou": _num(lf.mean_iou),
-                          "n_reference_boxes": lf.n_reference_boxes,
+        det["vs_fp32"] = {"n_reference_boxes": lf.n_reference_boxes,
                           "gt_score_min": lf.gt_score_min, "per_class": v.to_dict()["per_class"],
                           "pr50": list(v.to_dict()["pr50"]), "pr": list(v.to_dict()["pr"])}
     return {"metrics": {k: _num(x) for k, x in metrics.items()}, "detection": det}

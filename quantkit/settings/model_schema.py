@@ -99,6 +99,10 @@ class ModelConfig:
     pooling: str = "mean"  # kind=hub: mean | cls
     trust_remote_code: bool = False
     head: HeadConfig = field(default_factory=HeadConfig)
+    # what the test ledger files this model's looks under (quantkit/verdict/ledger.py):
+    # null = its fingerprint (weights + FP32 outputs on a fixed probe: a re-export is the
+    # same model); a name declares two files the same model (or one file another model)
+    id: Optional[str] = None
 
 
 def validate_model(m: ModelConfig) -> None:
@@ -111,6 +115,9 @@ def validate_model(m: ModelConfig) -> None:
         raise ConfigError("model.kind=hub needs a model id", where="model.hub_id",
                           value=m.hub_id, fix="add model.hub_id=<org/name or local dir>")
     _choice("model.pooling", m.pooling, ("mean", "cls"))
+    if m.id is not None and not str(m.id).strip():
+        raise ConfigError("config key model.id must name the model", value=m.id,
+                          fix="e.g. model.id=sentiment-v3, or null for the model's fingerprint")
     _choice("model.output.kind", m.output.kind, ("auto", "logits", "embedding", "detection"))
     _choice("model.output.pooling", m.output.pooling, ("mean", "cls", "none"))
     validate_detection_output(m.output)

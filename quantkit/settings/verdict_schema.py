@@ -47,8 +47,16 @@ class VerdictConfig:
     # lineage and is charged (quantkit/verdict/ledger.py)
     supersedes: Optional[str] = None
     # the persistent test ledger (SQLite): every look at the test split of a model, across
-    # runs; null = <cache_dir>/ledger.sqlite. A team shares one file on one host's local disk
+    # runs, apart from any cache; null = $XDG_DATA_HOME/quantkit/ledger.sqlite (else
+    # ~/.local/share/quantkit/ledger.sqlite). A team shares one file on one host's local disk
+    ledger: Optional[str] = None
+    # deprecated alias of verdict.ledger (kept so that command lines and sweep configs that
+    # name a ledger keep reaching the same file; a log line says to rename it)
     ledger_path: Optional[str] = None
+    # a look on test data that shares no example with the model's earlier looks is charged
+    # against the model's budget (every look of a model counts); a new study with its own
+    # budget is declared here, with its reason (recorded, shown in the report and summary)
+    new_study: Optional[str] = None
     # a family member whose planned power on the test split (for the decision rule used,
     # at the look's alpha) is below this is not tested: the test split is not spent on it
     min_power: float = 0.5
@@ -114,27 +122,48 @@ def validate_verdict(v: VerdictConfig) -> None:
                                   "verdict.max_flip_rate=0.10 (null: no churn gate)")
 
 
+def _ledger_file(key: str, value: str) -> None:
+    """``value`` of ``key`` names a file that can be a ledger (not a dir, not under a file, not
+    a database URL: the ledger is a SQLite file here)."""
+    path = str(value).strip()
+    if "://" in path:
+        raise ConfigError(f"config key {key} names a database URL; this quantkit keeps the test "
+                          "ledger in a SQLite file", value=value,
+                          fix=f"give a file path, e.g. {key}=/srv/quantkit/ledger.sqlite on one "
+                              "host's local disk")
+    target = Path(path).expanduser() if path else None
+    if target is None or target.is_dir() or path.endswith(("/", os.sep)):
+        raise ConfigError(f"config key {key} must name a file", value=value,
+                          fix="e.g. verdict.ledger=/srv/quantkit/ledger.sqlite (a local file "
+                              "system: SQLite's WAL mode does not work over NFS), or null for "
+                              "the user data dir's quantkit/ledger.sqlite")
+    parent = next((p for p in target.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise ConfigError(f"config key {key} lies under a file", value=value,
+                          fix=f"{parent} is a file: choose a path in a directory")
+
+
 def validate_ledger(v: VerdictConfig) -> None:
-    """verdict.supersedes (a look id), verdict.ledger_path and verdict.min_power."""
+    """verdict.supersedes (a look id), verdict.ledger (and its deprecated alias
+    verdict.ledger_path), verdict.new_study and verdict.min_power."""
     if v.supersedes is not None and not re.fullmatch(r"[0-9a-f]{8,64}", str(v.supersedes)):
         raise ConfigError("config key verdict.supersedes must be the id of an earlier look "
                           "(8 to 64 hex characters)", value=v.supersedes,
                           fix="copy record.signoff.ledger.look_id of the run this re-test "
                               "replaces (or an id from `quantkit ledger`)")
-    if v.ledger_path is not None:
-        path = str(v.ledger_path).strip()
-        target = Path(path).expanduser() if path else None
-        if target is None or target.is_dir() or path.endswith(("/", os.sep)):
-            raise ConfigError("config key verdict.ledger_path must name a file",
-                              value=v.ledger_path,
-                              fix="e.g. verdict.ledger_path=/srv/quantkit/ledger.sqlite (a local "
-                                  "file system: SQLite's WAL mode does not work over NFS), or "
-                                  "null for <cache_dir>/ledger.sqlite")
-        parent = next((p for p in target.parents if p.exists()), None)
-        if parent is not None and not parent.is_dir():
-            raise ConfigError("config key verdict.ledger_path lies under a file",
-                              value=v.ledger_path, fix=f"{parent} is a file: choose a path in a "
-                                                       "directory")
+    for key, value in (("verdict.ledger", v.ledger), ("verdict.ledger_path", v.ledger_path)):
+        if value is not None:
+            _ledger_file(key, value)
+    if v.ledger is not None and v.ledger_path is not None and \
+            Path(str(v.ledger)).expanduser() != Path(str(v.ledger_path)).expanduser():
+        raise ConfigError("verdict.ledger and its deprecated alias verdict.ledger_path name "
+                          "two different files", where="verdict.ledger_path",
+                          value=v.ledger_path, fix="drop verdict.ledger_path (verdict.ledger "
+                                                   "replaces it)")
+    if v.new_study is not None and not str(v.new_study).strip():
+        raise ConfigError("config key verdict.new_study must say why this is a new study",
+                          value=v.new_study, fix="e.g. verdict.new_study='fresh data collected "
+                                                 "in 2025-06' (null: no new study)")
     _positive("verdict.power_sims", v.power_sims, allow_zero=True)
     if isinstance(v.min_power, bool) or not isinstance(v.min_power, (int, float)) \
             or not 0.0 <= v.min_power < 1.0:

@@ -6,29 +6,40 @@ is :func:`quantkit.run.stages.signoff.signoff`.
 Definitions
 -----------
 
-* **Example hash**: sha256 of one test example's *input* (a text's UTF-8 bytes; an image's
-  dtype, shape and pixels). Labels are left out, so a relabelled copy of an example is the
-  same example.
-* **Model** (:func:`model_key`): an ONNX file the user brings is its sha256
-  (``record.model.sha256``). A model quantkit prepares (zoo / hub: a pretrained encoder
-  with a classification head fitted on the seeded train split) is its source and name:
-  each ``seed`` fits another head, so its file sha256 changes with the seed, and re-drawing
-  the seed to get another head and another test split is still a re-look at the same
-  model.
+* **Example id**: sha256 of one test example's *source content*, before any preprocessing
+  (:mod:`quantkit.data.identity`: a text NFC-normalized with its whitespace collapsed; an
+  image file's bytes, or its pixels as decoded at source size). Labels are left out, so a
+  relabelled copy of an example is the same example; tokenizer, ``data.max_length`` and
+  ``data.image.*`` never enter, so they make no new examples.
+* **Model** (:func:`model_key`): a declared ``model.id`` names it. Else an ONNX file the user
+  brings is its fingerprint (:mod:`quantkit.models.fingerprint`: weights digest plus FP32
+  outputs on a fixed probe), so a re-export of the same network is the same model; the
+  ledger files it under the first registered fingerprint that matches. A model quantkit
+  prepares (zoo / hub: a pretrained encoder with a classification head fitted on the seeded
+  train split) is its source and name: each ``seed`` fits another head, and re-drawing the
+  seed to get another head and another test split is still a re-look at the same model.
 * **Look**: one familywise decision of a declared sign-off family of one model from
   test-split evaluations. Every run that decides anything
   from test outputs (new logits or cached ones) makes a look, whatever changed (seed,
   margin, metric, family, order, alpha, settings). Not a look: reading the decision of an
-  identical earlier look (:func:`decision_key`), or a sign-off in which no member was tested
-  (each was below ``verdict.min_power``).
+  identical earlier look (:func:`decision_key`), a sign-off in which no member was tested
+  (each was below ``verdict.min_power``), or an **execution check**: the artifacts a decided
+  look tested, on its test data and settings (:func:`look_basis`), run by another
+  execution (``backend=trt`` after ONNX Runtime, another ``backend.qdq_mode`` or host). A
+  check is tested at that look's alpha and can only take a PASS away
+  (:func:`both_executions`: a member PASSes only where every execution PASSes), so it
+  spends nothing.
 * **Same data**: two looks of one model are on the same data when their test example sets
-  share at least one example hash (any overlap: a new seed that re-draws test from the same
+  share at least one example id (any overlap: a new seed that re-draws test from the same
   pool, a grown or shrunk split, a reordered one). A **data lineage** is the transitive
   closure of "same data" over the model's looks, plus ``verdict.supersedes``: a look that
-  names an earlier one joins that look's lineage whatever the overlap (a declared re-test,
-  e.g. on fresh data). A test set that shares no example with any earlier look of the model
-  and supersedes none starts a new lineage with a fresh budget; the record still lists the
-  model's looks on other data.
+  names an earlier one joins that look's lineage whatever the overlap (a declared re-test).
+* **Every look of a model counts** (:func:`charged_lineage`): a look whose test set shares no
+  example with the model's earlier looks and supersedes none is charged to the lineage of
+  the model's latest look, unless the run declares a new study
+  (``verdict.new_study=<reason>``, recorded): then it starts a lineage with a fresh budget. A
+  new study on test data that overlaps earlier looks is still charged (the examples were
+  seen).
 
 Alpha spending across looks
 ---------------------------
@@ -67,9 +78,9 @@ from typing import Any, Mapping, Sequence
 
 from quantkit.errors import ConfigError
 
-__all__ = ["LookAlpha", "MIN_SHARED_EXAMPLES", "RULE", "SPENDING_RATIO", "SpentLook",
-           "decision_key", "join_lineages", "look_alpha", "model_key", "same_data",
-           "same_data_rule"]
+__all__ = ["JOINED_BY", "LookAlpha", "MIN_SHARED_EXAMPLES", "RULE", "SPENDING_RATIO",
+           "SpentLook", "both_executions", "charged_lineage", "decision_key", "join_lineages",
+           "look_alpha", "look_basis", "model_key", "same_data", "same_data_rule"]
 
 #: gamma of the geometric spending sequence (module docstring: why 0.1)
 SPENDING_RATIO = 0.1
@@ -108,11 +119,38 @@ def join_lineages(lineage_of: Mapping[str, str], shared: Mapping[str, int],
     return target, joined - {target}
 
 
+#: how a look came to be charged where it is (``LookAlpha.joined_by``) -> the words after
+#: "look k of this model"
+JOINED_BY = {
+    "first": "on these test examples",
+    "overlap": "on these test examples",
+    "supersedes": "on these test examples (a declared re-test: verdict.supersedes)",
+    "model": "(its earlier looks were on other test data: every look of a model counts)",
+    "new_study": "in a new study (verdict.new_study)",
+}
+
+
+def charged_lineage(target: str | None, current: str | None, new_study: bool
+                    ) -> tuple[str | None, str]:
+    """(the lineage a look is charged to, why) after :func:`join_lineages` found ``target``
+    (None: no overlap, supersedes none). ``current``: the lineage of the model's latest look
+    (None: the model has no look). Module docstring, "Every look of a model counts"."""
+    if target is not None:
+        return target, "overlap"
+    if current is None:
+        return None, "first"
+    if new_study:
+        return None, "new_study"
+    return current, "model"
+
+
 def same_data_rule() -> str:
     """One sentence for records and reports: what "the same test data" means here."""
     return ("looks of one model are on the same data when their test sets share at least one "
-            "example (sha256 of the example's input); a lineage is the transitive closure, "
-            "plus looks linked by verdict.supersedes")
+            "example (sha256 of the example's source content before preprocessing); a lineage "
+            "is the transitive closure, plus looks linked by verdict.supersedes; a look on "
+            "other data joins the model's latest lineage unless verdict.new_study declares a "
+            "new study")
 
 
 @dataclass(frozen=True)
@@ -134,13 +172,14 @@ class LookAlpha:
     spent_before: float  # sum of the earlier looks' alpha
     share: float  # the rule's share for this look number before the cap
     rule: str = RULE
+    joined_by: str = "overlap"  # a key of JOINED_BY: why the look is charged where it is
 
     @property
     def exhausted(self) -> bool:
         return self.alpha < MIN_ALPHA
 
     def describe(self) -> str:
-        head = f"look {self.number} of this model on these test examples"
+        head = f"look {self.number} of this model {JOINED_BY.get(self.joined_by, '')}".rstrip()
         if self.exhausted:
             return (f"{head}: no alpha left (budget {self.budget:g}, spent "
                     f"{self.spent_before:.4g})")
@@ -181,16 +220,49 @@ def look_alpha(alpha_declared: float, earlier: Sequence[SpentLook]) -> LookAlpha
                      spent_before=spent, share=share)
 
 
-def model_key(*, kind: str, sha256: str, source: str = "", name: str | None = None
+def model_key(*, kind: str, sha256: str, source: str = "", name: str | None = None,
+              declared: str | None = None, fingerprint: str | None = None
               ) -> tuple[str, str]:
     """(the key the ledger files a model's looks under, what it rests on): module docstring,
-    "Model"."""
+    "Model". ``declared``: ``model.id``; ``fingerprint``: the key of a user model's
+    fingerprint (quantkit.models.fingerprint.ModelFingerprint.key)."""
+    if declared:
+        return (hashlib.sha256(f"quantkit-declared\x1f{declared}".encode()).hexdigest(),
+                f"declared model.id {declared!r}")
+    if (kind == "onnx" or not source) and fingerprint:
+        return fingerprint, ("the model's fingerprint: weights digest and FP32 outputs on a "
+                             "fixed probe (a re-export of the same network is the same model)")
     if kind == "onnx" or not source:
         return sha256, "the sha256 of the ONNX file"
     body = f"quantkit-prepared\x1f{kind}\x1f{name or ''}\x1f{source}"
     return (hashlib.sha256(body.encode()).hexdigest(),
             f"{kind} model {name or ''} prepared by quantkit from {source}: the head fitted per "
             "seed and head settings are the same model for the ledger")
+
+
+def look_basis(**parts: Any) -> str:
+    """sha256 of what a look decides about, apart from the execution that produced its
+    numbers (backend, Q/DQ mode, host) and the dev evidence that execution gave: the model
+    file, the test split, the verdict settings, seed and feeds. Two runs with the same basis
+    whose members are a decided look's artifacts are that look and an execution check of it
+    (module docstring, "Look")."""
+    return decision_key(**parts)
+
+
+#: a member's status across executions: the weakest wins (FAIL < INCONCLUSIVE < PASS)
+_RANK = {"FAIL": 0, "INCONCLUSIVE": 1, "PASS": 2}
+
+
+def both_executions(first: Mapping[str, str], check: Mapping[str, str]) -> dict[str, str]:
+    """candidate -> its status when a look's decision (``first``) and an execution check of
+    it (``check``) must both hold: PASS only where both PASS, FAIL where either FAILs, else
+    INCONCLUSIVE; a candidate the check did not decide stays INCONCLUSIVE. Requiring both
+    tests to reject (an intersection) keeps the look's false-PASS rate at its alpha."""
+    out = {}
+    for name, status in first.items():
+        other = check.get(name, "INCONCLUSIVE")
+        out[name] = min(status, other, key=lambda s: _RANK.get(s, 1))
+    return out
 
 
 def decision_key(**parts: Any) -> str:

@@ -21,7 +21,8 @@ from quantkit.record.migrate import load_record
 from quantkit.record.run_record import RunRecord
 from quantkit.record.search import FormatFillSkipped, LayerEstimate, SearchSkipped
 from quantkit.record.serde import _fields, _hints
-from quantkit.record.signoff import EarlierLook, FamilyNotTested, SignoffSkipped
+from quantkit.record.signoff import (EarlierLook, ExecutionCheckFacts, FamilyNotTested,
+                                     SignoffSkipped)
 from quantkit.record.verdict import Gallery, Margin, ShareTolerance
 from quantkit.report.not_rendered import NOT_RENDERED
 from quantkit.report.render import build_context, render_html, render_markdown
@@ -85,6 +86,16 @@ def _variants() -> list[RunRecord]:
                                                        icc=0.1234, design_effect=1.1234))
             for n, t in so.test.items()}
     earlier = dataclasses.replace(base, signoff=dataclasses.replace(so, ledger=look, test=test))
+    knows = dataclasses.replace(  # issue 49: what the ledger knew, a new study, a check
+        so.ledger, location="verdict.ledger", model_looks=0, first_in_ledger=True,
+        ledger_knows="first look in /srv/ledger.sqlite; looks kept elsewhere are not counted",
+        joined_by="new_study", new_study="fresh reviews collected in 2026-11",
+        execution_check=ExecutionCheckFacts(
+            of_look="d" * 64, first_execution="backend=ort, Q/DQ exact on AMD EPYC",
+            first_statuses={"fp16": "PASS"}, statuses={"fp16": "INCONCLUSIVE"},
+            combined={"fp16": "INCONCLUSIVE"}, check_id="9" * 64, earlier_checks=2,
+            rule="a member PASSes only where every execution of the look PASSes"))
+    studied = dataclasses.replace(base, signoff=dataclasses.replace(so, ledger=knows))
     none_tested = dataclasses.replace(base, signoff=dataclasses.replace(
         so, family=FamilyNotTested(candidates=[], not_tested=["fp16"]), test={}, decision=None,
         test_ledger=None, not_tested={"fp16": "fp16: below verdict.min_power 0.5"}))
@@ -109,7 +120,8 @@ def _variants() -> list[RunRecord]:
     checked = dataclasses.replace(base, candidates={**base.candidates, "int8.minmax":
                                                     dataclasses.replace(c, backend_check=ran)})
     assert isinstance(ran.basis, EngineCheckBasis)
-    return [emb, earlier, none_tested, skipped, proven, unfilled, checked, *_more_variants(base)]
+    return [emb, earlier, studied, none_tested, skipped, proven, unfilled, checked,
+            *_more_variants(base)]
 
 
 def _more_variants(base: RunRecord) -> list[RunRecord]:

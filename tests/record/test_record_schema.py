@@ -76,6 +76,18 @@ def test_the_migration_steps():
     assert up["ptq"]["settings"] == v2["calibration"]["ptq"]["settings"]
     assert up["ptq"]["recipe"] == "" and up["ptq"]["proofs"] == []
     assert _raw("record_signed") == v2  # upgrade copies
+    v3 = _raw("record_detection")
+    up = upgrade(v3)
+    for name, c in v3["candidates"].items():  # 3 -> 4: each detection metric once, in metrics
+        det, new = c["detection"], up["candidates"][name]
+        assert det["map"] == c["metrics"]["map"] and "map" not in new["detection"]
+        if "vs_fp32" in det:
+            vs = det["vs_fp32"]
+            assert (vs["map"], vs["recall50"]) == (c["metrics"]["map_vs_fp32"],
+                                                   c["metrics"]["recall50_fp32"])
+            assert not {"map", "map50", "map75", "recall50", "mean_iou"} & set(
+                new["detection"]["vs_fp32"])
+        assert new["metrics"] == c["metrics"]
 
 
 def test_a_future_or_malformed_version_is_refused():

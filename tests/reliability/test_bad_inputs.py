@@ -45,6 +45,14 @@ class Case:
 # ---------------------------------------------------------------------------------------
 # inputs built on the fly (each gets the test's private world)
 
+def _junk_ledger(w: dict) -> list[str]:
+    """Random bytes where the test ledger is (issue 49: refused in the preflight)."""
+    path = w["root"] / "bad" / "junk.sqlite"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(np.random.default_rng(0).integers(0, 256, 8192, dtype=np.uint8).tobytes())
+    return [f"verdict.ledger={path}"]
+
+
 def _bad_model(w: dict, name: str, data: bytes | onnx.ModelProto, **save) -> Path:
     path = w["root"] / "bad" / name
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -508,6 +516,8 @@ CASES = [
     Case("unwritable_stage_cache_dir", "ConfigError", "cannot be created or written",
          "stage_cache_dir", "a_file/stages", "set stage_cache_dir to a writable directory",
          cli=lambda w: _under_file(w, "stage_cache_dir", "stages")),
+    Case("ledger_random_bytes", "LedgerError", "not a readable quantkit ledger",
+         "verdict.ledger", "junk.sqlite", "move", cli=_junk_ledger),
     Case("disk_full_writing_artifact", "ConfigError", "disk full", "minmax.json",
          "No space left", "free space", api=_disk_full_artifact),
     Case("disk_full_writing_stage_cache", "ConfigError", "disk full", "evaluation",

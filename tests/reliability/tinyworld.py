@@ -203,12 +203,16 @@ def cli_args(world: dict, *extra: str) -> list[str]:
     ``verdict.min_power=0``: the tiny world's test split (24 examples) is below
     ``verdict.min_n``, so every power plan is below the default 0.5 and nothing would be
     tested; its runs test every declared member anyway to exercise the test path (the power
-    gate itself is tested in tests/run/test_run_ledger.py)."""
+    gate itself is tested in tests/run/test_run_ledger.py). The test ledger is the world's
+    own (``<root>/ledger.sqlite``): the tiny model and data are the same model and test
+    examples in every world, and the default ledger (the session's private user data dir)
+    is shared by every test (tests/run/test_run_ledger.py runs the default on purpose)."""
     return ["model=onnx", f"model.path={world['model']}", "data=local",
             f"data.path={world['csv']}", f"data.tokenizer={world['tokenizer']}",
             "data.label_names=[neg,pos]", "data.calib.num_samples=32", "progress=false",
             f"cache_dir={world['cache']}", f"stage_cache_dir={world['stages']}",
-            f"hydra.run.dir={world['run']}", "verdict.n_boot=200", "compare.subset=16",
+            f"hydra.run.dir={world['run']}", f"verdict.ledger={world['root']}/ledger.sqlite",
+            "verdict.n_boot=200", "compare.subset=16",
             "compare.backend_check_subset=16", "precision.search.subset=16",
             "experiment_name=tiny", "bench.enabled=false", "verdict.min_power=0",
             # the generic recipe: the tests of other features do not pay for ptq.recipe=auto's
@@ -263,9 +267,9 @@ def run_in(world: dict, name: str, *extra: str, own_ledger: bool = False
     """One real CLI run on ``world`` (:func:`cli_args`, ``extra`` overriding) in its own run
     dir ``<root>/<name>``; returns the process and that dir. ``own_ledger``: a test ledger
     of its own in the run dir (each run its own experiment: looks across runs are
-    tests/run/test_run_ledger.py's), else the world's (its cache dir)."""
+    tests/run/test_run_ledger.py's), else the world's (``<root>/ledger.sqlite``)."""
     run_dir = world["root"] / name
-    ledger = (f"verdict.ledger_path={run_dir}/ledger.sqlite",) if own_ledger else ()
+    ledger = (f"verdict.ledger={run_dir}/ledger.sqlite",) if own_ledger else ()
     args = override(cli_args(world), f"hydra.run.dir={run_dir}", *ledger, *extra)
     return run_quantkit(args, cwd=world["root"]), run_dir
 

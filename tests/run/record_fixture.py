@@ -86,6 +86,13 @@ world's 24 test examples never gave the planned power).
 Issue 46 (branch headrule) added ``precision.concat_range_ratio`` (16.0, the Concat rule:
 quantkit/graph/mixed_concat.py) to ``config.precision`` by hand, one line per fixture, in
 sorted order: the tiny world has no Concat, so its scope, plans and artifacts are unchanged.
+Issue 49 (the ledger keyed by what the test is about) copied, with a script, exactly these
+keys from fresh runs: ``config.verdict.ledger`` / ``new_study`` and ``config.model.id``
+(null), and ``signoff.ledger`` whole: the ledger is the world's own ``<ROOT>/ledger.sqlite``
+(tinyworld.cli_args; it was the cache's), ``model_key`` is the tiny model's fingerprint
+(was the file's sha256) with its basis, ``same_data`` names source content, and the new keys
+``location`` / ``model_looks`` / ``first_in_ledger`` / ``ledger_knows`` / ``joined_by``;
+look ids and times are new. The comparator named nothing else.
 """
 
 from __future__ import annotations

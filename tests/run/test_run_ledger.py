@@ -154,7 +154,9 @@ def test_ledger_command_lists_looks_and_fails_in_one_line(looks, world, tmp_path
     db = rec["signoff"]["ledger"]["path"]
     r = _ledger(rec["model"]["sha256"][:8], "--db", db)
     assert r.returncode == 0, r.stderr
-    assert f"model {rec['model']['sha256'][:12]}" in r.stdout and "look id" in r.stdout
+    key = rec["signoff"]["ledger"]["model_key"]  # the model's fingerprint, its file listed
+    assert f"model {key[:12]}" in r.stdout and "look id" in r.stdout
+    assert f"FP32 model files {rec['model']['sha256'][:12]}" in r.stdout
     assert rec["signoff"]["ledger"]["look_id"][:12] in r.stdout
     assert "fixed_sequence accuracy" in r.stdout and "(0.025)" in r.stdout
     missing = _ledger("--db", tmp_path / "none.sqlite")

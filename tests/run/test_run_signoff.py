@@ -19,7 +19,7 @@ def signed(ctx, artifacts, evaluations, tmp_path_factory):
     import dataclasses
 
     v = dataclasses.replace(ctx.settings.verdict,
-                            ledger_path=str(tmp_path_factory.mktemp("ledger") / "l.sqlite"))
+                            ledger=str(tmp_path_factory.mktemp("ledger") / "l.sqlite"))
     ctx = dataclasses.replace(ctx, settings=dataclasses.replace(ctx.settings, verdict=v))
     members = family_members(ctx, evaluations, None)
     ref_test = evaluate_reference(ctx, "test")
@@ -88,7 +88,7 @@ def test_record_shows_family_order_power_plan_and_test_evidence(ctx, reference, 
     # look 1 of this model on these test examples: 0.9 of the declared one-sided alpha
     assert s["alpha_one_sided"] == pytest.approx(0.9 * ctx.settings.verdict.alpha / 2)
     assert s["ledger"]["look"] == 1 and s["ledger"]["earlier_looks"] == []
-    assert s["ledger"]["path"] == ctx.settings.verdict.ledger_path
+    assert s["ledger"]["path"] == ctx.settings.verdict.ledger
     assert s["decision"]["look"]["look"] == 1
     assert {r["candidate"] for r in s["power_plan"]["rows"]} == set(members)
     assert all(r["n_available"] == len(ctx.splits.test) for r in s["power_plan"]["rows"])

@@ -89,3 +89,36 @@ def test_a_prepared_model_is_one_model_across_seeds_and_a_file_is_its_sha256():
                       name="minilm_sentiment")  # another seed: another head, same model
     assert z1 == z2 and len(z1) == 64 and "fitted per seed" in basis
     assert model_key(kind="zoo", sha256="b" * 64, source="zoo:other==1", name="x")[0] != z1
+
+
+def test_a_declared_id_or_a_fingerprint_names_a_user_model():
+    from quantkit.verdict.ledger import model_key
+
+    d1, basis = model_key(kind="onnx", sha256="a" * 64, source="onnx:/m.onnx",
+                          declared="sentiment-v3")
+    d2, _ = model_key(kind="zoo", sha256="b" * 64, source="zoo:x==1", name="x",
+                      declared="sentiment-v3")
+    assert d1 == d2 and "declared model.id" in basis  # a declaration names any model
+    f, basis = model_key(kind="onnx", sha256="a" * 64, source="onnx:/m.onnx",
+                         fingerprint="c" * 64)
+    assert f == "c" * 64 and "fingerprint" in basis and "re-export" in basis
+
+
+def test_every_look_of_a_model_counts_unless_a_new_study_is_declared():
+    from quantkit.verdict.ledger import charged_lineage
+
+    assert charged_lineage("A", "B", False) == ("A", "overlap")  # overlap wins
+    assert charged_lineage("A", "B", True) == ("A", "overlap")  # seen data: still charged
+    assert charged_lineage(None, None, False) == (None, "first")
+    assert charged_lineage(None, "B", False) == ("B", "model")  # fresh data: the model's
+    assert charged_lineage(None, "B", True) == (None, "new_study")
+
+
+def test_an_execution_check_can_only_take_a_pass_away():
+    from quantkit.verdict.ledger import both_executions
+
+    first = {"fp16": "PASS", "int8": "PASS", "mixed": "FAIL", "fp8": "INCONCLUSIVE"}
+    check = {"fp16": "PASS", "int8": "INCONCLUSIVE", "mixed": "PASS", "fp8": "PASS"}
+    assert both_executions(first, check) == {"fp16": "PASS", "int8": "INCONCLUSIVE",
+                                             "mixed": "FAIL", "fp8": "INCONCLUSIVE"}
+    assert both_executions({"fp16": "PASS"}, {}) == {"fp16": "INCONCLUSIVE"}  # not checked

@@ -44,14 +44,22 @@ def test_bad_values_are_one_line_config_errors(override, key):
 
 def test_ledger_keys_default_and_refuse_bad_values(tmp_path):
     v = _settings().verdict
-    assert v.ledger_path is None and v.min_power == 0.5 and v.power_sims == 400
-    v = _settings(f"verdict.ledger_path={tmp_path}/team.sqlite", "verdict.min_power=0",
-                  "verdict.supersedes=0123abcd").verdict
-    assert v.ledger_path.endswith("team.sqlite") and v.min_power == 0
+    assert v.ledger is None and v.ledger_path is None and v.new_study is None
+    assert v.min_power == 0.5 and v.power_sims == 400
+    v = _settings(f"verdict.ledger={tmp_path}/team.sqlite", "verdict.min_power=0",
+                  "verdict.supersedes=0123abcd", "verdict.new_study='data of 2026-12'").verdict
+    assert v.ledger.endswith("team.sqlite") and v.min_power == 0
+    assert v.new_study == "data of 2026-12"
+    assert _settings(f"verdict.ledger_path={tmp_path}/team.sqlite").verdict.ledger_path
     (tmp_path / "afile").write_text("x")
-    for override, key in [(f"verdict.ledger_path={tmp_path}", "verdict.ledger_path"),
+    for override, key in [(f"verdict.ledger={tmp_path}", "verdict.ledger"),
+                          (f"verdict.ledger={tmp_path}/afile/l.sqlite", "verdict.ledger"),
+                          (f"verdict.ledger_path={tmp_path}", "verdict.ledger_path"),
                           (f"verdict.ledger_path={tmp_path}/afile/l.sqlite",
                            "verdict.ledger_path"),
+                          ("verdict.new_study=' '", "verdict.new_study"),
+                          ("verdict.ledger='postgresql://ci/quantkit'", "verdict.ledger"),
+                          ("model.id=' '", "model.id"),
                           ("verdict.min_power=1", "verdict.min_power"),
                           ("verdict.power_sims=-1", "verdict.power_sims"),
                           ("verdict.supersedes=xyz", "verdict.supersedes"),
@@ -59,6 +67,8 @@ def test_ledger_keys_default_and_refuse_bad_values(tmp_path):
         with pytest.raises(ConfigError, match=key.replace(".", r"\.")) as err:
             _settings(override)
         assert "\n" not in str(err.value)
+    with pytest.raises(ConfigError, match="two different files"):
+        _settings(f"verdict.ledger={tmp_path}/a.sqlite", f"verdict.ledger_path={tmp_path}/b.sqlite")
 
 
 def test_label_free_share_keys():

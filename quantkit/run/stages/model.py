@@ -28,6 +28,7 @@ from quantkit.models.fit import (
 from quantkit.models.model import Model
 from quantkit.record.provenance import DataRecord
 from quantkit.run.context import RunContext
+from quantkit.run.model_identity import ModelIdentity, model_identity
 from quantkit.run.detection import detector_of
 from quantkit.run.verdicts import check_metric_fits
 from quantkit.tasks.detection.feeds import DetectionFeeds
@@ -46,6 +47,7 @@ class Prepared:
     feeds: TextFeeds | ImageFeeds | DetectionFeeds
     lengths: dict[str, np.ndarray | None]  # {"dev", "test"}: token counts (text) or None
     graph: ModelGraph
+    identity: ModelIdentity | None = None  # the model for the test ledger
 
     def data_record(self, settings) -> DataRecord:
         d = settings.data
@@ -86,7 +88,10 @@ def model(ctx: RunContext, splits: Splits) -> Prepared:
     probe_output(ctx.settings, model, feeds, splits.dev, lengths["dev"],
                  n_classes=0 if splits.label_free else len(splits.label_names))
     graph = ModelGraph.build(graph_proto)
-    return Prepared(splits=splits, model=model, feeds=feeds, lengths=lengths, graph=graph)
+    identity = model_identity(ctx.settings, model, graph_proto, cached=ctx.cached,
+                              environment=ctx.measured_key())
+    return Prepared(splits=splits, model=model, feeds=feeds, lengths=lengths, graph=graph,
+                    identity=identity)
 
 
 def probe_output(settings, model, feeds, dev, dev_lengths, *, n_classes: int) -> None:

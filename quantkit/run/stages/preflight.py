@@ -1,5 +1,5 @@
 """Stage "preflight": one clear error before any work (unwritable dirs, a missing backend, a
-model file that cannot run with these settings)."""
+model file that cannot run with these settings, a test ledger that is not one)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,17 @@ import onnx
 from quantkit.backends.ort import check_providers
 from quantkit.backends.trt.infer import preflight as trt_preflight
 from quantkit.data.text_inputs import check_text_inputs
+from quantkit.errors import LedgerError
 from quantkit.fsutil import ensure_dir
+from quantkit.ledger_location import adopt_legacy, ledger_location
+from quantkit.ledger_store import LedgerStore
 from quantkit.models.fit import check_custom_ops, check_fixed_batch, input_specs, resolve_output
 from quantkit.models.model import inspect_onnx
 from quantkit.run.context import RunContext
+from quantkit.run.stages.signoff import signoff_skip_reason
 from quantkit.run.detection import detector_of
 
-__all__ = ["preflight", "check_model_fits"]
+__all__ = ["preflight", "check_ledger", "check_model_fits"]
 
 
 def preflight(ctx: RunContext) -> None:
@@ -32,6 +36,29 @@ def preflight(ctx: RunContext) -> None:
         check_model_fits(s, proto)
     if s.model.output.kind == "detection":  # the decoder against the declared outputs
         detector_of(s, ctx.cache_dir)
+    check_ledger(ctx)
+
+
+def check_ledger(ctx: RunContext) -> None:
+    """The test ledger of a run that will sign off opens as a quantkit ledger (created where
+    missing; the cache's ledger of earlier versions copied to the default place once:
+    quantkit/ledger_location.py); a file that is not one (random bytes, another database)
+    is one LedgerError here, before any artifact is written."""
+    if signoff_skip_reason(ctx.settings) is not None:
+        return
+    where = ledger_location(ctx.settings)
+    adopt_legacy(where, ctx.cache_dir)
+    try:
+        LedgerStore(where.path).check()
+    except LedgerError as exc:
+        at = {"default": "the default test ledger (verdict.ledger unset)",
+              "verdict.ledger_path (deprecated)": "verdict.ledger_path"}.get(where.chosen_by,
+                                                                            where.chosen_by)
+        raise LedgerError(exc.what, where=at, value=str(where.path),
+                          fix=f"move {where.path} aside (its looks, if it held any, are then "
+                              "unknown to later runs: say so to the reviewer), or set "
+                              "verdict.ledger=<another file> (a new ledger, or the intact one)"
+                          ) from exc
 
 
 def check_model_fits(settings, proto) -> None:

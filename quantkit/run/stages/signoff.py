@@ -12,7 +12,10 @@ search made one, less every member whose planned power is below
 ``verdict.min_power`` (not tested: the split is not spent on it). Each member is then
 evaluated on test exactly once (the in-run TestLedger refuses a second look) and the
 family is decided by fixed sequence (or Holm) at the look's alpha; the decision is written
-to the ledger. A rerun identical in every input reads the earlier decision instead.
+to the ledger. A rerun identical in every input reads the earlier decision instead; a run of
+a decided look's artifacts on its test data on another execution (``backend=trt`` after
+ONNX Runtime) is that look's execution check (:func:`_execution_check`): tested at the look's
+alpha, charged nothing, a member PASSes only where both executions PASS.
 """
 
 from __future__ import annotations
@@ -22,16 +25,21 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import onnx
+
 from quantkit.compare.ties import DEV_TIE_SHARE, best_with_ties
-from quantkit.ledger_store import LedgerStore, example_hashes, ledger_path
-from quantkit.record.migrate import upgrade_look_decision, upgrade_look_family
+from quantkit.ledger_location import ledger_location
+from quantkit.ledger_store import LedgerStore, example_hashes
+from quantkit.record.migrate import upgrade_look_family
 from quantkit.record.serde import decode
-from quantkit.record.signoff import DecisionRecord, FamilyRecord, PowerPlanRecord, SignoffRecord
+from quantkit.record.signoff import FamilyRecord, PowerPlanRecord, SignoffRecord
+from quantkit.run import looks
 from quantkit.run.context import RunContext, is_sweep_job
 from quantkit.run.evaluation import Evaluation, evaluate_model
+from quantkit.run.model_identity import model_identity
 from quantkit.run.verdicts import decision_metric, decision_value, split_groups
 from quantkit.verdict import TestLedger, decide_family, declare_powered_family, signoff_record
-from quantkit.verdict.ledger import decision_key, model_key, same_data_rule
+from quantkit.verdict.ledger import decision_key, look_basis
 from quantkit.verdict.outcome import SignoffTest
 from quantkit.verdict.protocol import FamilyDecision, FamilyPlan, SignoffFamily, _json_safe
 from quantkit.verdict.rule_power import rule_power
@@ -153,44 +161,31 @@ def signoff_skip_reason(settings) -> str | None:
             "is not touched; rerun the chosen job without -m to sign it off once on test")
 
 
+#: verdict.* keys that say where looks are kept and how they are charged, not what a look
+#: decides (a rerun that only names the ledger or a new study decides the same)
+_NOT_DECIDING = ("ledger", "ledger_path", "new_study")
+
+
+def _basis(ctx: RunContext) -> dict[str, Any]:
+    """What a look decides about apart from its execution (quantkit.verdict.ledger.look_basis):
+    the model file, the test split, the verdict settings, seed and feeds."""
+    s = ctx.settings
+    return dict(model=ctx.model.sha256, test_split=ctx.splits.test.sha256,
+                verdict={k: v for k, v in dataclasses.asdict(s.verdict).items()
+                         if k not in _NOT_DECIDING},
+                seed=s.seed, max_length=s.data.max_length,
+                tokenizer=getattr(ctx.model, "tokenizer", None), feeds=ctx.feeds_key())
+
+
 def _decision_key(ctx: RunContext, members: list[str], artifacts: dict,
                   dev_tests: dict) -> str:
-    """Everything the test decision depends on (quantkit.verdict.ledger.decision_key)."""
-    s = ctx.settings
-    return decision_key(
-        model=ctx.model.sha256, test_split=ctx.splits.test.sha256,
-        members={n: artifacts[n].sha256 for n in members},
-        dev={n: dev_tests[n].to_dict() for n in members},
-        verdict={k: v for k, v in dataclasses.asdict(s.verdict).items() if k != "ledger_path"},
-        seed=s.seed, qdq_mode=ctx.qdq_mode(), backend=dataclasses.asdict(s.backend),
-        max_length=s.data.max_length, tokenizer=getattr(ctx.model, "tokenizer", None),
-        feeds=ctx.feeds_key(), environment=ctx.measured_key())
-
-
-def _ledger_facts(res, *, read: bool, key: str, key_basis: str) -> dict:
-    """``record.signoff.ledger``: where the ledger is, which look this is, its alpha, the
-    earlier looks it was charged against (the same for a run that reads it)."""
-    la, look = res.alpha, res.look
-    facts = {"path": str(res.path), "model_key": key, "model_key_basis": key_basis,
-             "rule": la.rule, "same_data": same_data_rule(),
-             "alpha_one_sided": la.alpha, "alpha_declared": la.alpha_declared,
-             "budget": la.budget, "spent_before": la.spent_before,
-             "read_from_ledger": read}
-    if look is None:
-        return {**facts, "look_id": None, "look": None, "earlier_looks": list(res.earlier),
-                "summary": "no look recorded: no declared member has the planned power to be "
-                           f"tested (it would have been {la.describe()})"}
-    return {**facts, "look_id": look.id, "look": look.number, "lineage": look.lineage,
-            "started": look.started, "n_examples": look.n_examples,
-            "example_set": look.example_set, "supersedes": look.supersedes,
-            "earlier_looks": list(look.earlier), "other_data_looks": look.other_data_looks,
-            "summary": la.describe()}
-
-
-def _with_look(ev: Evaluation, look_line: str) -> Evaluation:
-    """The member's test evaluation with the look it belongs to in its verdict's reasons."""
-    t = dataclasses.replace(ev.test, reasons=[*ev.test.reasons, look_line])
-    return dataclasses.replace(ev, test=t)
+    """Everything the test decision depends on (quantkit.verdict.ledger.decision_key): the
+    look's basis, its execution, the members' artifacts and their dev evidence."""
+    return decision_key(**_basis(ctx), members={n: artifacts[n].sha256 for n in members},
+                        dev={n: dev_tests[n].to_dict() for n in members},
+                        qdq_mode=ctx.qdq_mode(),
+                        backend=dataclasses.asdict(ctx.settings.backend),
+                        environment=ctx.measured_key())
 
 
 def evaluate_on_test(ctx: RunContext, name: str, artifact, reference_test: Evaluation,
@@ -238,26 +233,42 @@ def signoff(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str,
         return None if fam is None else {"family": fam.to_dict(), "plan": held["plan"].to_dict(),
                                          "metric": decision_metric(ctx)}
 
-    key, key_basis = model_key(kind=s.model.kind, sha256=ctx.model.sha256,
-                               source=getattr(ctx.model, "source", ""),
-                               name=getattr(s.model, "name", None))
-    store = LedgerStore(ledger_path(s, ctx.cache_dir))
+    identity = ctx.identity or model_identity(s, ctx.model, onnx.load(ctx.model.path),
+                                              cached=ctx.cached,
+                                              environment=ctx.measured_key())
+    where = ledger_location(s, quiet=True)  # the preflight logged a deprecated key
+    store = LedgerStore(where.path)
     supersedes = store.look(v.supersedes).id if v.supersedes else None  # the full id
-    res = store.reserve(model_key=key, model_sha256=ctx.model.sha256,
+    res = store.reserve(model_key=identity.key, model_sha256=ctx.model.sha256,
+                        model_basis=identity.basis, fingerprint=identity.fingerprint,
                         examples=example_hashes(test_split),
                         split_sha256=test_split.sha256,
                         decision_key=_decision_key(ctx, members, artifacts, dev_tests),
                         alpha_declared=policy.alpha, supersedes=supersedes, planner=planner,
-                        run_dir=str(ctx.run_dir),
+                        run_dir=str(ctx.run_dir), new_study=v.new_study,
+                        look_basis=look_basis(**_basis(ctx)),
+                        members={n: artifacts[n].sha256 for n in members},
+                        execution=looks.execution(ctx),
                         facts={"margin": v.margin, "margin_kind": v.margin_kind,
                                "seed": s.seed, "n_test": len(test_split),
                                "test_split_sha256": test_split.sha256})
+    looks.log_what_the_ledger_knows(res, where, v.new_study)
+
+    def facts(read: bool, check: dict | None = None) -> dict:
+        return looks.ledger_facts(res, read=read, identity=identity, where=where,
+                             new_study=v.new_study, check=check)
+
     if res.kind == "none":
         log.warning("sign-off: no family member tested (%s); the test split is not spent",
                     "; ".join(r["reason"] for r in held["plan"].rows))
         return SignOff(family=None, plan=held["plan"], ledger=None, dev=dev_tests, tests={},
-                       decision=None, look=_ledger_facts(res, read=False, key=key,
-                                                          key_basis=key_basis))
+                       decision=None, look=facts(False))
+    if res.kind == "check":  # another execution of a decided look's artifacts
+        c = looks.execution_check(ctx, store, res, artifacts, reference_test,
+                                  evaluate_member or evaluate_on_test)
+        return SignOff(family=c.family, plan=c.plan, ledger=c.ledger, dev=dev_tests,
+                       tests=c.tests, decision=c.decision, evaluations=c.evaluations,
+                       look=facts(False, c.info))
     look, la = res.look, res.alpha
     read = res.kind == "read"
     if read:  # the identical earlier look: its family, plan and decision stand
@@ -265,17 +276,10 @@ def signoff(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str,
         plan = decode(PowerPlanRecord, look.plan, "look.plan").planned()
     else:
         family, plan = held["family"], held["plan"]
-    look_info = {"look": look.number, "id": look.id, "alpha_one_sided": la.alpha,
-                 "alpha_declared": la.alpha_declared, "rule": la.rule}
+    look_info = looks.look_info(res)
     line = f"{la.describe()} (persistent test ledger: record.signoff.ledger)"
-    ledger = TestLedger(family, split_sha256=test_split.sha256)
-    tests, evals = {}, {}
-    for name in family.candidates:  # in the declared order; each exactly once
-        art = artifacts[name]
-        ledger.record(name, n=len(test_split), evidence_sha256=art.sha256)
-        ev = _with_look((evaluate_member or evaluate_on_test)(ctx, name, art, reference_test,
-                                                               la), line)
-        evals[name], tests[name] = ev, ev.test
+    ledger, tests, evals = looks.test_members(ctx, family, artifacts, reference_test, la, line,
+                                              evaluate_member or evaluate_on_test)
     decision = decide_family(family, tests, ledger=ledger, look=look_info)
     if not read:
         stored, first = store.complete(look.id, decision=decision.to_dict(), members=[
@@ -285,8 +289,7 @@ def signoff(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str,
         read = not first  # another run with the same inputs decided it first: that stands
         look = stored
     if read and look.decision:  # same decision key: the same inputs; the first decision stands
-        stored_decision = decode(DecisionRecord, upgrade_look_decision(look.decision),
-                                 "look.decision").decided()
+        stored_decision = looks.stored_decision(look)
         if [r["status"] for r in stored_decision.rows] != [r["status"] for r in decision.rows]:
             log.warning("sign-off: the recomputed decision differs from the one the ledger "
                         "holds for look %s; the recorded (first) decision stands", look.id[:12])
@@ -296,7 +299,6 @@ def signoff(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str,
     log.info("sign-off on test (%s, %s): %s", family.method, la.describe(),
              ", ".join(f"{n} {decision.status(n)}" for n in family.candidates))
     return SignOff(family=family, plan=plan, ledger=ledger, dev=dev_tests, tests=tests,
-                   decision=decision, evaluations=evals, look=_ledger_facts(res, read=read, key=key,
-                                                          key_basis=key_basis))
+                   decision=decision, evaluations=evals, look=facts(read))
 
 

@@ -10,9 +10,9 @@ data set.
   JSON, then read by the same COCO path as a user's data; the page template is the group.
 
 Images stay on disk: a :class:`DetectionSplit` holds file paths and reads an image when a
-batch needs it (memory O(batch)). Its ``sha256`` and ``example_hashes()`` hash the files'
-bytes (what the test ledger keys a look by: the examples' content before preprocessing) and
-the box labels. The splits are :func:`quantkit.data.splits.make_splits`' own (seeded,
+batch needs it (memory O(batch)). Its ``sha256`` hashes the files' bytes and the box labels;
+``example_ids()`` the files' bytes alone (what the test ledger keys a look by: the examples'
+content before preprocessing, quantkit/data/identity.py). The splits are :func:`quantkit.data.splits.make_splits`' own (seeded,
 group-disjoint).
 """
 
@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from quantkit.data.identity import image_file_id
 from quantkit.data.image_io import read_image
 from quantkit.data.info import DataInfo
 from quantkit.data.layout_pages import LAYOUT_CLASSES, write_pages
@@ -84,9 +85,10 @@ class DetectionSplit:
             h.update(b"\x1e")
         return h.hexdigest()
 
-    def example_hashes(self) -> list[bytes]:
-        """Per image, the sha256 of its file (labels are not hashed: the ledger's rule)."""
-        return [bytes.fromhex(d) for d in self.file_sha256]
+    def example_ids(self) -> list[bytes]:
+        """Each image's identity for the test ledger (quantkit.data.identity): its file's
+        bytes, in order; boxes are labels, not part of an example."""
+        return [image_file_id(f.read_bytes()) for f in self.files]
 
     def group_ids(self) -> np.ndarray:
         return group_codes(self.groups)
