@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -212,6 +213,19 @@ def shape_skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
             stub.name, stub.data_type = t.name, t.data_type
             stub.dims.extend(t.dims)
     return sk
+
+
+def all_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """``graph``, then each subgraph (If / Loop / Scan bodies, nested), depth first in node
+    and attribute order."""
+    yield graph
+    for node in graph.node:
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                yield from all_graphs(a.g)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                for g in a.graphs:
+                    yield from all_graphs(g)
 
 
 def _has_subgraphs(graph: onnx.GraphProto) -> bool:

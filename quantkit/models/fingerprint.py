@@ -39,6 +39,7 @@ from onnx import TensorProto, numpy_helper
 
 from quantkit.backends.runners import ort_runner
 from quantkit.errors import QuantkitError
+from quantkit.graph.facts import all_graphs
 from quantkit.models.fit import InputSpec, input_specs
 
 __all__ = ["MIN_WEIGHT_ELEMENTS", "PROBE_PROJECTIONS", "PROBE_RTOL", "PROBE_SEED", "RULE",
@@ -117,19 +118,8 @@ class ModelFingerprint:
                    probe_error=d.get("probe_error"), rule=str(d.get("rule", RULE)))
 
 
-def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
-    yield graph
-    for node in graph.node:
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from _graphs(attr.g)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for g in attr.graphs:
-                    yield from _graphs(g)
-
-
 def _constants(proto: onnx.ModelProto) -> Iterator[TensorProto]:
-    for g in _graphs(proto.graph):
+    for g in all_graphs(proto.graph):
         yield from g.initializer
         for node in g.node:
             if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):

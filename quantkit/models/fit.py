@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import onnx
 
 from quantkit.errors import ConfigError, DataError, ModelError
+from quantkit.graph.facts import all_graphs
 
 __all__ = ["InputSpec", "OutputSpec", "input_specs", "check_custom_ops", "check_class_count",
            "check_class_width", "check_fixed_batch", "fixed_batch", "output_names", "resolve_output",
@@ -78,7 +79,7 @@ def check_custom_ops(proto: onnx.ModelProto, *, where: str = "model.path",
     opens; this says which node it is before any work.
     """
     ok = STANDARD_DOMAINS | set(allowed_domains)
-    for graph_node in _all_nodes(proto.graph):
+    for graph_node in (n for g in all_graphs(proto.graph) for n in g.node):
         if graph_node.domain not in ok:
             raise ModelError("the model uses an operator from a custom domain that ONNX Runtime "
                              "cannot run without its library",
@@ -87,17 +88,6 @@ def check_custom_ops(proto: onnx.ModelProto, *, where: str = "model.path",
                              fix="export the model with standard ONNX operators (opset 13-19), or "
                                  "replace the custom op before quantizing; quantkit.cli.lint_cmd and "
                                  "onnx.checker accept custom domains, ONNX Runtime does not")
-
-
-def _all_nodes(graph: onnx.GraphProto):
-    for node in graph.node:
-        yield node
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from _all_nodes(attr.g)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for g in attr.graphs:
-                    yield from _all_nodes(g)
 
 
 def check_class_count(proto: onnx.ModelProto, output: str, n_classes: int) -> None:

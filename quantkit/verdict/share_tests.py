@@ -197,12 +197,16 @@ def check_score_quantile(quantile: Any, metric: str) -> float:
                           fix=f"set verdict.score_quantile={DEFAULT_SCORE_QUANTILE} (at least "
                               f"{100 * (1 - DEFAULT_SCORE_QUANTILE):g}% of examples within the "
                               "tolerance), or another share")
-    if isinstance(quantile, bool) or not isinstance(quantile, (int, float)) \
-            or not 0.0 < quantile < 1.0:
-        raise ConfigError("the score quantile must be in (0, 1)",
-                          where="verdict.score_quantile", value=quantile,
-                          fix=f"set e.g. verdict.score_quantile={DEFAULT_SCORE_QUANTILE}")
-    return float(quantile)
+    return _open_unit(quantile, what="the score quantile", key="verdict.score_quantile",
+                      fix=f"set e.g. verdict.score_quantile={DEFAULT_SCORE_QUANTILE}")
+
+
+def _open_unit(value: Any, *, what: str, key: str, fix: str) -> float:
+    """``value`` as a float strictly between 0 and 1; else one ConfigError naming ``key``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not 0.0 < float(value) < 1.0:
+        raise ConfigError(f"{what} must be in (0, 1)", where=key, value=value, fix=fix)
+    return float(value)
 
 
 def _agreement_inputs(pred_ref: Any, pred_cand: Any, where: str) -> np.ndarray:
@@ -218,13 +222,11 @@ def agreement_signoff(pred_ref: Any, pred_cand: Any, *, min_agreement: float = 0
                       groups: Any = None, policy: TestPolicy = DEFAULT_POLICY,
                       candidate: str = "") -> SignoffTest:
     """Label-free non-inferiority: top-1 agreement with the reference above ``min_agreement``."""
-    if isinstance(min_agreement, bool) or not isinstance(min_agreement, (int, float)) \
-            or not 0.0 < float(min_agreement) < 1.0:
-        raise ConfigError("the minimum agreement must be in (0, 1)",
-                          where="verdict.min_agreement", value=min_agreement,
-                          fix="set e.g. verdict.min_agreement=0.99")
+    min_agreement = _open_unit(min_agreement, what="the minimum agreement",
+                               key="verdict.min_agreement",
+                               fix="set e.g. verdict.min_agreement=0.99")
     return _agreement_test(_agreement_inputs(pred_ref, pred_cand, "agreement_signoff"),
-                           metric="agreement", min_agreement=float(min_agreement),
+                           metric="agreement", min_agreement=min_agreement,
                            groups=groups, policy=policy, candidate=candidate)
 
 
@@ -236,13 +238,11 @@ def churn_gate(pred_ref: Any, pred_cand: Any, *, max_flip_rate: float, groups: A
     ``[1 - high, 1 - low]``. Its ``plan_n`` is sized for 80% power whatever
     ``policy.power`` (as it always was; the search plans the gate with ``verdict.power``).
     """
-    if isinstance(max_flip_rate, bool) or not isinstance(max_flip_rate, (int, float)) \
-            or not 0.0 < float(max_flip_rate) < 1.0:
-        raise ConfigError("the maximum flip rate must be in (0, 1)",
-                          where="verdict.max_flip_rate", value=max_flip_rate,
-                          fix="set e.g. verdict.max_flip_rate=0.05, or null for no gate")
+    max_flip_rate = _open_unit(max_flip_rate, what="the maximum flip rate",
+                               key="verdict.max_flip_rate",
+                               fix="set e.g. verdict.max_flip_rate=0.05, or null for no gate")
     return _agreement_test(_agreement_inputs(pred_ref, pred_cand, "churn_gate"),
-                           metric="churn", min_agreement=1.0 - float(max_flip_rate),
+                           metric="churn", min_agreement=1.0 - max_flip_rate,
                            groups=groups, policy=replace(policy, power=0.8),
                            candidate=candidate)
 
