@@ -94,11 +94,11 @@ def _config_error(exc: BaseException):
     """A Hydra / OmegaConf composition error as one ConfigError (what, where, value, fix)."""
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
-    from quantkit.errors import ConfigError
+    from quantkit.errors import ConfigError, first_line
     from quantkit.settings import omegaconf_message
 
     cause = exc if isinstance(exc, OmegaConfBaseException) else (exc.__cause__ or exc.__context__)
-    head = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    head = first_line(exc)
     if isinstance(cause, OmegaConfBaseException):
         key = getattr(cause, "full_key", None)
         if isinstance(cause, (ConfigAttributeError, ConfigKeyError)) and key:

@@ -73,3 +73,9 @@ class LedgerError(QuantkitError):
 
 class RecordError(QuantkitError):
     """A record.json (or a section of one) does not fit the record schema of its version."""
+
+
+def first_line(exc: BaseException) -> str:
+    """The first non-empty line of a library's exception, else its type's name (a checker's
+    message may be empty or start with a blank line)."""
+    return next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import onnx
 
-from quantkit.errors import BackendError, BackendUnavailable
+from quantkit.errors import BackendError, BackendUnavailable, first_line
 
 log = logging.getLogger(__name__)
 
@@ -214,7 +214,7 @@ class OrtRunner:
         except BackendUnavailable:
             raise
         except Exception as exc:  # onnxruntime raises its own untyped errors
-            raise BackendError(f"ONNX Runtime could not load the model: {exc}".splitlines()[0],
+            raise BackendError(f"ONNX Runtime could not load the model: {first_line(exc)}",
                                where=self.name,
                                fix="check the model with `python -m quantkit.cli.lint_cmd` "
                                    "and onnx.checker") from exc
@@ -255,7 +255,7 @@ class OrtRunner:
 
     def _run_error(self, feed: dict[str, np.ndarray], exc: Exception) -> BackendError:
         """Name the input whose name, rank or dtype does not fit the model, with the fix."""
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_line(exc)
         declared = {i.name: i for i in self._session().get_inputs()}
         spec = ", ".join(f"{i.name}: {i.type}{list(i.shape)}" for i in declared.values())
         fix = f"feed what the model declares ({spec}), or re-export the model to take " \

@@ -26,7 +26,7 @@ from quantkit.calibrate.ranges import Ranges, compute_ranges
 from quantkit.calibrate.histogram import DEFAULT_NUM_BINS, HistogramStats, combine_stats
 from quantkit.graph.selection import NodeSelection
 from quantkit.graph.weights import WEIGHT_INPUTS, WEIGHTED_OPS, weight_axis
-from quantkit.errors import BackendError, CalibrationError, ConfigError, DataError, QuantkitError
+from quantkit.errors import BackendError, CalibrationError, ConfigError, DataError, QuantkitError, first_line
 
 __all__ = ["QuantTarget", "WeightTarget", "select_tensors", "activation_tensors",
            "CollectResult", "collect_stats", "compute_ranges", "Ranges"]
@@ -255,7 +255,7 @@ def collect_stats(model_path_or_proto: str | os.PathLike | onnx.ModelProto,
                 except QuantkitError:
                     raise
                 except Exception as exc:  # ORT raises untyped errors
-                    first = str(exc).splitlines()[0] if str(exc) else repr(exc)
+                    first = first_line(exc)
                     raise CalibrationError(
                         f"inference failed: {first}", where=f"calibration batch {b}",
                         fix="check the feed's names, dtypes and shapes match the model "

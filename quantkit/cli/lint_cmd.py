@@ -16,20 +16,21 @@ from pathlib import Path
 def _load(path: Path):
     import onnx
 
+    from quantkit.errors import ModelError, first_line
+
     if not path.is_file():
         raise OSError(f"no such file: {path}")
     try:
         model = onnx.load(str(path))
     except Exception as exc:  # protobuf / onnx raise several unrelated types
         raise OSError(f"not a readable ONNX model: {path} ({type(exc).__name__}: "
-                      f"{str(exc).splitlines()[0] if str(exc) else 'parse error'})") from exc
+                      f"{first_line(exc)})") from exc
     if not model.graph.node or not model.opset_import:
         raise OSError(f"not an ONNX model (no graph nodes or opset): {path}")
     try:
         onnx.checker.check_model(str(path))
     except Exception as exc:  # onnx.checker.ValidationError and friends
-        raise OSError(f"invalid ONNX model: {path}: {str(exc).splitlines()[0]}") from exc
-    from quantkit.errors import ModelError
+        raise OSError(f"invalid ONNX model: {path}: {first_line(exc)}") from exc
     from quantkit.models.model import check_tensor_types
 
     try:

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from quantkit.data.identity import image_file_id
-from quantkit.errors import ConfigError, DataError
+from quantkit.errors import ConfigError, DataError, first_line
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ def read_image(path: str | os.PathLike, *, mode: str = "RGB", size: int | None =
             arr = to_uint8(im, mode=mode, alpha=alpha, where=str(f))
     except (OSError, ValueError, SyntaxError) as exc:  # Pillow: unreadable / truncated file
         raise DataError(f"could not read an image ({type(exc).__name__})", where=str(f),
-                        value=str(exc).splitlines()[0] if str(exc) else None,
+                        value=first_line(exc),
                         fix="remove or replace the file") from exc
     if size is not None and arr.shape[:2] != (size, size):  # resize after conversion
         im = Image.fromarray(arr[..., 0] if arr.shape[-1] == 1 else arr)

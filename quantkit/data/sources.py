@@ -6,7 +6,7 @@ import contextlib
 import logging
 from pathlib import Path
 
-from quantkit.errors import DataError
+from quantkit.errors import DataError, first_line
 
 log = logging.getLogger(__name__)
 
@@ -69,11 +69,6 @@ def _first_undecodable_line(files: list[str], encoding: str) -> str | None:
     return None
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
 def load_local(path: str | Path, *, fmt: str | None = None, cache_dir: str | None = None,
                encoding: str | None = None):
     """A ``datasets.Dataset`` from a local csv / json(l) / parquet file (or a directory of them).
@@ -110,7 +105,7 @@ def load_local(path: str | Path, *, fmt: str | None = None, cache_dir: str | Non
                             fix="re-save it as UTF-8 (e.g. iconv -f latin1 -t utf-8 in.csv > "
                                 "out.csv) or set data.encoding=<its encoding, e.g. latin-1>"
                             ) from exc
-        raise DataError(f"could not read the dataset file: {_first_line(exc)}",
+        raise DataError(f"could not read the dataset file: {first_line(exc)}",
                         where="data.path", value=str(p),
                         fix=f"check that it is valid {kind} (or set data.format)") from exc
     log.info("loaded %d rows from %s (%s)", len(ds), p, kind)
@@ -125,7 +120,7 @@ def load_hub(name: str, *, split: str, config: str | None = None, cache_dir: str
         return datasets.load_dataset(name, config, split=split,
                                      cache_dir=str(Path(cache_dir) / "hf_datasets") if cache_dir else None)
     except Exception as exc:
-        raise DataError(f"could not load hub dataset: {_first_line(exc)}",
+        raise DataError(f"could not load hub dataset: {first_line(exc)}",
                         where="data.path", value=f"{name}:{split}",
                         fix="check the dataset id and split, and network access "
                             "(or download it and use data=local)") from exc

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from quantkit.errors import ConfigError, DataError
+from quantkit.errors import ConfigError, DataError, first_line
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ def load_tokenizer(name_or_path: str, *, lowercase: bool | None = None):
         try:
             return Tokenizer.from_file(str(p))
         except Exception as exc:  # tokenizers raises a bare Exception for bad files
-            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            reason = first_line(exc)
             raise DataError(f"could not read the tokenizer ({reason})",
                             where="data.tokenizer", value=str(p),
                             fix="point data.tokenizer at a valid tokenizer.json "

@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from quantkit.errors import GraphEditError
+from quantkit.errors import GraphEditError, first_line
 from quantkit.graph.weights import BIAS_SLOT, WEIGHT_SLOT
 
 log = logging.getLogger(__name__)
@@ -241,7 +241,7 @@ def tensor_infos(model: onnx.ModelProto) -> dict[str, TensorInfo]:
                                                      data_prop=True)
     except Exception as exc:  # onnx raises its own error types; fall back to declared info
         log.warning("ONNX shape inference failed (%s); using declared types only",
-                    str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+                    first_line(exc))
         inferred = model
     g = inferred.graph
     out: dict[str, TensorInfo] = {}
@@ -270,7 +270,7 @@ def with_value_info(model: onnx.ModelProto) -> onnx.ModelProto:
         inferred = onnx.shape_inference.infer_shapes(shape_skeleton(model), strict_mode=False)
     except Exception as exc:  # onnx raises its own error types; keep the model as is
         log.warning("shape inference on the edited graph failed (%s); writing it without "
-                    "value_info", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+                    "value_info", first_line(exc))
         return model
     out = onnx.ModelProto()
     out.CopyFrom(model)

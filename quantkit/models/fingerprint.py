@@ -38,7 +38,7 @@ import onnx
 from onnx import TensorProto, numpy_helper
 
 from quantkit.backends.runners import ort_runner
-from quantkit.errors import QuantkitError
+from quantkit.errors import QuantkitError, first_line
 from quantkit.graph.facts import all_graphs
 from quantkit.models.fit import InputSpec, input_specs
 
@@ -213,7 +213,7 @@ def fingerprint_model(model: str | os.PathLike | onnx.ModelProto) -> ModelFinger
         probe = tuple(_summary(outputs[o.name]) for o in proto.graph.output)
         return ModelFingerprint(digest, n, probe)
     except (QuantkitError, ValueError, TypeError) as exc:
-        why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:200]
+        why = f"{type(exc).__name__}: {first_line(exc)}"[:200]
         log.warning("model fingerprint: the fixed probe did not run (%s); the weights digest "
                     "alone identifies the model for the test ledger", why)
         return ModelFingerprint(digest, n, (), probe_error=why)

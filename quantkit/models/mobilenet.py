@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from quantkit.errors import AssetError, ModelError
+from quantkit.errors import AssetError, ModelError, first_line
 from quantkit.models.model import Model
 
 log = logging.getLogger(__name__)
@@ -152,7 +152,7 @@ def load_mobilenet_v2(cache_dir: str | os.PathLike | None = None, *,
         state = torch.load(path, map_location="cpu", weights_only=True)
         net.load_state_dict(state, strict=True)
     except Exception as exc:
-        raise ModelError(f"could not load the MobileNetV2 weights: {str(exc).splitlines()[0]}",
+        raise ModelError(f"could not load the MobileNetV2 weights: {first_line(exc)}",
                          where=str(path), fix="delete the cached asset to fetch it again") from exc
     return net.eval()
 

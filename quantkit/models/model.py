@@ -10,7 +10,7 @@ from pathlib import Path
 import onnx
 
 from quantkit.fsutil import atomic_path, sha256_file
-from quantkit.errors import ModelError
+from quantkit.errors import ModelError, first_line
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ def inspect_onnx(path: str | os.PathLike, *, output: str | None = None, where: s
     try:
         onnx.checker.check_model(proto)
     except Exception as exc:
-        raise ModelError(f"the ONNX model is invalid: {str(exc).splitlines()[0]}", where=where,
+        raise ModelError(f"the ONNX model is invalid: {first_line(exc)}", where=where,
                          value=str(p), fix="re-export the model with a current exporter") from exc
     check_tensor_types(proto, where=where)
     init_names = {i.name for i in proto.graph.initializer}
@@ -125,7 +125,7 @@ def _load_external_data(proto: onnx.ModelProto, path: Path, where: str) -> None:
         load_external_data_for_model(proto, str(base))
     except Exception as exc:
         raise ModelError(f"could not read the model's external data ({type(exc).__name__}: "
-                         f"{str(exc).splitlines()[0] if str(exc) else ''})", where=where,
+                         f"{first_line(exc)})", where=where,
                          value=str(path), fix="re-export the model; its external data file "
                          "may be truncated") from exc
 

@@ -25,7 +25,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from quantkit.errors import ModelError
+from quantkit.errors import ModelError, first_line
 from quantkit.models.model import Model, inspect_onnx
 
 log = logging.getLogger(__name__)
@@ -132,7 +132,7 @@ def _export_encoder(torch, transformers, encoder: str, out_path: Path, *, opset:
                                                     trust_remote_code=trust_remote_code,
                                                     local_files_only=Path(encoder).is_dir())
     except Exception as exc:
-        raise ModelError(f"could not load the encoder: {str(exc).splitlines()[0]}", where="model",
+        raise ModelError(f"could not load the encoder: {first_line(exc)}", where="model",
                          value=encoder, fix="check the model id / directory (hub ids need network)") from exc
     hf.eval()
 

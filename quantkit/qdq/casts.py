@@ -53,7 +53,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from quantkit.errors import ConfigError, GraphEditError
+from quantkit.errors import ConfigError, GraphEditError, first_line
 from quantkit.precision.fp16_rules import fp16_underflow_reasons
 from quantkit.precision.plan import NodeDecision, Plan, Precision
 from quantkit.graph.facts import (FLOAT, FLOAT16, check_structure, constant_arrays,
@@ -372,7 +372,7 @@ class _Rewrite:
         try:
             check_structure(self.model)
         except onnx.checker.ValidationError as exc:
-            raise GraphEditError(f"FP16 graph fails onnx.checker: {str(exc).splitlines()[0]}",
+            raise GraphEditError(f"FP16 graph fails onnx.checker: {first_line(exc)}",
                                  where="qdq.casts",
                                  fix="report this with the model; plan the offending node fp32 "
                                      "meanwhile") from exc
@@ -554,7 +554,7 @@ def to_opset(model: onnx.ModelProto, opset: int, *, why: str) -> onnx.ModelProto
         out = version_converter.convert_version(model, opset)
     except Exception as exc:  # the converter raises its own untyped errors
         raise GraphEditError(f"cannot convert the model to opset {opset} for {why}: "
-                             f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
+                             f"{first_line(exc)}",
                              where="qdq.casts.to_opset", value=opset_version(model),
                              fix=f"export the model at opset >= {opset}") from exc
     log.info("converted the model from opset %d to %d for %s", opset_version(model), opset, why)

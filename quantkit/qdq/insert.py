@@ -47,7 +47,7 @@ import onnx
 import onnx_graphsurgeon as gs
 from onnx import numpy_helper
 
-from quantkit.errors import GraphEditError
+from quantkit.errors import GraphEditError, first_line
 from quantkit.precision.plan import Plan, Precision
 from quantkit.graph.facts import (TensorInfo, attr, check_structure, constant_tensors,
                                   ensure_node_names, quant_slots, require_qdq_opset,
@@ -165,7 +165,7 @@ def insert_qdq(model: onnx.ModelProto, plan: Plan, *,
     try:
         check_structure(out)
     except onnx.checker.ValidationError as exc:
-        raise GraphEditError(f"Q/DQ graph fails onnx.checker: {str(exc).splitlines()[0]}",
+        raise GraphEditError(f"Q/DQ graph fails onnx.checker: {first_line(exc)}",
                              where=where, fix="report this with the model; the input model "
                                               "should pass onnx.checker first") from exc
     log.info("inserted %d Q/DQ pairs for %d INT8 nodes (target %s)", editor.pairs,

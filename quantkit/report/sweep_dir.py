@@ -8,7 +8,7 @@ import logging
 import os
 from pathlib import Path
 
-from quantkit.errors import QuantkitError
+from quantkit.errors import QuantkitError, first_line
 from quantkit.report.sweep_report import render_sweep
 
 __all__ = ["SweepError", "find_records", "load_records", "rebuild"]
@@ -31,7 +31,7 @@ def load_records(paths: list[Path]) -> list[dict]:
         try:
             rec = json.loads(p.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise SweepError("cannot read a run record", where=str(p), value=str(err).splitlines()[0],
+            raise SweepError("cannot read a run record", where=str(p), value=first_line(err),
                              fix="rerun that job or remove its directory") from None
         if not isinstance(rec, dict):
             raise SweepError("a run record must be a JSON object", where=str(p),

@@ -7,7 +7,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from quantkit.errors import ConfigError
+from quantkit.errors import ConfigError, first_line
 from quantkit.settings.cross_checks import validate
 from quantkit.settings.settings_schema import Settings
 
@@ -51,7 +51,7 @@ def apply_target(s: Settings) -> Settings:
 def omegaconf_message(exc: BaseException) -> str:
     """One line from an OmegaConf error: the key, then what was wrong."""
     key = getattr(exc, "full_key", None)
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    first = first_line(exc)
     if "could not be converted to" in first or "Value '" in first:
         first = first.replace(" of type 'str'", "")
     return f"config key {key}: {first}" if key else first

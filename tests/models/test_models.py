@@ -8,7 +8,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from quantkit.backends.ort import OrtRunner
-from quantkit.errors import ModelError
+from quantkit.errors import ModelError, first_line
 from quantkit.models.model import inspect_onnx, write_model_atomic
 from quantkit.models.torch_export import add_linear_head
 
@@ -61,3 +61,20 @@ def test_unknown_output_refused(tmp_path):
     write_model_atomic(embed_model(), p)
     with pytest.raises(ModelError, match="model.output"):
         inspect_onnx(p, output="logits")
+
+
+def test_a_checker_error_without_a_message_is_still_one_clear_error(tmp_path, monkeypatch):
+    """The fuzz test's find: onnx.checker raised with an empty message and the error line
+    itself failed (IndexError on ``str(exc).splitlines()[0]``)."""
+    p = tmp_path / "m.onnx"
+    write_model_atomic(embed_model(), p)
+
+    def silent(_model):
+        raise onnx.checker.ValidationError("")
+
+    monkeypatch.setattr(onnx.checker, "check_model", silent)
+    with pytest.raises(ModelError) as err:
+        inspect_onnx(p)
+    assert "the ONNX model is invalid: ValidationError" in str(err.value)
+    assert first_line(ValueError("\n  second line\nthird")) == "second line"
+    assert first_line(KeyError()) == "KeyError"

@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass
 from importlib import metadata
 
-from quantkit.errors import BackendUnavailable
+from quantkit.errors import BackendUnavailable, first_line
 from quantkit.settings import TRT_MIN_MAJOR
 
 log = logging.getLogger(__name__)
@@ -35,10 +35,6 @@ def tensorrt_major(version: str) -> int:
     return int(head)
 
 
-def _first_line(exc: BaseException) -> str:
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-
-
 def require_tensorrt():
     """The ``tensorrt`` module (>= 10), or ``BackendUnavailable`` saying how to get it."""
     reinstall = ("reinstall it with its libraries (pip install -e '.[tensorrt]') on a machine "
@@ -50,10 +46,10 @@ def require_tensorrt():
             raise BackendUnavailable("tensorrt is not installed (needed by backend=trt)",
                                      fix=INSTALL_FIX) from exc
         raise BackendUnavailable("tensorrt is installed but could not be imported (needed by "
-                                 "backend=trt)", value=_first_line(exc), fix=reinstall) from exc
+                                 "backend=trt)", value=first_line(exc), fix=reinstall) from exc
     except (ImportError, OSError) as exc:  # a wheel whose libnvinfer cannot be loaded
         raise BackendUnavailable("tensorrt is installed but could not be imported (needed by "
-                                 "backend=trt)", value=_first_line(exc), fix=reinstall) from exc
+                                 "backend=trt)", value=first_line(exc), fix=reinstall) from exc
     version = getattr(trt, "__version__", "unknown")
     if tensorrt_major(version) < MIN_TENSORRT_MAJOR:
         raise BackendUnavailable(
@@ -135,7 +131,7 @@ def load_cudart():
         return pcuda.wrapper().handle
     except Exception as exc:  # ImportError, OSError from ctypes, PolygraphyException
         raise BackendUnavailable("the CUDA runtime (libcudart) could not be loaded "
-                                 "(needed by backend=trt)", value=_first_line(exc),
+                                 "(needed by backend=trt)", value=first_line(exc),
                                  fix=cudart_fix(tensorrt_cuda_major())) from exc
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import onnx
 
-from quantkit.errors import BackendError
+from quantkit.errors import BackendError, first_line
 
 
 def load_onnx(onnx_path: str | os.PathLike) -> onnx.ModelProto:
@@ -22,7 +22,7 @@ def load_onnx(onnx_path: str | os.PathLike) -> onnx.ModelProto:
         return onnx.load(str(onnx_path), load_external_data=False)
     except Exception as exc:  # protobuf DecodeError and friends
         raise BackendError("could not read the ONNX model", where=str(onnx_path),
-                           value=str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                           value=first_line(exc),
                            fix="check the file is an ONNX model (onnx.checker)") from exc
 
 

@@ -26,7 +26,7 @@ from quantkit.backends.engine_meta import check_compatible, load_meta, meta_path
 from quantkit.backends.trt.availability import (cuda_device_info, require_cuda_runtime,
                                                 require_tensorrt, use_device)
 from quantkit.backends.trt.session import errors_text, init_plugins, trt_logger
-from quantkit.errors import BackendError
+from quantkit.errors import BackendError, first_line
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +34,6 @@ Shape = tuple[int, ...]
 
 _MEMORY_FIX = ("free GPU memory (other processes: nvidia-smi), lower backend.batch_size / "
                "bench.batch_sizes or backend.trt.max_batch")
-
-
-def _reason(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 class TrtRunner:
@@ -181,7 +176,7 @@ class TrtRunner:
             raise
         except Exception as exc:  # PolygraphyException (CUDA error), MemoryError, OSError
             on = f" for tensor {tensor!r}" if tensor else ""
-            raise BackendError(f"CUDA could not {what}{on}: {_reason(exc)}",
+            raise BackendError(f"CUDA could not {what}{on}: {first_line(exc)}",
                                where=f"{self.name} ({self.engine_path.name}, GPU {self.device})",
                                fix=_MEMORY_FIX) from exc
 
