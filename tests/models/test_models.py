@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import pytest
@@ -61,3 +63,19 @@ def test_unknown_output_refused(tmp_path):
     write_model_atomic(embed_model(), p)
     with pytest.raises(ModelError, match="model.output"):
         inspect_onnx(p, output="logits")
+
+
+def test_every_zoo_text_model_is_built_on_a_pinned_encoder_asset():
+    """A zoo text model names the asset its encoder is exported from (ZOO_ENCODERS), and
+    every conf/model/*.yaml zoo model is in the zoo."""
+    from omegaconf import OmegaConf
+
+    from quantkit.assets import ASSETS
+    from quantkit.models import ZOO, ZOO_DETECTORS, ZOO_ENCODERS
+
+    text = {n for n, kind in ZOO.items() if kind == "text"}
+    assert set(ZOO_ENCODERS) == text and ZOO_ENCODERS["mpnet_sentiment"] == "mpnet"
+    assert all(a in ASSETS for a in [*ZOO_ENCODERS.values(), *ZOO_DETECTORS.values()])
+    conf = Path(__file__).resolve().parents[2] / "conf" / "model"
+    zoo = {OmegaConf.load(p).name for p in conf.glob("*.yaml") if OmegaConf.load(p).kind == "zoo"}
+    assert zoo <= set(ZOO) and "mpnet_sentiment" in zoo
