@@ -13,6 +13,21 @@ from quantkit.errors import ConfigError, DataError, first_line
 log = logging.getLogger(__name__)
 
 TEXT_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+#: pad tokens looked up when a tokenizer carries no padding settings (BERT, RoBERTa / MPNet)
+PAD_TOKENS = ("[PAD]", "<pad>")
+
+
+def pad_token_id(tokenizer) -> int:
+    """The id a batch is padded with: the tokenizer's own padding settings (a tokenizer.json
+    saved by transformers keeps them: 0 for BERT / MiniLM, 1 for MPNet and RoBERTa), else
+    the id of its pad token, else 0. Padded positions are masked out of attention and
+    pooling, but they still run through the graph, so calibration statistics see them: they
+    must be the pad tokens the model was trained with."""
+    padding = tokenizer.padding
+    if padding and isinstance(padding.get("pad_id"), int):
+        return int(padding["pad_id"])
+    ids = [tokenizer.token_to_id(t) for t in PAD_TOKENS]
+    return next((i for i in ids if i is not None), 0)
 
 
 def _read_json(path: Path) -> dict:
@@ -122,6 +137,7 @@ class TextEncoder:
         self.tokenizer = tokenizer
         self.max_length = max_length
         self.input_names = list(input_names)
+        self.pad_id = pad_token_id(tokenizer)  # before no_padding() forgets the settings
         tokenizer.no_padding()
         tokenizer.enable_truncation(max_length=max_length)
 
@@ -135,6 +151,8 @@ class TextEncoder:
 
         h = hashlib.sha256(self.tokenizer.to_str().encode())
         h.update(json.dumps(self.fields, sort_keys=True).encode())
+        if self.pad_id != 0:  # padding with 0 is what every key before pad ids meant
+            h.update(f"pad_id={self.pad_id}".encode())
         return h.hexdigest()
 
     def truncated(self, texts: Sequence[str]) -> np.ndarray:
@@ -146,11 +164,12 @@ class TextEncoder:
         return np.array([len(e.ids) for e in self.tokenizer.encode_batch(list(texts))], dtype=np.int64)
 
     def encode(self, texts: Sequence[str], *, pad_to: int | None = None) -> dict[str, np.ndarray]:
-        """Feeds padded to the longest text of the batch (or to ``pad_to`` tokens)."""
+        """Feeds padded to the longest text of the batch (or to ``pad_to`` tokens): ids with
+        the tokenizer's pad id (:func:`pad_token_id`), mask and token types with 0."""
         encs = self.tokenizer.encode_batch(list(texts))
         width = max(max(len(e.ids) for e in encs), pad_to or 0)
         n = len(encs)
-        ids = np.zeros((n, width), dtype=np.int64)
+        ids = np.full((n, width), self.pad_id, dtype=np.int64)
         mask = np.zeros((n, width), dtype=np.int64)
         types = np.zeros((n, width), dtype=np.int64)
         for i, e in enumerate(encs):

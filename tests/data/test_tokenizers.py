@@ -161,3 +161,55 @@ def test_minilm_tokenizer_limit(minilm_asset):
                       input_names=["input_ids", "attention_mask"],
                       model_limit=model_max_length(str(path)))
     assert enc.truncated(["word " * 600, "a short review"]).tolist() == [True, False]
+
+
+def _wordlevel_json(folder, vocab: list[str], *, pad_id: int | None):
+    """A tokenizer.json (tokenizers' own format) with these words as ids 0.., and a padding
+    setting with ``pad_id`` (None: none saved), as transformers saves RoBERTa-style ones."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(vocab)}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    if pad_id is not None:
+        tok.enable_padding(pad_id=pad_id, pad_token=vocab[pad_id])
+    folder.mkdir(parents=True, exist_ok=True)
+    tok.save(str(folder / "tokenizer.json"))
+    return str(folder / "tokenizer.json")
+
+
+@pytest.mark.parametrize("pad_id,vocab,expected", [
+    (1, ["<s>", "<pad>", "</s>", "<unk>"], 1),  # MPNet / RoBERTa: the saved padding setting
+    (None, ["<s>", "</s>", "<unk>", "<pad>"], 3),  # no setting: the pad token's id
+    (None, ["<s>", "</s>", "<unk>"], 0),  # neither: 0, as before
+])
+def test_batches_are_padded_with_the_tokenizers_pad_id(tmp_path, pad_id, vocab, expected):
+    words = vocab + WORDS
+    enc = TextEncoder(load_tokenizer(_wordlevel_json(tmp_path, words, pad_id=pad_id)),
+                      max_length=16, input_names=["input_ids", "attention_mask"])
+    feeds = enc.encode(["film", "the film good very good"])
+    assert enc.pad_id == expected
+    assert feeds["input_ids"][0].tolist() == [words.index("film")] + [expected] * 4
+    assert feeds["attention_mask"][0].tolist() == [1, 0, 0, 0, 0]
+
+
+def test_a_bert_vocab_pads_with_its_pad_token_zero(tmp_path):
+    enc = TextEncoder(load_tokenizer(str(write_vocab(tmp_path / "tok"))), max_length=16,
+                      input_names=["input_ids", "attention_mask", "token_type_ids"])
+    feeds = enc.encode(["film", "the film good"])
+    assert enc.pad_id == 0 and feeds["input_ids"][0, 3:].tolist() == [0, 0]
+
+
+def test_the_pad_id_is_part_of_the_fingerprint_and_zero_keeps_old_keys(tmp_path):
+    import hashlib
+
+    words = ["<s>", "<pad>", "</s>", "<unk>"] + WORDS
+    names = ["input_ids", "attention_mask"]
+    one = TextEncoder(load_tokenizer(_wordlevel_json(tmp_path / "a", words, pad_id=1)),
+                      max_length=16, input_names=names)
+    zero = TextEncoder(load_tokenizer(_wordlevel_json(tmp_path / "b", words, pad_id=0)),
+                       max_length=16, input_names=names)
+    assert one.tokenizer.to_str() == zero.tokenizer.to_str()  # padding is off in both now
+    assert one.fingerprint() != zero.fingerprint()
+    old = hashlib.sha256(zero.tokenizer.to_str().encode())  # the key before pad ids
+    old.update(json.dumps(zero.fields, sort_keys=True).encode())
+    assert zero.fingerprint() == old.hexdigest()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import pytest
@@ -78,3 +80,19 @@ def test_a_checker_error_without_a_message_is_still_one_clear_error(tmp_path, mo
     assert "the ONNX model is invalid: ValidationError" in str(err.value)
     assert first_line(ValueError("\n  second line\nthird")) == "second line"
     assert first_line(KeyError()) == "KeyError"
+
+
+def test_every_zoo_text_model_is_built_on_a_pinned_encoder_asset():
+    """A zoo text model names the asset its encoder is exported from (ZOO_ENCODERS), and
+    every conf/model/*.yaml zoo model is in the zoo."""
+    from omegaconf import OmegaConf
+
+    from quantkit.assets import ASSETS
+    from quantkit.models import ZOO, ZOO_DETECTORS, ZOO_ENCODERS
+
+    text = {n for n, kind in ZOO.items() if kind == "text"}
+    assert set(ZOO_ENCODERS) == text and ZOO_ENCODERS["mpnet_sentiment"] == "mpnet"
+    assert all(a in ASSETS for a in [*ZOO_ENCODERS.values(), *ZOO_DETECTORS.values()])
+    conf = Path(__file__).resolve().parents[2] / "conf" / "model"
+    zoo = {OmegaConf.load(p).name for p in conf.glob("*.yaml") if OmegaConf.load(p).kind == "zoo"}
+    assert zoo <= set(ZOO) and "mpnet_sentiment" in zoo
