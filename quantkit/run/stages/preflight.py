@@ -49,16 +49,15 @@ def check_ledger(ctx: RunContext) -> None:
     where = ledger_location(ctx.settings)
     adopt_legacy(where, ctx.cache_dir)
     try:
-        LedgerStore(where.path).check()
+        LedgerStore(where.target).check()
     except LedgerError as exc:
         at = {"default": "the default test ledger (verdict.ledger unset)",
               "verdict.ledger_path (deprecated)": "verdict.ledger_path"}.get(where.chosen_by,
                                                                             where.chosen_by)
-        raise LedgerError(exc.what, where=at, value=str(where.path),
-                          fix=f"move {where.path} aside (its looks, if it held any, are then "
-                              "unknown to later runs: say so to the reviewer), or set "
-                              "verdict.ledger=<another file> (a new ledger, or the intact one)"
-                          ) from exc
+        fix = (f"move {where.shown} aside (its looks, if it held any, are then unknown to "
+               "later runs: say so to the reviewer), or set verdict.ledger=<another file> (a "
+               "new ledger, or the intact one)") if where.url is None else exc.fix
+        raise LedgerError(exc.what, where=at, value=where.shown, fix=fix) from exc
 
 
 def check_model_fits(settings, proto) -> None:
