@@ -86,6 +86,20 @@ def mask_secrets(text: str) -> str:
         lambda m: m.group(1) + _MASK + m.group(3), text))
 
 
+def _without_masked_password(url: str) -> str:
+    """``url`` less a password that reads ``***`` (a URL copied from a record or a report):
+    libpq then takes the password from PGPASSWORD or ~/.pgpass."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    user, at, host = netloc.rpartition("@")
+    if at and user.endswith(":" + _MASK):
+        netloc = f"{user[:-len(_MASK) - 1]}@{host}"
+    query = parts.query
+    if f"password={_MASK}" in query:
+        query = "&".join(q for q in query.split("&") if q != f"password={_MASK}")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
 class LedgerConnection:
     """One open ledger connection, as the store uses it: ``execute`` / ``executemany`` with
     ``?`` parameters, the write transaction, the tables. Same calls on both backends."""
@@ -181,7 +195,7 @@ class SqliteDialect(Dialect):
            "reviewer) or point verdict.ledger at the intact ledger")
 
     def __init__(self, path: str | os.PathLike) -> None:
-        self.path = Path(path)
+        self.path = Path(path).expanduser()
         super().__init__(str(self.path))
 
     def open(self, *, create: bool, timeout_s: float) -> LedgerConnection:
@@ -260,7 +274,7 @@ class PostgresDialect(Dialect):
            "empty database), or point verdict.ledger at the intact ledger")
 
     def __init__(self, url: str) -> None:
-        self.url = url.strip()
+        self.url = _without_masked_password(url.strip())
         parts = urlsplit(self.url)
         self._secrets = [s for s in (parts.password, dict(parse_qsl(parts.query)).get(
             "password")) if s]

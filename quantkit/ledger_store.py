@@ -53,7 +53,7 @@ from quantkit.models.fingerprint import ModelFingerprint
 from quantkit.verdict.ledger import LookAlpha, SpentLook, charged_lineage, join_lineages, look_alpha
 
 __all__ = ["BUSY_TIMEOUT_S", "ExecutionCheck", "LedgerStore", "Look", "Reservation", "SCHEMA",
-           "example_hashes"]
+           "example_hashes", "example_set_id", "known_model"]
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +78,23 @@ def _now() -> str:
 
 def _dumps(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, default=str)
+
+
+def example_set_id(distinct: Sequence[bytes]) -> str:
+    """An example set's id: sha256 of its distinct example ids, sorted."""
+    return hashlib.sha256(b"".join(sorted(distinct))).hexdigest()
+
+
+def known_model(con: LedgerConnection, fingerprint: ModelFingerprint | None) -> str | None:
+    """The key of the first model the ledger registered whose fingerprint matches, or None."""
+    if fingerprint is None:
+        return None
+    for known, fp in con.execute("SELECT key, fingerprint_json FROM models WHERE "
+                                 "weights_sha256 = ? ORDER BY rowid",
+                                 (fingerprint.weights_sha256,)).fetchall():
+        if fp and ModelFingerprint.from_dict(json.loads(fp)).matches(fingerprint):
+            return known
+    return None
 
 
 class _NoLook(Exception):
@@ -174,6 +191,12 @@ class LedgerStore:
             con.rollback()
             raise
 
+    def transaction(self) -> contextlib.AbstractContextManager[LedgerConnection]:
+        """One write transaction, as every write of the store runs: the ledger's write lock
+        held, so the reads inside see one consistent ledger (export and import:
+        quantkit/ledger_transfer.py); committed at the end, rolled back on any error."""
+        return self._write()
+
     @contextlib.contextmanager
     def _write(self) -> Iterator[LedgerConnection]:
         """One write transaction (the ledger's write lock ... COMMIT; ROLLBACK on any
@@ -235,13 +258,7 @@ class LedgerStore:
         """The key this model's looks are filed under: a fingerprint that matches a model the
         ledger knows gets that model's key; else ``key``, registered. First-layout looks of
         this very file (keyed by its sha256) are filed under it too."""
-        if fingerprint is not None:
-            for known, fp in con.execute("SELECT key, fingerprint_json FROM models WHERE "
-                                         "weights_sha256 = ? ORDER BY rowid",
-                                         (fingerprint.weights_sha256,)).fetchall():
-                if fp and ModelFingerprint.from_dict(json.loads(fp)).matches(fingerprint):
-                    key = known
-                    break
+        key = known_model(con, fingerprint) or key
         con.execute("INSERT INTO models (key, basis, weights_sha256, fingerprint_json, "
                     "first_seen) VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING",
                     (key, basis, fingerprint.weights_sha256 if fingerprint else None,
@@ -259,7 +276,7 @@ class LedgerStore:
     # -- writing ------------------------------------------------------------------------
     def _example_set(self, con: LedgerConnection, hashes: Sequence[bytes]) -> tuple[str, int]:
         distinct = sorted(set(hashes))
-        set_id = hashlib.sha256(b"".join(distinct)).hexdigest()
+        set_id = example_set_id(distinct)
         if con.execute("SELECT 1 FROM example_sets WHERE id = ?", (set_id,)).fetchone() is None:
             con.execute("INSERT INTO example_sets (id, n) VALUES (?, ?)",
                         (set_id, len(distinct)))
