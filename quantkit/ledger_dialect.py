@@ -48,7 +48,8 @@ __all__ = ["DATABASE_SCHEMES", "Dialect", "LedgerConnection", "PG_LOCK_KEY", "PI
 #: the URL schemes of a team ledger (libpq reads both)
 DATABASE_SCHEMES = ("postgresql", "postgres")
 #: what installs the PostgreSQL driver
-PIP_POSTGRES = "pip install 'quantkit[ledger-postgres]' (or: pip install 'psycopg[binary]>=3.2,<4')"
+PIP_POSTGRES = ("pip install 'psycopg[binary]>=3.2,<4' (quantkit's ledger-postgres extra: "
+                "pip install -e '.[ledger-postgres]' in its checkout)")
 #: pg_advisory_xact_lock key of the ledger's write lock: the first 8 bytes of
 #: sha256("quantkit-test-ledger"), as a signed 64-bit integer
 PG_LOCK_KEY = int.from_bytes(hashlib.sha256(b"quantkit-test-ledger").digest()[:8], "big",
@@ -180,7 +181,7 @@ class Dialect:
 
     def error(self, what: str, exc: BaseException | None = None, fix: str | None = None
               ) -> LedgerError:
-        detail = f" ({self.scrub(str(exc))})" if exc is not None else ""
+        detail = f" ({' '.join(self.scrub(str(exc)).split())})" if exc is not None else ""
         return LedgerError(what + detail, where=self.shown, fix=fix or self.fix)
 
 
