@@ -56,7 +56,7 @@ PG_LOCK_KEY = int.from_bytes(hashlib.sha256(b"quantkit-test-ledger").digest()[:8
                              signed=True)
 _MASK = "***"
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
-_IN_TEXT = re.compile(r"((?:postgresql|postgres)://[^\s:/@]*:)([^\s@]*)(@)")
+_IN_TEXT = re.compile(r"((?:postgresql|postgres)://[^\s:/@]*:)([^\s@/]*)(@)")
 _PW_PARAM = re.compile(r"(\bpassword=)([^&\s]*)")
 
 
