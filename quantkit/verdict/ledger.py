@@ -1,6 +1,7 @@
 """Looks at the test split across runs: what one look is, which earlier looks it is charged
 against, and the one-sided alpha it is tested at. The one place these rules live; the
-SQLite store that keeps the looks is :mod:`quantkit.ledger_store`, the stage that uses both
+store that keeps the looks (a SQLite file or a PostgreSQL team ledger) is
+:mod:`quantkit.ledger_store`, the stage that uses both
 is :func:`quantkit.run.stages.signoff.signoff`.
 
 Definitions
