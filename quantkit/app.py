@@ -21,6 +21,7 @@ from omegaconf import DictConfig
 
 from quantkit.assets import cache_root
 from quantkit.environment import host_facts
+from quantkit.ledger_dialect import mask_secrets
 from quantkit.record.migrate import parse_record
 from quantkit.record.provenance import CacheCount, JobRecord, StageTiming
 from quantkit.record.run_record import RunRecord
@@ -125,7 +126,7 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None,
     run_dir = _run_dir(out_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     rec = RunRecord(experiment=settings.experiment_name, run_dir=str(run_dir),
-                    command=command or _command(), seed=settings.seed,
+                    command=mask_secrets(command or _command()), seed=settings.seed,
                     config=recorded_config(cfg, settings),
                     started=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     rec.notes.append(target_note(settings))

@@ -68,7 +68,8 @@ class BackendError(QuantkitError):
 
 
 class LedgerError(QuantkitError):
-    """The persistent test ledger (SQLite) is missing, unreadable or refuses a look."""
+    """The persistent test ledger (a SQLite file or a PostgreSQL database) is missing,
+    unreadable or refuses a look."""
 
 
 class RecordError(QuantkitError):

@@ -2,6 +2,9 @@
 a cache (``cache_dir``, ``$QUANTKIT_CACHE``, a fresh CI container's) forgets no look.
 
 * ``verdict.ledger=<file>``: that file (a team's on one host's local disk);
+* ``verdict.ledger=postgresql://user@host:port/db`` (or ``postgres://``): a team ledger in
+  that PostgreSQL database (quantkit/ledger_dialect.py), the same tables and rules; shown
+  everywhere with its password masked;
 * ``verdict.ledger_path=<file>``: the same, under its old name. Kept as a deprecated alias,
   not migrated: the command lines, sweep configs and CI scripts that name a ledger this way
   keep reaching the very file that holds their looks (a silent switch to the default would
@@ -23,10 +26,11 @@ import contextlib
 import logging
 import os
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from quantkit.errors import LedgerError
+from quantkit.ledger_dialect import is_database_url, mask_url
 
 __all__ = ["DEFAULT_NAME", "LedgerLocation", "adopt_legacy", "default_ledger",
            "ledger_location", "user_data_dir"]
@@ -52,14 +56,27 @@ def default_ledger() -> Path:
 
 @dataclass(frozen=True)
 class LedgerLocation:
-    """The ledger file and which setting chose it (``chosen_by``: ``verdict.ledger``,
-    ``verdict.ledger_path (deprecated)``, or ``default``)."""
+    """The ledger and which setting chose it (``chosen_by``: ``verdict.ledger``,
+    ``verdict.ledger_path (deprecated)``, or ``default``): a file (``path``), or a database
+    URL (``url``, ``path`` None; it may hold a password: never shown, see :attr:`shown`)."""
 
-    path: Path
+    path: Path | None
     chosen_by: str
+    url: str | None = field(default=None, repr=False)
+
+    @property
+    def target(self) -> Path | str:
+        """What :class:`quantkit.ledger_store.LedgerStore` opens."""
+        return self.url if self.url else self.path
+
+    @property
+    def shown(self) -> str:
+        """The ledger as records, reports, logs and errors name it (a URL's password
+        masked)."""
+        return mask_url(self.url) if self.url else str(self.path)
 
     def describe(self) -> str:
-        return str(self.path) if self.chosen_by != "default" else \
+        return self.shown if self.chosen_by != "default" else \
             f"{self.path} (the default: the user data dir)"
 
 
@@ -67,6 +84,8 @@ def ledger_location(settings, *, quiet: bool = False) -> LedgerLocation:
     """The run's ledger (module docstring); logs the deprecation of ``verdict.ledger_path``
     (``quiet``: not again, the preflight said it)."""
     v = settings.verdict
+    if v.ledger and is_database_url(v.ledger):
+        return LedgerLocation(None, "verdict.ledger", url=str(v.ledger).strip())
     if v.ledger:
         return LedgerLocation(Path(v.ledger).expanduser().resolve(), "verdict.ledger")
     if v.ledger_path:

@@ -1,23 +1,29 @@
 """The rows of the persistent test ledger as values: a look, an execution check of one, and
 what a reservation found or made (quantkit/ledger_store.py writes them, the tables are
-quantkit/ledger_schema.py). Reading only; plain SQL and JSON text."""
+quantkit/ledger_schema.py). Reading only; plain SQL and JSON text, the same on both backends
+(quantkit/ledger_dialect.py)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from quantkit.ledger_dialect import LedgerConnection
 from quantkit.ledger_schema import SCHEMA_V1
 from quantkit.verdict.ledger import LookAlpha
 
-__all__ = ["ExecutionCheck", "Look", "Reservation", "checks_of", "look_of"]
+__all__ = ["CHECK_COLUMNS", "ExecutionCheck", "Look", "MEMBER_COLUMNS", "Reservation",
+           "checks_of", "look_of"]
 
-_MEMBER_COLUMNS = ("candidate", "position", "artifact_sha256", "metric", "status",
-                   "raw_status", "point", "low", "high", "p_noninferiority")
+#: a look member's columns after ``look_id`` (ledger_schema.py: look_members)
+MEMBER_COLUMNS = ("candidate", "position", "artifact_sha256", "metric", "status",
+                  "raw_status", "point", "low", "high", "p_noninferiority")
+#: an execution check's columns (ledger_schema.py: look_checks)
+CHECK_COLUMNS = ("id", "look_id", "started", "run_dir", "host", "pid", "execution_json",
+                 "decision_json", "statuses_json")
 
 
 def _loads(text: str | None, default: Any) -> Any:
@@ -110,7 +116,7 @@ class Reservation:
     """
 
     kind: str
-    path: Path
+    path: Path | str  # the ledger: its file, or its database URL with the password masked
     alpha: LookAlpha
     look: Look | None = None
     planned: Any = None  # what the planner returned (new / adopted)
@@ -121,13 +127,13 @@ class Reservation:
 
 
 
-def look_of(con: sqlite3.Connection, row: sqlite3.Row | tuple) -> Look:
+def look_of(con: LedgerConnection, row: tuple) -> Look:
     """A ``looks`` row (with its members) as a Look."""
     cols = [d[0] for d in con.execute("SELECT * FROM looks LIMIT 0").description]
     r = dict(zip(cols, row))
     members = tuple(
-        dict(zip(_MEMBER_COLUMNS, m))
-        for m in con.execute(f"SELECT {', '.join(_MEMBER_COLUMNS)} FROM look_members "
+        dict(zip(MEMBER_COLUMNS, m))
+        for m in con.execute(f"SELECT {', '.join(MEMBER_COLUMNS)} FROM look_members "
                              "WHERE look_id = ? ORDER BY position", (r["id"],)))
     alpha = LookAlpha(number=r["number"], alpha=r["alpha"], alpha_declared=r["alpha_declared"],
                       budget=r["budget"], spent_before=r["spent_before"], share=r["share"],
@@ -154,7 +160,7 @@ def look_of(con: sqlite3.Connection, row: sqlite3.Row | tuple) -> Look:
                                      (r["id"],)).fetchone()[0])
 
 
-def checks_of(con: sqlite3.Connection, look_id: str) -> list[ExecutionCheck]:
+def checks_of(con: LedgerConnection, look_id: str) -> list[ExecutionCheck]:
     """The execution checks of a look, oldest first."""
     return [ExecutionCheck(id=r[0], look_id=r[1], started=r[2], run_dir=r[3], host=r[4],
                            execution=json.loads(r[5]), decision=json.loads(r[6]),
@@ -162,4 +168,4 @@ def checks_of(con: sqlite3.Connection, look_id: str) -> list[ExecutionCheck]:
             for r in con.execute("SELECT id, look_id, started, run_dir, host, "
                                  "execution_json, decision_json, statuses_json FROM "
                                  "look_checks WHERE look_id = ? ORDER BY rowid",
-                                 (look_id,))]
+                                 (look_id,)).fetchall()]

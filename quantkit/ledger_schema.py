@@ -1,9 +1,12 @@
 """The persistent test ledger's tables, and the one upgrade from the first layout.
 
-Plain SQL (SQLite dialect: ``WITHOUT ROWID``, ``INSERT OR IGNORE``); the store
-(quantkit/ledger_store.py) runs these statements and nothing else creates or changes a table.
-A second backend (a team ledger on a database server) keeps the same tables and columns,
-in its own dialect, and the same :data:`SCHEMA` name.
+One definition for both backends (a SQLite file, a PostgreSQL team ledger): the DDL below
+with the few types that differ as placeholders (``{blob}``, ``{real}``, ``{rowid}``,
+``{without_rowid}``), filled in by the connection's dialect (quantkit/ledger_dialect.py),
+and statements both accept (``ON CONFLICT``). The store (quantkit/ledger_store.py) runs
+these statements and nothing else creates or changes a table. PostgreSQL's ordered tables
+(looks, models, look_checks) carry an explicit insertion-order column ``rowid``; SQLite's is
+implicit. A PostgreSQL ledger is created at /2 (it never had a /1).
 
 Layout (``meta.schema`` = :data:`SCHEMA`)::
 
@@ -34,31 +37,33 @@ Versions:
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import datetime, timezone
 
-__all__ = ["IDENTITY", "SCHEMA", "SCHEMA_V1", "create", "upgrade_v1"]
+from quantkit.ledger_dialect import Dialect, LedgerConnection
+
+__all__ = ["IDENTITY", "SCHEMA", "SCHEMA_V1", "create", "tables_v1", "upgrade_v1"]
 
 SCHEMA = "quantkit-test-ledger/2"
 SCHEMA_V1 = "quantkit-test-ledger/1"
 #: how a /2 look identifies its model and examples (``looks.identity``)
 IDENTITY = "model fingerprint or model.id; examples by source content"
 
+#: the /1 tables (every ``{`` of the DDL is a dialect placeholder)
 _V1_TABLES = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS example_sets (id TEXT PRIMARY KEY, n INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS set_examples (
-    set_id TEXT NOT NULL REFERENCES example_sets(id), hash BLOB NOT NULL,
-    PRIMARY KEY (set_id, hash)) WITHOUT ROWID;
+    set_id TEXT NOT NULL REFERENCES example_sets(id), hash {blob} NOT NULL,
+    PRIMARY KEY (set_id, hash)){without_rowid};
 CREATE INDEX IF NOT EXISTS set_examples_hash ON set_examples(hash, set_id);
 CREATE TABLE IF NOT EXISTS looks (
-    id TEXT PRIMARY KEY, model_key TEXT NOT NULL, model_sha256 TEXT NOT NULL,
+    {rowid}id TEXT PRIMARY KEY, model_key TEXT NOT NULL, model_sha256 TEXT NOT NULL,
     number INTEGER NOT NULL,
     lineage TEXT NOT NULL, example_set TEXT NOT NULL REFERENCES example_sets(id),
     n_examples INTEGER NOT NULL, split_sha256 TEXT NOT NULL, decision_key TEXT NOT NULL,
     state TEXT NOT NULL CHECK (state IN ('reserved', 'decided')),
-    alpha REAL NOT NULL, alpha_declared REAL NOT NULL, budget REAL NOT NULL,
-    spent_before REAL NOT NULL, share REAL NOT NULL, rule TEXT NOT NULL,
+    alpha {real} NOT NULL, alpha_declared {real} NOT NULL, budget {real} NOT NULL,
+    spent_before {real} NOT NULL, share {real} NOT NULL, rule TEXT NOT NULL,
     family_sha256 TEXT NOT NULL, method TEXT NOT NULL, metric TEXT NOT NULL,
     candidates TEXT NOT NULL, supersedes TEXT, started TEXT NOT NULL, decided TEXT,
     run_dir TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL,
@@ -70,7 +75,7 @@ CREATE INDEX IF NOT EXISTS looks_set ON looks(example_set);
 CREATE TABLE IF NOT EXISTS look_members (
     look_id TEXT NOT NULL REFERENCES looks(id), candidate TEXT NOT NULL,
     position INTEGER NOT NULL, artifact_sha256 TEXT, metric TEXT, status TEXT NOT NULL,
-    raw_status TEXT, point REAL, low REAL, high REAL, p_noninferiority REAL,
+    raw_status TEXT, point {real}, low {real}, high {real}, p_noninferiority {real},
     PRIMARY KEY (look_id, candidate));
 """
 
@@ -83,12 +88,13 @@ _V2_COLUMNS = (
 )
 _V2_TABLES = """
 CREATE TABLE IF NOT EXISTS models (
-    key TEXT PRIMARY KEY, basis TEXT NOT NULL, weights_sha256 TEXT, fingerprint_json TEXT,
-    first_seen TEXT NOT NULL);
+    {rowid}key TEXT PRIMARY KEY, basis TEXT NOT NULL, weights_sha256 TEXT,
+    fingerprint_json TEXT, first_seen TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS models_weights ON models(weights_sha256);
 CREATE INDEX IF NOT EXISTS looks_basis ON looks(model_key, look_basis);
 CREATE TABLE IF NOT EXISTS look_checks (
-    id TEXT PRIMARY KEY, look_id TEXT NOT NULL REFERENCES looks(id), started TEXT NOT NULL,
+    {rowid}id TEXT PRIMARY KEY, look_id TEXT NOT NULL REFERENCES looks(id),
+    started TEXT NOT NULL,
     run_dir TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL,
     execution_json TEXT NOT NULL, decision_json TEXT NOT NULL, statuses_json TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS look_checks_look ON look_checks(look_id);
@@ -99,23 +105,34 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def _statements(script: str) -> list[str]:
-    return [s for s in script.split(";") if s.strip()]
+def _statements(script: str, dialect: Dialect) -> list[str]:
+    return [s.format(**dialect.types) for s in script.split(";") if s.strip()]
 
 
-def create(con: sqlite3.Connection) -> None:
-    """Make an empty file a /2 ledger (inside the caller's write transaction)."""
-    for statement in _statements(_V1_TABLES) + list(_V2_COLUMNS) + _statements(_V2_TABLES):
+def tables_v1(dialect: Dialect) -> str:
+    """The /1 tables as one script in ``dialect`` (tests make a first-layout file with it)."""
+    return ";".join(_statements(_V1_TABLES, dialect)) + ";"
+
+
+def _set_meta(con: LedgerConnection, key: str, value: str, *, replace: bool = False) -> None:
+    con.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO " +
+                ("UPDATE SET value = excluded.value" if replace else "NOTHING"), (key, value))
+
+
+def create(con: LedgerConnection) -> None:
+    """Make an empty file or database a /2 ledger (inside the caller's write transaction)."""
+    d = con.dialect
+    for statement in (_statements(_V1_TABLES, d) + list(_V2_COLUMNS) +
+                      _statements(_V2_TABLES, d)):
         con.execute(statement)
-    con.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (SCHEMA,))
-    con.execute("INSERT OR IGNORE INTO meta VALUES ('created', ?)", (_now(),))
+    _set_meta(con, "schema", SCHEMA)
+    _set_meta(con, "created", _now())
 
 
-def upgrade_v1(con: sqlite3.Connection) -> None:
+def upgrade_v1(con: LedgerConnection) -> None:
     """A /1 ledger in place as /2 (inside the caller's write transaction): its looks kept,
     marked ``identity`` = /1 (module docstring)."""
-    for statement in list(_V2_COLUMNS) + _statements(_V2_TABLES):
+    for statement in list(_V2_COLUMNS) + _statements(_V2_TABLES, con.dialect):
         con.execute(statement)
     con.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (SCHEMA,))
-    con.execute("INSERT OR REPLACE INTO meta VALUES ('upgraded_from', ?)",
-                (f"{SCHEMA_V1} at {_now()}",))
+    _set_meta(con, "upgraded_from", f"{SCHEMA_V1} at {_now()}", replace=True)

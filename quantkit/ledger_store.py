@@ -1,28 +1,33 @@
-"""The persistent test ledger: every look at the test split, kept in SQLite across runs.
+"""The persistent test ledger: every look at the test split, kept across runs in a SQLite file
+or, for a team, a PostgreSQL database (``verdict.ledger=postgresql://...``).
 
 What a look is, which earlier looks it is charged against and the alpha it gets are
-:mod:`quantkit.verdict.ledger` (pure); this module only keeps them. Where the file is:
+:mod:`quantkit.verdict.ledger` (pure); this module only keeps them. Where the ledger is:
 :mod:`quantkit.ledger_location` (the user data dir by default, apart from every cache). The
 tables and the upgrade of a first-layout file: :mod:`quantkit.ledger_schema`; its rows as
-values (a look, an execution check, a reservation): :mod:`quantkit.ledger_rows`.
+values (a look, an execution check, a reservation): :mod:`quantkit.ledger_rows`; moving looks
+between ledgers: :mod:`quantkit.ledger_transfer`.
 
-Concurrency: WAL journal, a busy timeout of :data:`BUSY_TIMEOUT_S`, ``synchronous=FULL``.
-A look is **reserved** in one ``BEGIN IMMEDIATE`` transaction before any test output is
-read: the model's key (its fingerprint matched against the models the ledger knows), the
-overlap with earlier looks, the lineage, the look's number and alpha, and the family
-declared at that alpha are written together, so two concurrent runs get different numbers
-and their alphas sum within the budget. The decision is written in a second transaction
-(**decided**). A look reserved and never decided (the run stopped) stays charged. A run
+One store, one code path for both backends: every statement below runs as written on SQLite
+and on PostgreSQL; what differs (connection, parameters, column types, insertion order, the
+write lock, which errors mean "locked") is the connection's dialect,
+:mod:`quantkit.ledger_dialect`.
+
+Concurrency: one writer at a time (SQLite: WAL, ``BEGIN IMMEDIATE``, a busy timeout;
+PostgreSQL: an advisory transaction lock, ``lock_timeout``), each waiting up to
+:data:`BUSY_TIMEOUT_S`. A look is **reserved** in one write transaction before any test
+output is read: the model's key (its fingerprint matched against the models the ledger
+knows), the overlap with earlier looks, the lineage, the look's number and alpha, and the
+family declared at that alpha are written together, so two concurrent runs get different
+numbers and their alphas sum within the budget. The decision is written in a second
+transaction (**decided**). A look reserved and never decided (the run stopped) stays
+charged; a run killed inside a transaction leaves nothing of it (rolled back). A run
 whose :func:`~quantkit.verdict.ledger.decision_key` equals an earlier look's reads that
 look's decision (decided) or completes it (reserved: the decision is a deterministic
 function of the key, so finishing it adds no look). A run whose
 :func:`~quantkit.verdict.ledger.look_basis` and artifacts equal a decided look's is that
 look's **execution check** (another backend): recorded in ``look_checks``, charged nothing.
 Plain SQL rows and JSON text only; no pickle.
-
-A second backend (a database server) would replace :meth:`LedgerStore._connect` /
-:meth:`LedgerStore._write` (a connection, one serializable write transaction) and the SQL
-dialect of :mod:`quantkit.ledger_schema`; the rules stay in :mod:`quantkit.verdict.ledger`.
 """
 
 from __future__ import annotations
@@ -35,21 +40,20 @@ import logging
 import os
 import secrets
 import socket
-import sqlite3
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 from quantkit.errors import LedgerError
-from quantkit.ledger_rows import ExecutionCheck, Look, Reservation, checks_of, look_of
+from quantkit.ledger_dialect import Dialect, LedgerConnection, dialect_for
+from quantkit.ledger_rows import (CHECK_COLUMNS, MEMBER_COLUMNS, ExecutionCheck, Look,
+                                  Reservation, checks_of, look_of)
 from quantkit.ledger_schema import IDENTITY, SCHEMA, SCHEMA_V1, create, upgrade_v1
 from quantkit.models.fingerprint import ModelFingerprint
 from quantkit.verdict.ledger import LookAlpha, SpentLook, charged_lineage, join_lineages, look_alpha
 
 __all__ = ["BUSY_TIMEOUT_S", "ExecutionCheck", "LedgerStore", "Look", "Reservation", "SCHEMA",
-           "example_hashes"]
+           "example_hashes", "example_set_id", "known_model"]
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +80,23 @@ def _dumps(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, default=str)
 
 
+def example_set_id(distinct: Sequence[bytes]) -> str:
+    """An example set's id: sha256 of its distinct example ids, sorted."""
+    return hashlib.sha256(b"".join(sorted(distinct))).hexdigest()
+
+
+def known_model(con: LedgerConnection, fingerprint: ModelFingerprint | None) -> str | None:
+    """The key of the first model the ledger registered whose fingerprint matches, or None."""
+    if fingerprint is None:
+        return None
+    for known, fp in con.execute("SELECT key, fingerprint_json FROM models WHERE "
+                                 "weights_sha256 = ? ORDER BY rowid",
+                                 (fingerprint.weights_sha256,)).fetchall():
+        if fp and ModelFingerprint.from_dict(json.loads(fp)).matches(fingerprint):
+            return known
+    return None
+
+
 class _NoLook(Exception):
     """Raised inside the reservation transaction to roll it back (the planner tested none)."""
 
@@ -84,119 +105,72 @@ class _NoLook(Exception):
         self.reservation = reservation
 
 
-def _busy(exc: sqlite3.OperationalError) -> bool:
-    """SQLITE_BUSY / SQLITE_LOCKED: another connection holds the lock (not corruption)."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-    return "locked" in str(exc) or "busy" in str(exc)
-
-
 class LedgerStore:
-    """The SQLite test ledger at ``path`` (created on first use unless ``create=False``)."""
+    """The test ledger at ``target``: a SQLite file path, or a ``postgresql://`` URL (a team
+    ledger; its tables are created in the URL's database on first use unless
+    ``create=False``, as a file is)."""
 
-    def __init__(self, path: str | os.PathLike, *, create: bool = True,
+    def __init__(self, target: str | os.PathLike, *, create: bool = True,
                  timeout_s: float = BUSY_TIMEOUT_S) -> None:
-        self.path = Path(path)
+        self.dialect: Dialect = dialect_for(target)
+        #: the ledger as records, reports, logs and errors name it (no password)
+        self.where = self.dialect.shown
         self.create = create
         self.timeout_s = float(timeout_s)
+
+    @property
+    def path(self):
+        """The SQLite file (a Path), or the masked database URL (what records keep)."""
+        return getattr(self.dialect, "path", self.where)
 
     # -- connection ---------------------------------------------------------------------
     def _error(self, what: str, exc: BaseException | None = None, fix: str | None = None
                ) -> LedgerError:
-        detail = f" ({exc})" if exc is not None else ""
-        return LedgerError(what + detail, where=str(self.path), fix=fix or (
-            "move the file aside (its looks are then unknown to later runs: say so to the "
-            "reviewer) or point verdict.ledger at the intact ledger"))
+        return self.dialect.error(what, exc, fix)
 
     def check(self) -> None:
         """Open the ledger once (created where missing, a first-layout file upgraded): one
-        LedgerError where the file is not a quantkit ledger (the run's preflight)."""
+        LedgerError where it is not a quantkit ledger (the run's preflight)."""
         with self._connect():
             pass
 
     @contextlib.contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        if not self.path.exists():
-            if not self.create:
-                raise LedgerError("no test ledger here", where=str(self.path),
-                                  fix="run a sign-off first (python -m quantkit ...), or name "
-                                      "the ledger with --db <path> (verdict.ledger)")
-            try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise self._error("cannot create the test ledger's directory", exc,
-                                  fix="set verdict.ledger to a writable local file") from exc
-        elif not self.path.is_file():
-            raise self._error("the test ledger path is not a file",
-                              fix="set verdict.ledger to a file path, e.g. "
-                                  "<dir>/ledger.sqlite")
+    def _connect(self) -> Iterator[LedgerConnection]:
+        con = self.dialect.open(create=self.create, timeout_s=self.timeout_s)
         try:
-            con = sqlite3.connect(str(self.path), timeout=self.timeout_s, isolation_level=None)
-        except sqlite3.Error as exc:
-            raise self._error("cannot open the test ledger", exc,
-                              fix="check that the path is a writable local file") from exc
-        try:
-            con.execute(f"PRAGMA busy_timeout = {int(self.timeout_s * 1000)}")
-            mode = self._journal_wal(con)
-            if str(mode).lower() != "wal":
-                raise self._error(f"the test ledger cannot use WAL journaling (mode {mode})",
-                                  fix="put verdict.ledger on a local file system")
-            con.execute("PRAGMA synchronous = FULL")
-            con.execute("PRAGMA foreign_keys = ON")
+            self.dialect.prepare(con, self.timeout_s)
             self._check_schema(con)
             yield con
-        except sqlite3.OperationalError as exc:
-            if _busy(exc):
+        except self.dialect.Error as exc:
+            if self.dialect.busy(exc):
                 raise self._error(f"the test ledger stayed locked by another run for "
                                   f"{self.timeout_s:g} s", exc,
                                   fix="wait for the other run to finish, or give this run its "
                                       "own verdict.ledger") from exc
-            raise self._error("the test ledger is not a readable quantkit ledger (corrupt?)",
-                              exc) from exc
-        except sqlite3.DatabaseError as exc:
-            raise self._error("the test ledger is not a readable quantkit ledger (corrupt?)",
-                              exc) from exc
+            raise self._error(self.dialect.unreadable, exc) from exc
         finally:
             con.close()
 
-    def _journal_wal(self, con: sqlite3.Connection) -> str:
-        """Switch to WAL and return the journal mode. Turning a new (rollback-journal) file
-        into WAL reads and then upgrades to a write lock; SQLite answers "database is locked"
-        at once, without the busy handler, when another run holds the write lock meanwhile
-        (two jobs opening a new ledger together), so this retries until ``timeout_s``."""
-        deadline = time.monotonic() + self.timeout_s
-        while True:
-            try:
-                return str(con.execute("PRAGMA journal_mode = WAL").fetchone()[0])
-            except sqlite3.OperationalError as exc:
-                if not _busy(exc) or time.monotonic() >= deadline:
-                    raise
-                time.sleep(0.02)
-
     @staticmethod
-    def _tables(con: sqlite3.Connection) -> set[str]:
-        return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-
-    @staticmethod
-    def _schema(con: sqlite3.Connection) -> str | None:
+    def _schema(con: LedgerConnection) -> str | None:
         row = con.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
         return row[0] if row else None
 
-    def _check_schema(self, con: sqlite3.Connection) -> None:
-        tables = self._tables(con)
+    def _check_schema(self, con: LedgerConnection) -> None:
+        tables = con.tables()
         if "meta" not in tables:
             if tables:
-                raise self._error("this SQLite file is not a quantkit test ledger "
-                                  f"(tables {sorted(tables)})",
-                                  fix="point verdict.ledger at a new file or the ledger")
+                raise self._error(f"this {self.dialect.name} database is not a quantkit test "
+                                  f"ledger (tables {sorted(tables)})",
+                                  fix="point verdict.ledger at a new file or database, or "
+                                      "the ledger")
             if not self.create:
                 raise self._error("the test ledger is empty (no schema)")
-            self._in_transaction(con, lambda: "meta" in self._tables(con), lambda: create(con))
+            self._in_transaction(con, lambda: "meta" in con.tables(), lambda: create(con))
         if self._schema(con) == SCHEMA_V1:
             self._in_transaction(con, lambda: self._schema(con) != SCHEMA_V1,
                                  lambda: upgrade_v1(con))
-            log.info("test ledger %s: upgraded from %s to %s (its looks kept)", self.path,
+            log.info("test ledger %s: upgraded from %s to %s (its looks kept)", self.where,
                      SCHEMA_V1, SCHEMA)
         schema = self._schema(con)
         if schema != SCHEMA:
@@ -205,32 +179,39 @@ class LedgerStore:
                                   "verdict.ledger")
 
     @staticmethod
-    def _in_transaction(con: sqlite3.Connection, done: Callable[[], bool],
+    def _in_transaction(con: LedgerConnection, done: Callable[[], bool],
                         step: Callable[[], None]) -> None:
         """``step()`` in one write transaction unless ``done()`` (another run did it first)."""
-        con.execute("BEGIN IMMEDIATE")
+        con.begin()
         try:
             if not done():
                 step()
-            con.execute("COMMIT")
+            con.commit()
         except BaseException:
-            con.execute("ROLLBACK")
+            con.rollback()
             raise
 
+    def transaction(self) -> contextlib.AbstractContextManager[LedgerConnection]:
+        """One write transaction, as every write of the store runs: the ledger's write lock
+        held, so the reads inside see one consistent ledger (export and import:
+        quantkit/ledger_transfer.py); committed at the end, rolled back on any error."""
+        return self._write()
+
     @contextlib.contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction (BEGIN IMMEDIATE ... COMMIT; ROLLBACK on any error)."""
+    def _write(self) -> Iterator[LedgerConnection]:
+        """One write transaction (the ledger's write lock ... COMMIT; ROLLBACK on any
+        error)."""
         with self._connect() as con:
-            con.execute("BEGIN IMMEDIATE")
+            con.begin()
             try:
                 yield con
             except BaseException:
-                con.execute("ROLLBACK")
+                con.rollback()
                 raise
-            con.execute("COMMIT")
+            con.commit()
 
     # -- reading ------------------------------------------------------------------------
-    def _look(self, con: sqlite3.Connection, row: sqlite3.Row | tuple) -> Look:
+    def _look(self, con: LedgerConnection, row: tuple) -> Look:
         return look_of(con, row)
 
     def looks(self, model_prefix: str | None = None) -> list[Look]:
@@ -256,35 +237,30 @@ class LedgerStore:
             return self._checks(con, look_id)
 
     @staticmethod
-    def _checks(con: sqlite3.Connection, look_id: str) -> list[ExecutionCheck]:
+    def _checks(con: LedgerConnection, look_id: str) -> list[ExecutionCheck]:
         return checks_of(con, look_id)
 
-    def _resolve(self, con: sqlite3.Connection, id_prefix: str) -> Look:
+    def _resolve(self, con: LedgerConnection, id_prefix: str) -> Look:
         p = str(id_prefix).lower()
         rows = con.execute("SELECT * FROM looks WHERE id LIKE ? LIMIT 2", (p + "%",)).fetchall()
         if not rows:
-            raise LedgerError("no look with this id in the test ledger", where=str(self.path),
+            raise LedgerError("no look with this id in the test ledger", where=self.where,
                               value=id_prefix, fix="copy the id from `quantkit ledger` or from "
                                                    "record.signoff.ledger.look_id")
         if len(rows) > 1:
-            raise LedgerError("the look id prefix is ambiguous", where=str(self.path),
+            raise LedgerError("the look id prefix is ambiguous", where=self.where,
                               value=id_prefix, fix="give more characters of the look id")
         return self._look(con, rows[0])
 
     # -- models -------------------------------------------------------------------------
-    def _model(self, con: sqlite3.Connection, key: str, basis: str,
+    def _model(self, con: LedgerConnection, key: str, basis: str,
                fingerprint: ModelFingerprint | None, model_sha256: str) -> str:
         """The key this model's looks are filed under: a fingerprint that matches a model the
         ledger knows gets that model's key; else ``key``, registered. First-layout looks of
         this very file (keyed by its sha256) are filed under it too."""
-        if fingerprint is not None:
-            for known, fp in con.execute("SELECT key, fingerprint_json FROM models WHERE "
-                                         "weights_sha256 = ? ORDER BY rowid",
-                                         (fingerprint.weights_sha256,)).fetchall():
-                if fp and ModelFingerprint.from_dict(json.loads(fp)).matches(fingerprint):
-                    key = known
-                    break
-        con.execute("INSERT OR IGNORE INTO models VALUES (?, ?, ?, ?, ?)",
+        key = known_model(con, fingerprint) or key
+        con.execute("INSERT INTO models (key, basis, weights_sha256, fingerprint_json, "
+                    "first_seen) VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING",
                     (key, basis, fingerprint.weights_sha256 if fingerprint else None,
                      _dumps(fingerprint.to_dict()) if fingerprint else None, _now()))
         if key != model_sha256:
@@ -298,16 +274,17 @@ class LedgerStore:
         return key
 
     # -- writing ------------------------------------------------------------------------
-    def _example_set(self, con: sqlite3.Connection, hashes: Sequence[bytes]) -> tuple[str, int]:
+    def _example_set(self, con: LedgerConnection, hashes: Sequence[bytes]) -> tuple[str, int]:
         distinct = sorted(set(hashes))
-        set_id = hashlib.sha256(b"".join(distinct)).hexdigest()
+        set_id = example_set_id(distinct)
         if con.execute("SELECT 1 FROM example_sets WHERE id = ?", (set_id,)).fetchone() is None:
-            con.execute("INSERT INTO example_sets VALUES (?, ?)", (set_id, len(distinct)))
-            con.executemany("INSERT INTO set_examples VALUES (?, ?)",
+            con.execute("INSERT INTO example_sets (id, n) VALUES (?, ?)",
+                        (set_id, len(distinct)))
+            con.executemany("INSERT INTO set_examples (set_id, hash) VALUES (?, ?)",
                             ((set_id, h) for h in distinct))
         return set_id, len(distinct)
 
-    def _lineage(self, con: sqlite3.Connection, model: str, set_id: str,
+    def _lineage(self, con: LedgerConnection, model: str, set_id: str,
                  supersedes: Look | None, new_study: bool
                  ) -> tuple[str | None, dict[str, int], str]:
         """The lineage this look is charged to (merging every lineage it overlaps; the
@@ -336,7 +313,7 @@ class LedgerStore:
             why = "supersedes"
         return lineage, shared, why
 
-    def _execution_check(self, con: sqlite3.Connection, model: str, set_id: str,
+    def _execution_check(self, con: LedgerConnection, model: str, set_id: str,
                          look_basis: str | None, members: Mapping[str, str] | None
                          ) -> Look | None:
         """The decided look this run checks on another execution: the same basis and test
@@ -416,7 +393,7 @@ class LedgerStore:
             sup = self._resolve(con, supersedes) if supersedes else None
             if sup is not None and sup.model_key != model_key:
                 raise LedgerError("verdict.supersedes names a look of another model",
-                                  where=str(self.path), value=supersedes,
+                                  where=self.where, value=supersedes,
                                   fix=f"name a look of model {model_key[:12]} (`quantkit "
                                       f"ledger {model_key[:12]}`)")
             set_id, n = self._example_set(con, examples)
@@ -452,10 +429,10 @@ class LedgerStore:
                          look_basis=look_basis, execution=execution)
             look = self._look(con, con.execute("SELECT * FROM looks WHERE id = ?",
                                                (look_id,)).fetchone())
-        log.info("test ledger %s: %s", self.path, alpha.describe())
+        log.info("test ledger %s: %s", self.where, alpha.describe())
         return Reservation("new", self.path, alpha, look, planned, **known)
 
-    def _insert(self, con: sqlite3.Connection, *, look_id: str, model_key: str,
+    def _insert(self, con: LedgerConnection, *, look_id: str, model_key: str,
                 model_sha256: str, alpha: LookAlpha, lineage: str, set_id: str, n: int,
                 split_sha256: str, decision_key: str, planned: dict[str, Any],
                 sup: Look | None, run_dir: str, facts: dict[str, Any],
@@ -491,7 +468,7 @@ class LedgerStore:
             row = con.execute("SELECT * FROM looks WHERE id = ?", (look_id,)).fetchone()
             if row is None:
                 raise LedgerError("the look to complete is not in the test ledger",
-                                  where=str(self.path), value=look_id,
+                                  where=self.where, value=look_id,
                                   fix="do not edit or replace the ledger while a run signs off")
             look = self._look(con, row)
             if look.state == "decided":
@@ -499,7 +476,8 @@ class LedgerStore:
             con.execute("UPDATE looks SET state = 'decided', decided = ?, decision_json = ? "
                         "WHERE id = ?", (_now(), _dumps(decision), look_id))
             con.executemany(
-                "INSERT INTO look_members VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                f"INSERT INTO look_members (look_id, {', '.join(MEMBER_COLUMNS)}) VALUES "
+                f"({', '.join('?' * (1 + len(MEMBER_COLUMNS)))})",
                 ((look_id, m["candidate"], int(m["position"]), m.get("artifact_sha256"),
                   m.get("metric"), m["status"], m.get("raw_status"), m.get("point"),
                   m.get("low"), m.get("high"), m.get("p_noninferiority")) for m in members))
@@ -515,9 +493,10 @@ class LedgerStore:
         with self._write() as con:
             if con.execute("SELECT 1 FROM looks WHERE id = ?", (look_id,)).fetchone() is None:
                 raise LedgerError("the look to check is not in the test ledger",
-                                  where=str(self.path), value=look_id,
+                                  where=self.where, value=look_id,
                                   fix="do not edit or replace the ledger while a run signs off")
-            con.execute("INSERT INTO look_checks VALUES (?,?,?,?,?,?,?,?,?)",
+            con.execute(f"INSERT INTO look_checks ({', '.join(CHECK_COLUMNS)}) VALUES "
+                        f"({', '.join('?' * len(CHECK_COLUMNS))})",
                         (check_id, look_id, _now(), str(run_dir), socket.gethostname(),
                          os.getpid(), _dumps(dict(execution)), _dumps(decision),
                          _dumps(dict(statuses))))

@@ -69,6 +69,34 @@ def run_cli(*args: str, cwd: Path, env: dict | None = None, timeout: int = 1800)
                           capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A real PostgreSQL server for this session (tests/pg_server.py: initdb into a temporary
+    dir, a free port); skips with the reason where none can start here."""
+    import pg_server
+
+    try:
+        server = pg_server.start()
+    except pg_server.Unavailable as exc:
+        pytest.skip(f"no PostgreSQL server for the team ledger tests: {exc}")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server):
+    """The URL of a new, empty database on the session's PostgreSQL server."""
+    return postgres_server.new_database()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def ledger_target(request, tmp_path):
+    """A new test ledger on each backend: a SQLite file, a PostgreSQL database's URL."""
+    if request.param == "sqlite":
+        return str(tmp_path / "l.sqlite")
+    return request.getfixturevalue("postgres_url")
+
+
 @pytest.fixture
 def cli(tmp_path):
     def _run(*args: str, env: dict | None = None, timeout: int = 1800):

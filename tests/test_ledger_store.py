@@ -1,8 +1,10 @@
-"""The persistent test ledger (quantkit/ledger_store.py) on real SQLite files: looks keyed by
-model and example content, lineages by overlap, every look of a model charged unless a new
-study is declared, supersedes, reads of identical looks, execution checks charged nothing,
-models matched by fingerprint, a first-layout file upgraded with its looks, a planner that
-tests nothing writes nothing, concurrent writers, one-line errors."""
+"""The persistent test ledger (quantkit/ledger_store.py) on real SQLite files and, with the same
+tests (``ledger_target``: tests/conftest.py), on a real PostgreSQL server the tests start:
+looks keyed by model and example content, lineages by overlap, every look of a model charged
+unless a new study is declared, supersedes, reads of identical looks, execution checks
+charged nothing, models matched by fingerprint, a planner that tests nothing writes nothing,
+concurrent writers. SQLite only: a first-layout file upgraded with its looks, WAL, one-line
+errors for missing, corrupt and foreign files."""
 
 from __future__ import annotations
 
@@ -52,8 +54,8 @@ def _decide(store, res, status="INCONCLUSIVE", shas=None):
     return store.complete(res.look.id, decision={"rows": rows}, members=rows)
 
 
-def test_overlapping_test_sets_are_one_lineage_and_each_look_is_charged(tmp_path):
-    store = LedgerStore(tmp_path / "l.sqlite")
+def test_overlapping_test_sets_are_one_lineage_and_each_look_is_charged(ledger_target):
+    store = LedgerStore(ledger_target)
     first = _reserve(store, range(0, 100), "k1")
     assert first.kind == "new" and first.look.number == 1
     assert first.alpha.alpha == pytest.approx(A * (1 - SPENDING_RATIO))
@@ -78,10 +80,10 @@ def test_overlapping_test_sets_are_one_lineage_and_each_look_is_charged(tmp_path
     assert [lk.state for lk in looks[1:]] == ["reserved", "reserved"]  # still charged
 
 
-def test_disjoint_data_is_charged_to_the_model_unless_a_new_study_is_declared(tmp_path):
+def test_disjoint_data_is_charged_to_the_model_unless_a_new_study_is_declared(ledger_target):
     """H2 of issue 49: a re-test on fresh, non-overlapping data is another look of the model
     (charged), unless the run declares a new study (a fresh budget, recorded)."""
-    store = LedgerStore(tmp_path / "l.sqlite")
+    store = LedgerStore(ledger_target)
     first = _reserve(store, range(0, 100), "k1")
     assert first.model_looks == 0 and first.alpha.joined_by == "first"
     _decide(store, first)
@@ -103,8 +105,8 @@ def test_disjoint_data_is_charged_to_the_model_unless_a_new_study_is_declared(tm
     assert seen.look.number == 3
 
 
-def test_a_re_test_names_the_look_it_supersedes(tmp_path):
-    store = LedgerStore(tmp_path / "l.sqlite")
+def test_a_re_test_names_the_look_it_supersedes(ledger_target):
+    store = LedgerStore(ledger_target)
     first = _reserve(store, range(0, 100), "k1")
     _decide(store, first)
     other = _reserve(store, range(500, 600), "k2", new_study="another study")
@@ -119,10 +121,10 @@ def test_a_re_test_names_the_look_it_supersedes(tmp_path):
         _reserve(store, range(5), "k6", supersedes="0123456789")
 
 
-def test_an_execution_check_of_a_decided_look_is_charged_nothing(tmp_path):
+def test_an_execution_check_of_a_decided_look_is_charged_nothing(ledger_target):
     """backend=trt after ONNX Runtime: the same look basis (model file, test split, verdict
     settings) and the artifacts the look tested, another execution: that look's check."""
-    store = LedgerStore(tmp_path / "l.sqlite")
+    store = LedgerStore(ledger_target)
     shas = {"fp16": "a" * 64, "int8": "b" * 64}
     first = _reserve(store, range(100), "ort", look_basis="basis", members=shas,
                      execution={"backend": {"name": "ort"}, "qdq_mode": "exact"})
@@ -152,10 +154,10 @@ def _fingerprint(weights: str, probe: tuple[float, ...]):
     return ModelFingerprint(weights_sha256=weights, n_weights=3, probe=(probe,))
 
 
-def test_a_fingerprint_that_matches_a_known_model_gets_its_key(tmp_path):
+def test_a_fingerprint_that_matches_a_known_model_gets_its_key(ledger_target):
     """A re-export: equal weights digest, probe outputs within float noise (here across a
     rounding boundary of the key) -> the looks are filed under the model's first key."""
-    store = LedgerStore(tmp_path / "l.sqlite")
+    store = LedgerStore(ledger_target)
     a = _fingerprint("w1", (1.0, 0.10049999, -0.5))
     b = _fingerprint("w1", (1.0, 0.10050001, -0.5))  # float noise of a re-export
     assert a.key() != b.key() and a.matches(b)
@@ -175,12 +177,13 @@ def test_a_first_layout_ledger_is_upgraded_and_its_looks_still_count(tmp_path):
     """A quantkit-test-ledger/1 file (looks keyed by the ONNX file's sha256): opened, it is
     upgraded in place; a run of that very file (its sha256) files the old looks under the
     model's new key and is charged with them."""
-    from quantkit.ledger_schema import _V1_TABLES, SCHEMA, SCHEMA_V1
+    from quantkit.ledger_dialect import SqliteDialect
+    from quantkit.ledger_schema import SCHEMA, SCHEMA_V1, tables_v1
 
     path = tmp_path / "v1.sqlite"
     file_sha = "f" * 64
     with sqlite3.connect(path) as con:
-        con.executescript(_V1_TABLES)
+        con.executescript(tables_v1(SqliteDialect(path)))
         con.execute("INSERT INTO meta VALUES ('schema', ?)", (SCHEMA_V1,))
     store = LedgerStore(path)
     store.check()  # opened: upgraded in place
@@ -199,8 +202,8 @@ def test_a_first_layout_ledger_is_upgraded_and_its_looks_still_count(tmp_path):
     assert [lk.model_key for lk in store.looks()] == [fp.key(), fp.key()]
 
 
-def test_a_look_bridging_two_lineages_merges_them_and_pays_for_both(tmp_path):
-    store = LedgerStore(tmp_path / "l.sqlite")
+def test_a_look_bridging_two_lineages_merges_them_and_pays_for_both(ledger_target):
+    store = LedgerStore(ledger_target)
     a = _reserve(store, range(0, 50), "a")
     b = _reserve(store, range(100, 150), "b", new_study="a second study")
     assert a.look.lineage != b.look.lineage
@@ -211,8 +214,8 @@ def test_a_look_bridging_two_lineages_merges_them_and_pays_for_both(tmp_path):
     assert {lk.lineage for lk in store.looks(MODEL)} == {a.look.lineage}
 
 
-def test_an_identical_run_reads_a_decided_look_and_completes_a_reserved_one(tmp_path):
-    store = LedgerStore(tmp_path / "l.sqlite")
+def test_an_identical_run_reads_a_decided_look_and_completes_a_reserved_one(ledger_target):
+    store = LedgerStore(ledger_target)
     first = _reserve(store, range(100), "same")
     adopted = _reserve(store, range(100), "same")  # reserved, not decided: completed, not new
     assert adopted.kind == "adopted" and adopted.look.id == first.look.id
@@ -225,26 +228,26 @@ def test_an_identical_run_reads_a_decided_look_and_completes_a_reserved_one(tmp_
     assert len(store.looks(MODEL)) == 1  # nothing charged
 
 
-def test_a_planner_that_tests_nothing_writes_no_look(tmp_path):
-    store = LedgerStore(tmp_path / "l.sqlite")
+def test_a_planner_that_tests_nothing_writes_no_look(ledger_target):
+    store = LedgerStore(ledger_target)
     none = _reserve(store, range(100), "k", planner=_planner(test=False))
     assert none.kind == "none" and none.look is None and none.alpha.number == 1
     assert store.looks(MODEL) == []
     assert _reserve(store, range(100), "k2").look.number == 1
 
 
-def _writer(path: str, key: str, ids: list[int], out) -> None:
-    store = LedgerStore(path)
+def _writer(target: str, key: str, ids: list[int], out) -> None:
+    store = LedgerStore(target)
     res = _reserve(store, ids, key, planner=_planner(sleep_s=0.5))
     look, _ = _decide(store, res, "PASS")
     out.put((key, look.number, look.alpha.alpha))
 
 
 @pytest.mark.parametrize("jobs", [2, 4])
-def test_concurrent_writers_lose_no_look(tmp_path, jobs):
+def test_concurrent_writers_lose_no_look(ledger_target, jobs):
     """Jobs of a sweep sharing one ledger, started together on overlapping test data (one
-    lineage): one look each, numbered 1..jobs, each charged, alphas within the budget."""
-    path = str(tmp_path / "l.sqlite")
+    lineage): one look each, numbered 1..jobs, each charged at look k's alpha."""
+    path = ledger_target
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
     procs = [ctx.Process(target=_writer, args=(path, f"job{i}", list(range(i, 100 + i)), out))
@@ -255,14 +258,18 @@ def test_concurrent_writers_lose_no_look(tmp_path, jobs):
         p.join(180)
         assert p.exitcode == 0
     got = sorted(out.get(timeout=5) for _ in procs)
-    assert sorted(n for _, n, _ in got) == list(range(1, jobs + 1))
+    assert sorted((n, a) for _, n, a in got) == [
+        (k, pytest.approx(A * (1 - SPENDING_RATIO) * SPENDING_RATIO ** (k - 1)))
+        for k in range(1, jobs + 1)]
     assert sum(a for _, _, a in got) <= A
     looks = LedgerStore(path).looks(MODEL)
     assert sorted(lk.number for lk in looks) == list(range(1, jobs + 1))
+    assert [lk.number for lk in looks] == list(range(1, jobs + 1))  # in reservation order
     assert all(lk.state == "decided" for lk in looks)
     assert len({lk.lineage for lk in looks}) == 1
-    with sqlite3.connect(path) as con:
-        assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    if "://" not in path:
+        with sqlite3.connect(path) as con:
+            assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
 def test_missing_corrupt_and_foreign_files_are_one_line_errors(tmp_path):

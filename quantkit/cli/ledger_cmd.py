@@ -1,4 +1,6 @@
-"""``quantkit ledger [MODEL | RUN_DIR | record.json] [--db PATH]``: the looks at the test split.
+"""``quantkit ledger [MODEL | RUN_DIR | record.json] [--db LEDGER]``: the looks at the test split;
+``quantkit ledger export FILE [--db LEDGER]`` / ``quantkit ledger import FILE [--db LEDGER]``:
+move looks between ledgers (quantkit/ledger_transfer.py).
 
 Lists the looks the persistent test ledger (quantkit/ledger_store.py; default
 ``$XDG_DATA_HOME/quantkit/ledger.sqlite``: quantkit/ledger_location.py) holds for a model:
@@ -9,7 +11,14 @@ nothing (every model). One line per look: id, look number in its data lineage, w
 examples, the one-sided alpha it was tested at (of the declared), the family in test order
 with each member's status, whether it superseded an earlier look or opened a new study,
 and how many execution checks (another backend, charged nothing) it has.
-Errors (no ledger, a corrupt file, an unknown model) are one line on stderr and exit code 2.
+``--db`` names the ledger as ``verdict.ledger`` does: a SQLite file or a
+``postgresql://user@host:port/db`` team ledger (shown with its password masked; a URL copied
+from a record, whose password reads ``***``, takes it from PGPASSWORD or ~/.pgpass).
+Export writes every look of the ledger to a JSON-lines file, atomically; import adds the
+looks the ledger does not hold yet (creating the ledger where missing), so importing a file
+twice, or into the ledger it came from, adds nothing.
+Errors (no ledger, a corrupt file, an unknown model, a look whose id is here with other
+content) are one line on stderr and exit code 2.
 """
 
 from __future__ import annotations
@@ -22,9 +31,13 @@ from pathlib import Path
 from quantkit.errors import LedgerError, QuantkitError
 from quantkit.ledger_location import default_ledger
 from quantkit.ledger_store import LedgerStore
+from quantkit.ledger_transfer import export_looks, import_looks
 from quantkit.record.migrate import load_record
 
-__all__ = ["format_looks", "main"]
+__all__ = ["format_looks", "main", "transfer_main"]
+
+_DB_HELP = ("the ledger: a SQLite file or a postgresql://user@host:port/db URL (default: "
+            "$XDG_DATA_HOME/quantkit/ledger.sqlite)")
 
 
 def _from_record(path: Path) -> tuple[str, str | None]:
@@ -77,14 +90,47 @@ def format_looks(looks) -> list[str]:
     return lines
 
 
-def main(argv: list[str] | None = None) -> int:
+def transfer_main(argv: list[str]) -> int:
+    """``quantkit ledger export|import FILE [--db LEDGER]``."""
+    ap = argparse.ArgumentParser(prog=f"quantkit ledger {argv[0]}", description=(
+        "Write every look of the test ledger to FILE (JSON lines)" if argv[0] == "export" else
+        "Add the looks of FILE (from `quantkit ledger export`) that the test ledger does not "
+        "hold yet"))
+    ap.add_argument("file", help="the JSON-lines export")
+    ap.add_argument("--db", default=None, help=_DB_HELP)
+    a = ap.parse_args(argv[1:])
+    try:
+        db = a.db or default_ledger()
+        if argv[0] == "export":
+            store = LedgerStore(db, create=False)
+            counts = export_looks(store, a.file)
+            print(f"exported {counts['look']} look(s), {counts['check']} execution check(s), "
+                  f"{counts['model']} model(s), {counts['example_set']} example set(s) of "
+                  f"test ledger {store.where} to {a.file}")
+        else:
+            store = LedgerStore(db)
+            result = import_looks(store, a.file)
+            print(f"test ledger {store.where}: imported {a.file}")
+            for line in result.lines():
+                print(f"  {line}")
+    except QuantkitError as exc:
+        sys.stderr.write(f"quantkit ledger {argv[0]}: error: {exc}\n")
+        return exc.exit_code
+    return 0
 
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] in (["export"], ["import"]):
+        return transfer_main(argv)
     ap = argparse.ArgumentParser(prog="quantkit ledger", description=(
-        "List the looks at the test split that the persistent test ledger holds for a model."))
+        "List the looks at the test split that the persistent test ledger holds for a model. "
+        "`quantkit ledger export FILE` / `quantkit ledger import FILE` move looks between "
+        "ledgers."))
     ap.add_argument("model", nargs="?", default=None,
                     help="model sha256 prefix, a run dir, or a record.json (default: all)")
-    ap.add_argument("--db", default=None, help="the ledger file (default: the record's, else "
-                                               "$XDG_DATA_HOME/quantkit/ledger.sqlite)")
+    ap.add_argument("--db", default=None, help=_DB_HELP.replace("(default: ", "(default: "
+                                                                "the record's, else "))
     ap.add_argument("--json", action="store_true", help="print the looks as JSON")
     a = ap.parse_args(argv)
     try:
@@ -97,10 +143,10 @@ def main(argv: list[str] | None = None) -> int:
             raise LedgerError("not a model sha256 prefix, run dir or record.json",
                               value=prefix, fix="pass at least 4 hex characters of "
                                                 "record.model.sha256, or a run dir")
-        path = Path(db).expanduser() if db else default_ledger()
-        looks = LedgerStore(path, create=False).looks(prefix)
+        store = LedgerStore(db if db else default_ledger(), create=False)
+        looks = store.looks(prefix)
         if prefix is not None and not looks:
-            raise LedgerError("the test ledger holds no look of this model", where=str(path),
+            raise LedgerError("the test ledger holds no look of this model", where=store.where,
                               value=prefix, fix="check the prefix (`quantkit ledger` lists "
                                                 "every model) or the ledger (--db)")
         if a.json:
@@ -110,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
                                "new_study": lk.new_study, "execution_checks": lk.n_checks}
                               for lk in looks], indent=1, default=str))
         else:
-            print(f"test ledger {path}")
+            print(f"test ledger {store.where}")
             for line in format_looks(looks):
                 print(line)
     except QuantkitError as exc:

@@ -285,7 +285,7 @@ class LookFacts:
     it is (``joined_by``), the new study declared and the execution check this run was
     (keys absent in records written before)."""
 
-    path: str
+    path: str  # the ledger file, or a PostgreSQL team ledger's URL with its password as ***
     model_key: str
     model_key_basis: str
     rule: str

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from omegaconf import OmegaConf
 
+from quantkit.ledger_dialect import mask_secrets
 from quantkit.precision.gpus import formats_for, resolve_gpu
 from quantkit.qdq.targets import get_target
 from quantkit.settings import target_overrides
@@ -14,8 +15,14 @@ __all__ = ["recorded_config", "target_note"]
 
 def recorded_config(cfg, settings) -> dict:
     """The composed config as it ran: what the deployment target forced is written in
-    (``target=ort_cpu`` records ``precision.remainder: fp32``)."""
+    (``target=ort_cpu`` records ``precision.remainder: fp32``); a team ledger's URL with its
+    password masked."""
     config = OmegaConf.to_container(cfg, resolve=True)
+    verdict = config.get("verdict")
+    if isinstance(verdict, dict):
+        for key in ("ledger", "ledger_path"):
+            if isinstance(verdict.get(key), str):
+                verdict[key] = mask_secrets(verdict[key])
     for dotted, value in target_overrides(settings).items():
         node = config
         *parents, leaf = dotted.split(".")

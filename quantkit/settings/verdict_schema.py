@@ -7,8 +7,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
+from urllib.parse import urlsplit
 
 from quantkit.errors import ConfigError
+from quantkit.ledger_dialect import DATABASE_SCHEMES, is_database_url, mask_secrets
 from quantkit.settings.value_checks import _choice, _positive
 
 
@@ -46,9 +48,10 @@ class VerdictConfig:
     # (record.signoff.ledger.look_id, `quantkit ledger`); the new look joins that look's
     # lineage and is charged (quantkit/verdict/ledger.py)
     supersedes: Optional[str] = None
-    # the persistent test ledger (SQLite): every look at the test split of a model, across
-    # runs, apart from any cache; null = $XDG_DATA_HOME/quantkit/ledger.sqlite (else
-    # ~/.local/share/quantkit/ledger.sqlite). A team shares one file on one host's local disk
+    # the persistent test ledger: every look at the test split of a model, across runs, apart
+    # from any cache; null = $XDG_DATA_HOME/quantkit/ledger.sqlite (else
+    # ~/.local/share/quantkit/ledger.sqlite). A team shares one file on one host's local disk,
+    # or a PostgreSQL database: postgresql://user@host:5432/db (quantkit/ledger_dialect.py)
     ledger: Optional[str] = None
     # deprecated alias of verdict.ledger (kept so that command lines and sweep configs that
     # name a ledger keep reaching the same file; a log line says to rename it)
@@ -122,15 +125,39 @@ def validate_verdict(v: VerdictConfig) -> None:
                                   "verdict.max_flip_rate=0.10 (null: no churn gate)")
 
 
+def _ledger_url(key: str, value: str) -> None:
+    """``value`` of ``key`` is a database URL a team ledger can be kept at: PostgreSQL's,
+    naming its database, and only under ``verdict.ledger``."""
+    shown = mask_secrets(value)
+    scheme = value.split("://", 1)[0].lower()
+    if key != "verdict.ledger":
+        raise ConfigError(f"config key {key} names a file; a database URL goes to "
+                          "verdict.ledger", value=shown, fix=f"verdict.ledger={shown}")
+    if scheme not in DATABASE_SCHEMES:
+        raise ConfigError(f"config key {key} names a {scheme}:// database; a team test ledger "
+                          "is kept in PostgreSQL", value=shown,
+                          fix="e.g. verdict.ledger=postgresql://user@host:5432/quantkit_ledger, "
+                              "or a SQLite file path")
+    try:
+        parts = urlsplit(value)
+        _ = parts.port  # a port that is not a number raises here
+    except ValueError as exc:
+        raise ConfigError(f"config key {key} is not a valid database URL ({exc})",
+                          value=shown, fix="e.g. verdict.ledger=postgresql://user@host:5432/"
+                                           "quantkit_ledger") from exc
+    if not parts.path.strip("/"):
+        raise ConfigError(f"config key {key} must name the ledger's database", value=shown,
+                          fix=f"e.g. verdict.ledger={shown.rstrip('/')}/quantkit_ledger (a "
+                              "database of its own: createdb quantkit_ledger)")
+
+
 def _ledger_file(key: str, value: str) -> None:
-    """``value`` of ``key`` names a file that can be a ledger (not a dir, not under a file, not
-    a database URL: the ledger is a SQLite file here)."""
+    """``value`` of ``key`` names a file that can be a ledger (not a dir, not under a file),
+    or a team ledger's database URL (:func:`_ledger_url`)."""
     path = str(value).strip()
-    if "://" in path:
-        raise ConfigError(f"config key {key} names a database URL; this quantkit keeps the test "
-                          "ledger in a SQLite file", value=value,
-                          fix=f"give a file path, e.g. {key}=/srv/quantkit/ledger.sqlite on one "
-                              "host's local disk")
+    if is_database_url(path):
+        _ledger_url(key, path)
+        return
     target = Path(path).expanduser() if path else None
     if target is None or target.is_dir() or path.endswith(("/", os.sep)):
         raise ConfigError(f"config key {key} must name a file", value=value,
@@ -155,7 +182,8 @@ def validate_ledger(v: VerdictConfig) -> None:
         if value is not None:
             _ledger_file(key, value)
     if v.ledger is not None and v.ledger_path is not None and \
-            Path(str(v.ledger)).expanduser() != Path(str(v.ledger_path)).expanduser():
+            (is_database_url(str(v.ledger)) or
+             Path(str(v.ledger)).expanduser() != Path(str(v.ledger_path)).expanduser()):
         raise ConfigError("verdict.ledger and its deprecated alias verdict.ledger_path name "
                           "two different files", where="verdict.ledger_path",
                           value=v.ledger_path, fix="drop verdict.ledger_path (verdict.ledger "

@@ -1,6 +1,7 @@
 """Looks at the test split across runs: what one look is, which earlier looks it is charged
 against, and the one-sided alpha it is tested at. The one place these rules live; the
-SQLite store that keeps the looks is :mod:`quantkit.ledger_store`, the stage that uses both
+store that keeps the looks (a SQLite file or a PostgreSQL team ledger) is
+:mod:`quantkit.ledger_store`, the stage that uses both
 is :func:`quantkit.run.stages.signoff.signoff`.
 
 Definitions
@@ -41,6 +42,14 @@ Definitions
   new study on test data that overlaps earlier looks is still charged (the examples were
   seen).
 
+* **Looks moved between ledgers** (``quantkit ledger export`` / ``import``): a look keeps its
+  id, alpha and number; importing a look the ledger already holds adds nothing. A lineage of
+  imported looks new to the ledger joins (:func:`imported_lineages`) the ledger's lineages
+  it already shares a look with (an earlier import), those whose looks share an example
+  with it, else, unless it was opened by a new study, the model's latest lineage: where the
+  looks would have been charged had they been reserved in this ledger. Alpha the two
+  ledgers spent apart stays spent: a later look of the joined lineage is charged for all.
+
 Alpha spending across looks
 ---------------------------
 
@@ -79,7 +88,8 @@ from typing import Any, Mapping, Sequence
 from quantkit.errors import ConfigError
 
 __all__ = ["JOINED_BY", "LookAlpha", "MIN_SHARED_EXAMPLES", "RULE", "SPENDING_RATIO",
-           "SpentLook", "both_executions", "charged_lineage", "decision_key", "join_lineages",
+           "SpentLook", "both_executions", "charged_lineage", "decision_key", "imported_lineages",
+           "join_lineages",
            "look_alpha", "look_basis", "model_key", "same_data", "same_data_rule"]
 
 #: gamma of the geometric spending sequence (module docstring: why 0.1)
@@ -142,6 +152,20 @@ def charged_lineage(target: str | None, current: str | None, new_study: bool
     if new_study:
         return None, "new_study"
     return current, "model"
+
+
+def imported_lineages(known: set[str], overlapping: set[str], current: str | None,
+                      new_study: bool) -> set[str]:
+    """The lineages of this ledger that a lineage of looks imported from another ledger joins
+    (module docstring, "Looks moved between ledgers"): ``known``, those holding a look of it
+    already; ``overlapping``, those whose looks share an example with its looks; else the
+    model's latest lineage ``current`` unless the lineage was opened by a new study. Empty:
+    it stays a lineage of its own."""
+    joined = set(known) | set(overlapping)
+    if joined:
+        return joined
+    lineage, _ = charged_lineage(None, current, new_study)
+    return {lineage} if lineage is not None else set()
 
 
 def same_data_rule() -> str:

@@ -51,6 +51,9 @@ def test_ledger_keys_default_and_refuse_bad_values(tmp_path):
     assert v.ledger.endswith("team.sqlite") and v.min_power == 0
     assert v.new_study == "data of 2026-12"
     assert _settings(f"verdict.ledger_path={tmp_path}/team.sqlite").verdict.ledger_path
+    # a team ledger on PostgreSQL (issue 49 point 3: tests/test_ledger_backends.py)
+    assert _settings("verdict.ledger='postgresql://ci@db/quantkit'").verdict.ledger == \
+        "postgresql://ci@db/quantkit"
     (tmp_path / "afile").write_text("x")
     for override, key in [(f"verdict.ledger={tmp_path}", "verdict.ledger"),
                           (f"verdict.ledger={tmp_path}/afile/l.sqlite", "verdict.ledger"),
@@ -58,7 +61,8 @@ def test_ledger_keys_default_and_refuse_bad_values(tmp_path):
                           (f"verdict.ledger_path={tmp_path}/afile/l.sqlite",
                            "verdict.ledger_path"),
                           ("verdict.new_study=' '", "verdict.new_study"),
-                          ("verdict.ledger='postgresql://ci/quantkit'", "verdict.ledger"),
+                          ("verdict.ledger='mysql://ci/quantkit'", "verdict.ledger"),
+                          ("verdict.ledger='postgresql://ci'", "verdict.ledger"),
                           ("model.id=' '", "model.id"),
                           ("verdict.min_power=1", "verdict.min_power"),
                           ("verdict.power_sims=-1", "verdict.power_sims"),

@@ -3,6 +3,8 @@ model file that cannot run with these settings, a test ledger that is not one)."
 
 from __future__ import annotations
 
+import logging
+
 import onnx
 
 from quantkit.backends.ort import check_providers
@@ -19,6 +21,8 @@ from quantkit.run.stages.signoff import signoff_skip_reason
 from quantkit.run.detection import detector_of
 
 __all__ = ["preflight", "check_ledger", "check_model_fits"]
+
+log = logging.getLogger(__name__)
 
 
 def preflight(ctx: RunContext) -> None:
@@ -48,17 +52,20 @@ def check_ledger(ctx: RunContext) -> None:
         return
     where = ledger_location(ctx.settings)
     adopt_legacy(where, ctx.cache_dir)
+    if where.url is not None and where.shown != where.url:
+        log.warning("test ledger: verdict.ledger holds a password; the record, report and log "
+                    "show %s, but Hydra's %s/.hydra/ keeps the command line as typed: give the "
+                    "password in PGPASSWORD or ~/.pgpass instead", where.shown, ctx.run_dir)
     try:
-        LedgerStore(where.path).check()
+        LedgerStore(where.target).check()
     except LedgerError as exc:
         at = {"default": "the default test ledger (verdict.ledger unset)",
               "verdict.ledger_path (deprecated)": "verdict.ledger_path"}.get(where.chosen_by,
                                                                             where.chosen_by)
-        raise LedgerError(exc.what, where=at, value=str(where.path),
-                          fix=f"move {where.path} aside (its looks, if it held any, are then "
-                              "unknown to later runs: say so to the reviewer), or set "
-                              "verdict.ledger=<another file> (a new ledger, or the intact one)"
-                          ) from exc
+        fix = (f"move {where.shown} aside (its looks, if it held any, are then unknown to "
+               "later runs: say so to the reviewer), or set verdict.ledger=<another file> (a "
+               "new ledger, or the intact one)") if where.url is None else exc.fix
+        raise LedgerError(exc.what, where=at, value=where.shown, fix=fix) from exc
 
 
 def check_model_fits(settings, proto) -> None:

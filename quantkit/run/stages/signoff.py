@@ -237,7 +237,7 @@ def signoff(ctx: RunContext, members: list[str], artifacts: dict, dev: dict[str,
                                               cached=ctx.cached,
                                               environment=ctx.measured_key())
     where = ledger_location(s, quiet=True)  # the preflight logged a deprecated key
-    store = LedgerStore(where.path)
+    store = LedgerStore(where.target)
     supersedes = store.look(v.supersedes).id if v.supersedes else None  # the full id
     res = store.reserve(model_key=identity.key, model_sha256=ctx.model.sha256,
                         model_basis=identity.basis, fingerprint=identity.fingerprint,
