@@ -106,7 +106,9 @@ def start() -> PgServer:
     root = Path(tempfile.mkdtemp(prefix="quantkit-pg-"))
     try:
         if os.geteuid() == 0:
-            runuser = shutil.which("runuser")
+            # util-linux puts it in sbin, which a minimal PATH (env -i, CI) leaves out
+            runuser = shutil.which("runuser", path=os.pathsep.join(
+                [os.environ.get("PATH", ""), "/usr/sbin", "/sbin"]))
             if runuser is None:
                 raise Unavailable("running as root, initdb refuses root, and runuser (to "
                                   f"run the server as {UNPRIVILEGED}) is missing")
