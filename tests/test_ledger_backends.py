@@ -28,7 +28,7 @@ from quantkit.run.identity import recorded_config
 from quantkit.run.stages.preflight import check_ledger
 from quantkit.verdict.ledger import SPENDING_RATIO
 
-from test_ledger_store import MODEL, A, _decide, _fingerprint, _planner, _reserve
+from test_ledger_store import MODEL, A, _decide, _fingerprint, _planner, _reserve, concurrent_looks
 
 SECRET = "s3cret-pw"
 
@@ -80,24 +80,8 @@ def test_the_same_looks_and_alphas_on_sqlite_and_postgresql(tmp_path, postgres_u
     assert kept(postgres_url) == kept(tmp_path / "l.sqlite")
 
 
-def _writer(target: str, key: str, ids: list[int], out) -> None:
-    store = LedgerStore(target)
-    res = _reserve(store, ids, key, planner=_planner(sleep_s=0.3))
-    look, _ = _decide(store, res, "PASS")
-    out.put((look.number, look.alpha.alpha))
-
-
 def _concurrent(target: str, jobs: int) -> list[tuple[int, float]]:
-    ctx = multiprocessing.get_context("spawn")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=_writer, args=(target, f"job{i}", list(range(i, 100 + i)), out))
-             for i in range(jobs)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(180)
-        assert p.exitcode == 0
-    return sorted(out.get(timeout=5) for _ in procs)
+    return sorted((n, a) for _, n, a in concurrent_looks(target, jobs, sleep_s=0.3))
 
 
 def test_concurrent_runs_get_the_same_looks_and_alphas_on_both(tmp_path, postgres_url):

@@ -236,11 +236,27 @@ def test_a_planner_that_tests_nothing_writes_no_look(ledger_target):
     assert _reserve(store, range(100), "k2").look.number == 1
 
 
-def _writer(target: str, key: str, ids: list[int], out) -> None:
+def _writer(target: str, key: str, ids: list[int], sleep_s: float, out) -> None:
     store = LedgerStore(target)
-    res = _reserve(store, ids, key, planner=_planner(sleep_s=0.5))
+    res = _reserve(store, ids, key, planner=_planner(sleep_s=sleep_s))
     look, _ = _decide(store, res, "PASS")
     out.put((key, look.number, look.alpha.alpha))
+
+
+def concurrent_looks(target: str, jobs: int, sleep_s: float = 0.5) -> list[tuple[str, int, float]]:
+    """``jobs`` processes started together, each reserving and deciding one look on
+    overlapping test data of one model: (job key, look number, alpha) of each, sorted."""
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_writer,
+                         args=(target, f"job{i}", list(range(i, 100 + i)), sleep_s, out))
+             for i in range(jobs)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(180)
+        assert p.exitcode == 0
+    return sorted(out.get(timeout=5) for _ in procs)
 
 
 @pytest.mark.parametrize("jobs", [2, 4])
@@ -248,16 +264,7 @@ def test_concurrent_writers_lose_no_look(ledger_target, jobs):
     """Jobs of a sweep sharing one ledger, started together on overlapping test data (one
     lineage): one look each, numbered 1..jobs, each charged at look k's alpha."""
     path = ledger_target
-    ctx = multiprocessing.get_context("spawn")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=_writer, args=(path, f"job{i}", list(range(i, 100 + i)), out))
-             for i in range(jobs)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(180)
-        assert p.exitcode == 0
-    got = sorted(out.get(timeout=5) for _ in procs)
+    got = concurrent_looks(path, jobs)
     assert sorted((n, a) for _, n, a in got) == [
         (k, pytest.approx(A * (1 - SPENDING_RATIO) * SPENDING_RATIO ** (k - 1)))
         for k in range(1, jobs + 1)]
