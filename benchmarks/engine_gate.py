@@ -12,8 +12,9 @@ engine tolerance ``t = share * margin`` (share 0.5), true flip rates 0, t/4, t/2
 whole margin (2t) and 1.5x the margin, at n = 1,000 / 3,000 / 6,000 compared examples.
 Before issue 24 a check that was merely not FAIL let the candidate through (how often:
 benchmarks/results/engine_gate.md). Rows (KL): per-example KL(emulation ||
-engine) lognormal (sigma 1.5, skewed) with mean t/4, t and 2t against ``max_kl=0.01``
-(t = share^2 * 0.01 = 0.0025).
+engine) lognormal (sigma 1.5, skewed) with a share q/4, q and 2q of the examples above the
+tolerance t = share^2 * 0.01 = 0.0025 (``max_kl=0.01``), q = share * 0.05 the engine's part of
+``verdict.score_quantile``.
 
     python benchmarks/engine_gate.py [--sims 20000] [--kl-sims 400]
     python benchmarks/engine_gate.py --smoke     # 200 / 2 runs per row
@@ -30,6 +31,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from scipy.stats import norm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -40,7 +42,8 @@ from quantkit.run.stages.backend_check import BackendCheck
 from quantkit.run.stages.recommend import blocked_by_engine
 from quantkit.verdict import (Margin, TestPolicy, decide_family, declare_family,  # noqa: E402
                               paired_signoff, recommend_candidate)
-from quantkit.verdict.engine_gate import flip_gate, score_gate, split_budget  # noqa: E402
+from quantkit.verdict.engine_gate import (flip_gate, score_gate, split_budget,  # noqa: E402
+                                         split_quantile)
 
 ALPHA = 0.025
 NAME = "int8.entropy"
@@ -97,20 +100,22 @@ def main() -> None:
             if label == "t/4" and n == 3000:
                 faithful = rate
     kl_tol = split_budget("kl", 0.01, 0.5).tolerance
-    print(f"KL(emulation || engine), lognormal sigma 1.5, tolerance {kl_tol:.4f}, "
-          f"{a.kl_sims} runs per row")
+    q_e = split_quantile(0.05, 0.5)[1]  # the engine's part of verdict.score_quantile
+    print(f"KL(emulation || engine), lognormal sigma 1.5, tolerance {kl_tol:.4f}, share "
+          f"outside it allowed {q_e:.4f}, {a.kl_sims} runs per row")
     t0 = time.perf_counter()
     for n in (1000, 3000):
-        for label, mean in (("t/4", kl_tol / 4), ("t", kl_tol), ("2t", 2 * kl_tol)):
-            sigma = 1.5
-            mu = np.log(mean) - sigma ** 2 / 2
+        for label, out in (("q/4", q_e / 4), ("q", q_e), ("2q", 2 * q_e)):
+            sigma = 1.5  # P(KL > tolerance) = out
+            mu = np.log(kl_tol) - sigma * norm.ppf(1.0 - out)
             rec = [recommended(decision, score_gate(rng.lognormal(mu, sigma, size=n), metric="kl",
-                                                    tolerance=kl_tol, policy=TestPolicy(
+                                                    tolerance=kl_tol, quantile=q_e,
+                                                    policy=TestPolicy(
                                                         alpha=ALPHA, n_boot=500, seed=i)).status)
                    for i in range(a.kl_sims)]
             rate = float(np.mean(rec))
             se = np.sqrt(max(rate * (1 - rate), 1e-12) / a.kl_sims)
-            print(f"  {n:>6} {label + f' ({mean:.5f})':>16} {rate:>12.4f} {se:>7.4f}")
+            print(f"  {n:>6} {label + f' ({out:.5f})':>16} {rate:>12.4f} {se:>7.4f}")
     print(f"  ({time.perf_counter() - t0:.0f} s)")
     print(f"recommended_at_margin={max(at_margin):.4f} recommended_at_tolerance="
           f"{max(at_tol):.4f} recommended_faithful_n3000={faithful:.4f}")

@@ -92,6 +92,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402
+import validity_engine  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 ALPHA = 0.025
@@ -102,7 +103,8 @@ FLIP = {"fp16": 0.005, "int8.minmax": 0.05, "int8.entropy": 0.05, "int8.mse": 0.
         "mixed": 0.02}
 INT8_NODES = {"fp16": 0, "int8.minmax": 48, "int8.entropy": 48, "int8.mse": 48, "mixed": 44}
 ROWS = ("accuracy", "macro_f1", "agreement", "cosine_n100", "cosine_n500", "kl_n100",
-        "kl_n500", "recall_n500", "grouped", "reruns_k5", "retest", "engine")
+        "kl_n500", "recall_n500", "grouped", "reruns_k5", "retest", "engine",
+        "engine_macro_f1", "engine_share", "engine_recall", "engine_faithful")
 
 
 def isolate(tmp: Path) -> None:
@@ -261,6 +263,18 @@ def _kl2(z: np.ndarray, d: np.ndarray) -> np.ndarray:
         return p1 * np.log(p1 / q1) + (1 - p1) * np.log((1 - p1) / (1 - q1))
 
 
+def kl_shift(z: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """The logit shift d, away from the decision boundary (no flips), with
+    KL(softmax([0, z]) || softmax([0, z + d])) = ``target`` per example."""
+    sign = np.where(z >= 0, 1.0, -1.0)
+    lo, hi = np.zeros(z.size), np.full(z.size, 60.0)
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        big = _kl2(z, sign * mid) > target
+        hi, lo = np.where(big, mid, hi), np.where(big, lo, mid)
+    return sign * (lo + hi) / 2
+
+
 def draw_kl(rng, n: int, ceiling: float, sigma: float = 2.0, outside: float = 0.05) -> Draw:
     """Per-example KL lognormal(mu, sigma) with P(KL > ``ceiling``) = ``outside``."""
     from scipy.stats import norm
@@ -272,13 +286,7 @@ def draw_kl(rng, n: int, ceiling: float, sigma: float = 2.0, outside: float = 0.
     cands = {}
     for c in NAMES:
         target = np.minimum(rng.lognormal(mu, sigma, n), 5.0)
-        sign = np.where(z >= 0, 1.0, -1.0)  # move away from the boundary: no flips
-        lo, hi = np.zeros(n), np.full(n, 60.0)
-        for _ in range(60):
-            mid = (lo + hi) / 2
-            big = _kl2(z, sign * mid) > target
-            hi, lo = np.where(big, mid, hi), np.where(big, lo, mid)
-        cands[c] = np.stack([np.zeros(n), z + sign * (lo + hi) / 2], axis=1)
+        cands[c] = np.stack([np.zeros(n), z + kl_shift(z, target)], axis=1)
     return Draw(y, ref, cands)
 
 
@@ -371,11 +379,13 @@ def _evaluation(ctx, split: str, name: str, ref: np.ndarray, out: np.ndarray | N
     from quantkit.run.evaluation import Evaluation
     from quantkit.run.verdicts import candidate_test
 
-    if out is None:  # the FP32 reference itself
+    if out is None:  # the FP32 reference itself: the run's task metrics
+        from quantkit.compare.task import task_metrics
+
         y = ctx.split(split).labels
-        acc = float((ref.argmax(axis=1) == y).mean())
-        return Evaluation.of("fp32", {"metrics": {"accuracy": acc}}, ref, split=split,
-                             gallery=gallery)
+        m = task_metrics(y, ref.argmax(axis=1), labels=list(range(ref.shape[1])))
+        metrics = {"accuracy": float(m["accuracy"]), "macro_f1": float(m["macro_f1"])}
+        return Evaluation.of("fp32", {"metrics": metrics}, ref, split=split, gallery=gallery)
     t = candidate_test(ctx, split, ref, out, name=name, alpha=alpha, ref_gallery=gallery,
                        gallery=gallery, gallery_info=None)
     metrics = {t.metric: float(t.cand_value) if t.metric in ("accuracy", "macro_f1")
@@ -438,12 +448,15 @@ def run_row(bench: Bench, row: str, sims: int, seed: int, *, loss_factor: float 
 
     ``loss_factor``: the true loss in units of the bound the run tests (1: at the bound, a
     recommendation is a false PASS; 0: lossless, the power; 3: far beyond)."""
+    from quantkit.run.deployment import quantile_split
     from quantkit.run.verdicts import signoff_threshold
 
     f = float(loss_factor)
     stream = {1.0: 0, 0.0: 1}.get(f, 2 + int(round(f * 1000)))
     rng = np.random.default_rng([seed, ROWS.index(row), stream])
     hits = 0
+    if row in validity_engine.ROWS:
+        return validity_engine.ROWS[row](bench, sims, rng, f)
     if row in ("accuracy", "grouped", "reruns_k5", "retest"):
         s = bench.row_settings()
         loss = f * signoff_threshold(s, "accuracy") * P_REF
@@ -500,7 +513,7 @@ def run_row(bench: Bench, row: str, sims: int, seed: int, *, loss_factor: float 
         n = int(row.rsplit("_n", 1)[1])
         s = bench.row_settings(f"verdict.metric={metric}")
         bound = signoff_threshold(s, metric)
-        outside = f * s.verdict.score_quantile
+        outside = f * quantile_split(s, metric)[0]  # the sign-off's part of score_quantile
         gallery = _unit(np.random.default_rng(7), s.verdict.gallery_size, 16) \
             if metric == "recall_at_k" else None
         for _ in range(sims):
@@ -550,27 +563,42 @@ def bound_for(row: str, sims: int) -> float:
 
 #: rows that cost several times the others (recall@k's gallery search, the cluster bootstrap)
 SLOW_ROWS = ("recall_n500", "grouped")
+#: a faithful engine's pass rate must be at least this (not a false-PASS row)
+MIN_PASS_RATE = 0.8
 
 
 def run(bench: Bench, rows, sims: int, seed: int, *, slow_sims: int | None = None,
         out=print) -> dict:
-    """Every row's false-PASS rate (one line each), the lossless power, the summary line."""
-    results, used = {}, {}
+    """Every row's false-PASS rate (one line each), the pass-rate rows apart, the lossless
+    power, the summary line."""
+    results, used, passing = {}, {}, {}
     for row in rows:
         t0 = time.perf_counter()
         n = slow_sims if slow_sims and row in SLOW_ROWS else sims
         rate = run_row(bench, row, n, seed)
+        used[row] = n
+        gate = validity_engine.GATE_PASS.get(row)
+        extra = f" engine_gate_pass={gate:.4f}" if gate is not None else ""
+        if row in validity_engine.PASS_RATE_ROWS:
+            passing[row] = rate
+            se = math.sqrt(max(rate * (1 - rate), 1e-12) / n)
+            out(f"{row:>12} sims={n} pass_rate={rate:.4f} SE={se:.4f} "
+                f"min={MIN_PASS_RATE:g} {'OK' if rate >= MIN_PASS_RATE else 'LOW'} "
+                f"({time.perf_counter() - t0:.0f} s)")
+            continue
         se = math.sqrt(ALPHA * (1 - ALPHA) / n)
         ok = rate <= bound_for(row, n)
-        results[row], used[row] = rate, n
+        results[row] = rate
         out(f"{row:>12} sims={n} false_pass={rate:.4f} SE={se:.4f} "
-            f"bound={bound_for(row, n):.4f} {'OK' if ok else 'EXCESS'} "
+            f"bound={bound_for(row, n):.4f} {'OK' if ok else 'EXCESS'}{extra} "
             f"({time.perf_counter() - t0:.0f} s)")
     power = run_row(bench, "accuracy", sims, seed, loss_factor=0.0)
-    worst = max(results, key=results.get)
+    worst = max(results, key=results.get) if results else None
     out(f"false_pass_recommended={results.get('accuracy', float('nan')):.4f} "
-        f"worst_row={worst}:{results[worst]:.4f} power_lossless={power:.4f} n_test={N_TEST}")
-    return {"rows": results, "sims": used, "power_lossless": power, "worst": worst}
+        f"worst_row={worst}:{results.get(worst, float('nan')):.4f} "
+        f"power_lossless={power:.4f} n_test={N_TEST}")
+    return {"rows": results, "sims": used, "power_lossless": power, "worst": worst,
+            "pass_rates": passing}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -602,6 +630,7 @@ def main(argv: list[str] | None = None) -> int:
                   out=lambda line: print(line, flush=True))
     print(f"({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
     bad = [r for r, v in res["rows"].items() if v > bound_for(r, res["sims"][r])]
+    bad += [r for r, v in res["pass_rates"].items() if v < MIN_PASS_RATE]
     return 1 if bad else 0
 
 

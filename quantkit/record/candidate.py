@@ -277,6 +277,8 @@ class BackendCheckRecord:
     ok: bool | None
     gate: EngineGate | None = optional()
     engine_tolerance: float | None = optional()
+    planned_n: int | None = optional()  # compared examples a faithful engine needs (power 0.8)
+    faithful_power: float | None = optional()  # a faithful engine's power at n
     reason: str | None = optional()
     what_to_run: str | None = optional()
     agreement: float | None = optional()

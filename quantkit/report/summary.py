@@ -61,7 +61,8 @@ def _margin_line(mg: Margin) -> str:
                 f"must be shown with {metric} vs FP32 "
                 f"{'>=' if share.higher_is_better else '<='} "
                 f"{share.bound:g} (exact binomial bound; the "
-                f"{share.quantile:g} quantile, verdict.score_quantile)")
+                f"{share.quantile:g} quantile: verdict.score_quantile less the engine "
+                f"check's part, where one is in the bound)")
     if mg.floor is not None or mg.ceiling is not None:
         bound = "floor" if mg.floor is not None else "ceiling"
         at = mg.floor if mg.floor is not None else mg.ceiling
@@ -159,7 +160,8 @@ def summary_lines(record: RunRecord) -> list[str]:
                      f"{sr.full_evals} full evaluations: {sr.reason}")
     reason = record.recommendation.reason if record.recommendation is not None else ""
     bc = _check_of(record, record.recommended)
-    pending = ", engine check NOT run" if bc is not None and bc.status == "not_run" else ""
+    pending = (", engine check NOT run: signed numbers bound the emulation only, not the "
+               "deployed artifact" if bc is not None and bc.status == "not_run" else "")
     lines.append(f"recommended: {record.recommended or 'none'}{pending} ({reason})")
     lines += engine_check_lines(record)
     lines += [f"WARNING {n}" for n in record.notes

@@ -79,8 +79,9 @@ def _label_free_thresholds(metric: str | None, mg: Margin,
         rows = [("decision metric", f"{text(metric)} (label-free, vs FP32)"),
                 ("per-example tolerance", f"{text(metric)} {side} {cfg(share.bound)}"),
                 ("tested", f"the share of examples within it (the {cfg(share.quantile)} "
-                           "quantile, verdict.score_quantile), exact binomial "
-                           "(Clopper-Pearson) bound"),
+                           "quantile: verdict.score_quantile less the engine check's part, "
+                           "where one is in the bound), exact binomial (Clopper-Pearson) "
+                           "bound"),
                 ("PASS when", f"{lvl} of the share of examples within the tolerance lies "
                               f"above {cfg(share.min_share)}")]
         gal = mg.gallery
@@ -167,8 +168,10 @@ def _backend_text(bc: BackendCheckRecord | None, *, detail: bool = True) -> str:
         gate = bc.gate
         out = (f"{status} ({gate.units if gate else ''} {sig(gate.observed if gate else None, 3)}"
                f" <= {sig(gate.tolerance if gate else None, 3)}?)")
-        return out + (f", n={num(bc.n)}" + (f"; {bc.what_to_run}" if bc.what_to_run else "")
-                      if detail else "")
+        power = (f", a faithful engine's power {bc.faithful_power:.2f} (0.8 needs "
+                 f"{num(bc.planned_n)})" if bc.faithful_power is not None else "")
+        return out + (f", n={num(bc.n)}{power}" + (f"; {bc.what_to_run}" if bc.what_to_run
+                                                    else "") if detail else "")
     if bc is None or not bc.checked:
         return "not checked"
     if not detail:

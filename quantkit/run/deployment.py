@@ -19,13 +19,13 @@ sign-off on test decide with the same share of the declared margin:
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from quantkit.backends.ort import evaluation_qdq_mode
-from quantkit.verdict.engine_gate import DeploymentBudget, EngineCheckPlan, split_budget
+from quantkit.verdict.engine_gate import (SHARE_METRICS, DeploymentBudget, EngineCheckPlan,
+                                         split_budget, split_quantile)
 from quantkit.verdict.margin import DELTA_METRICS
 
-__all__ = ["EngineCheckPlan", "engine_check_plan", "signoff_budget", "declared_budget"]
+__all__ = ["EngineCheckPlan", "engine_check_plan", "signoff_budget", "declared_budget",
+           "quantile_split"]
 
 
 def _eval_qdq_mode(settings) -> str:
@@ -94,9 +94,16 @@ def signoff_budget(settings, metric: str):
                                 signoff=float(declared), tolerance=0.0,
                                 units=split_budget(metric, 1.0, 0.0).units,
                                 composition="nothing to split: the declared budget is 0")
-    budget = split_budget(metric, declared, share)
-    if settings.verdict.score_quantile is not None and metric not in DELTA_METRICS:
-        budget = replace(budget, composition=budget.composition + "; with verdict."
-                         "score_quantile the per-example bound moves by the same amount, and "
-                         "the engine gate bounds the mean: approximate for the quantile")
-    return budget
+    quantile = settings.verdict.score_quantile if metric in SHARE_METRICS else None
+    return split_budget(metric, declared, share, quantile)
+
+
+def quantile_split(settings, metric: str) -> tuple[float | None, float | None]:
+    """(the sign-off's, the engine gate's) share of examples allowed outside the per-example
+    bound for a label-free share metric: ``verdict.score_quantile`` split by the budget's
+    share (:func:`quantkit.verdict.engine_gate.split_quantile`; all of it to the sign-off
+    when no engine check is part of the bound); ``(score_quantile, None)`` otherwise."""
+    q = settings.verdict.score_quantile
+    if metric not in SHARE_METRICS or q is None:
+        return q, None
+    return split_quantile(q, signoff_budget(settings, metric).share)

@@ -29,7 +29,7 @@ from quantkit.compare.embedding import cosine_per_example, gallery_recall_at_k
 from quantkit.compare.metrics import kl_per_example
 from quantkit.errors import ConfigError, DataError
 from quantkit.run.context import RunContext
-from quantkit.run.deployment import signoff_budget
+from quantkit.run.deployment import quantile_split, signoff_budget
 from quantkit.run.detection import detection_test, metric_key
 from quantkit.settings import MAP_METRICS
 from quantkit.verdict import (
@@ -191,7 +191,8 @@ def candidate_test(ctx: RunContext, split: str, ref_logits: np.ndarray, logits: 
     ``verdict.metric`` declares. Label-free (:func:`decision_metric`): agreement
     (``agreement_signoff``, minimum ``verdict.min_agreement``), or the share of examples
     within a per-example tolerance (``verdict.min_cosine``, ``min_recall``, ``max_kl``,
-    ``max_abs_logit``) against ``1 - verdict.score_quantile`` (``score_signoff``);
+    ``max_abs_logit``) against ``1 - verdict.score_quantile`` (``score_signoff``; the
+    sign-off's part of it where an engine check shares the budget, run/deployment.py);
     recall@k in the gallery (``ref_gallery`` / ``gallery``, identified by
     ``gallery_info``).
 
@@ -219,7 +220,8 @@ def candidate_test(ctx: RunContext, split: str, ref_logits: np.ndarray, logits: 
         test = score_signoff(example_scores(metric, ref_logits, logits, recall_k=v.recall_k,
                                             ref_gallery=ref_gallery, gallery=gallery),
                              metric=metric, threshold=signoff_threshold(ctx.settings, metric),
-                             quantile=v.score_quantile, **common)
+                             quantile=quantile_split(ctx.settings, metric)[0],
+                             **common)
         if metric == "recall_at_k" and gallery_info:
             test = replace(test, margin={**test.margin, "gallery": dict(gallery_info)},
                            reasons=[*test.reasons, _gallery_reason(gallery_info, v.recall_k)])
@@ -232,7 +234,8 @@ def candidate_test(ctx: RunContext, split: str, ref_logits: np.ndarray, logits: 
     if metric in LOGIT_METRICS:
         test = score_signoff(example_scores(metric, ref_logits, logits), metric=metric,
                              threshold=signoff_threshold(ctx.settings, metric),
-                             quantile=v.score_quantile, **common)
+                             quantile=quantile_split(ctx.settings, metric)[0],
+                             **common)
     else:
         margin = Margin(v.margin_kind, signoff_threshold(ctx.settings, metric))
         if metric == "macro_f1":

@@ -9,37 +9,48 @@ the engine within its tolerance ``t`` of the emulation, and together they bound 
 deployed artifact by ``D`` (:func:`split_budget`). How the two parts add up depends on the
 metric:
 
-* accuracy (and macro-F1), top-1 agreement: an example whose top-1 prediction does not flip
-  between emulation and engine keeps its correctness and its agreement with FP32, so the
-  two executions differ by at most the flip rate ``f``: deployed delta >= signed delta - f
-  (exact). ``t = share * D``, the sign-off decides at ``D - t``. For macro-F1 a flip can
-  move a class's F1 by more than 1/n, so there the flip rate bounds accuracy exactly and
-  macro-F1 only approximately (stated in the record).
-* abs_logit: |ref - engine| <= |ref - emulation| + |emulation - engine| element-wise
-  (triangle inequality), so the mean scores add (exact). ``t = share * D``.
-* recall@k: with R, M, E the k-neighbour sets of FP32, emulation and engine of one query,
-  |R & E| >= |R & M| + |M & E| - k, so the recall deficits (1 - recall) add (exact, per
-  query on one gallery). ``t = share * D``.
-* cosine: ``1 - cos = |u - v|^2 / 2`` for unit vectors, and the chord |u - v| is a metric;
-  by Minkowski's inequality the root-mean deficits add: sqrt(mean deficit deployed) <=
-  sqrt(signed) + sqrt(engine) (exact). The share splits the root: ``t = share^2 * D``,
-  the sign-off decides at ``(1 - share)^2 * D``.
-* KL: KL is not a metric, but to second order KL(p || q) = (1/2) d_F(p, q)^2 with the
-  Fisher-Rao distance d_F (Kullback 1959, ch. 2.6; Amari & Nagaoka 2000, sec. 3.5), so the
-  same root split holds for small divergences (second order, stated in the record).
+* accuracy, top-1 agreement: an example whose top-1 prediction does not flip between
+  emulation and engine keeps its correctness and its agreement with FP32, so the two
+  executions differ by at most the flip rate ``f``: deployed delta >= signed delta - f
+  (exact). ``t = share * D``, the sign-off decides at ``D - t``.
+* macro-F1: macro-F1 differences add (deployed - FP32 = (deployed - emulation) + (emulation
+  - FP32), exact), so the gate bounds the engine's macro-F1 loss vs the emulation in
+  macro-F1 units with the sign-off's own macro-F1 test (:func:`macro_f1_gate`; a flip
+  count does not bound it: a flip of a rare class's example moves macro-F1 by more than
+  1/n). ``t = share * D``.
+* the label-free shares (cosine, recall@k, KL, mean |logit delta|): the sign-off shows that
+  at most a share ``q`` of the examples is outside a per-example bound ``D``. Per example
+  the deficits compose (below), so an example is within ``D`` deployed when it is within
+  the sign-off's bound signed and within ``t`` on the engine; the two shares outside add
+  (union bound), so ``q`` is split as the budget is: the sign-off tests ``(1 - share) q``
+  at its bound, the engine gate ``share * q`` at ``t`` (:func:`split_quantile`,
+  :func:`share_gate`), and the deployed share outside ``D`` is at most ``q`` (exact for
+  cosine, recall@k and |logit delta|; second order for KL). Per example:
+  abs_logit: |ref - engine| <= |ref - emulation| + |emulation - engine| (triangle
+  inequality), ``t = share * D``; recall@k: with R, M, E the k-neighbour sets of FP32,
+  emulation and engine of one query in the sign-off's fixed gallery,
+  |R & E| >= |R & M| + |M & E| - k, so the recall deficits add, ``t = share * D``;
+  cosine: ``1 - cos = |u - v|^2 / 2`` for unit vectors and the chord |u - v| is a metric,
+  so the root deficits add, ``t = share^2 * D``, the sign-off at ``(1 - share)^2 * D``;
+  KL: not a metric, but to second order KL(p || q) = (1/2) d_F(p, q)^2 with the
+  Fisher-Rao distance d_F (Kullback 1959, ch. 2.6; Amari & Nagaoka 2000, sec. 3.5), so
+  the same root split holds for small divergences.
 
-The gate (:func:`flip_gate`, :func:`score_gate`) PASSes only when the upper confidence bound
-of the engine's deficit vs the emulation is within ``t``: an exact Clopper-Pearson bound on
-the flip count (Clopper & Pearson 1934) for flips; the sign-off's own label-free test
-(:func:`quantkit.verdict.score_signoff`, ``threshold`` = ``t``) for per-example scores.
-A candidate may be recommended only when the gate PASSes (not merely "did not FAIL") where
-the deployment runtime is the one checked. Simulated through the run's own path
-(``benchmarks/engine_gate.py``: gate -> BackendCheck -> blocked_by_engine ->
-recommend_candidate), an engine at the tolerance is recommended in at most about alpha of
-the runs, one that flips a whole margin's worth of predictions almost never, and a faithful
-engine more often the more examples are compared, so the default checks the whole dev split
-(``compare.backend_check_subset``); the score gate is as valid as ``score_signoff`` is for
-skewed scores (measured: benchmarks/results/engine_gate.md).
+The gates PASS only when the engine is shown within its tolerance of the emulation at the
+policy's alpha: an exact Clopper-Pearson bound on the flip count (Clopper & Pearson 1934)
+for flips (:func:`flip_gate`); the sign-off's macro-F1 test for macro-F1; the sign-off's
+exact share test (:func:`quantkit.verdict.score_signoff`) for the label-free shares. A
+candidate may be recommended only when the gate PASSes (not merely "did not FAIL") where
+the deployment runtime is the one checked; then a deployed loss beyond ``D`` needs the
+sign-off or the gate to pass a false statement, each at most alpha.
+
+Size (:func:`faithful_power`, :func:`faithful_size`): a faithful engine, one whose flips
+(or share of examples outside ``t``) are a quarter of what the gate allows, must pass with
+power >= 0.8; the exact binomial power gives the compared examples that needs, the stage
+records it and the power of the size it had, and says what to grow when it falls short
+(macro-F1: planned as its flip count, approximate). Simulated through the run's own path
+(``benchmarks/verdict_validity.py`` rows ``engine*``: gate -> BackendCheck ->
+blocked_by_engine -> recommend_signed; measured: benchmarks/results/verdict_validity.md).
 
 Both gates take the sign-off's :class:`~quantkit.verdict.policy.TestPolicy` (its alpha;
 the score gate also its ``n_boot``, seed and ``min_n``).
@@ -54,35 +65,48 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
-from scipy.stats import beta
+from scipy.stats import beta, binom
 
 from quantkit.errors import ConfigError
 from quantkit.verdict.policy import TestPolicy
 
-__all__ = ["DeploymentBudget", "EngineCheckPlan", "EngineGate", "FLIP_METRICS", "GATE_UNITS", "ROOT_METRICS",
-           "flip_gate", "score_gate", "split_budget", "flip_bounds", "engine_deficits"]
+__all__ = ["DeploymentBudget", "EngineCheckPlan", "EngineGate", "FLIP_METRICS", "GATE_UNITS",
+           "ROOT_METRICS", "SHARE_METRICS", "engine_deficits", "faithful_power", "faithful_size",
+           "flip_bounds", "flip_gate", "macro_f1_gate", "score_gate", "split_budget",
+           "split_quantile", "check_size"]
 
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
 
 #: metrics whose engine gate counts top-1 flips between emulation and engine
-FLIP_METRICS = ("accuracy", "macro_f1", "agreement")
+FLIP_METRICS = ("accuracy", "agreement")
+#: label-free metrics signed off as a share of examples within a per-example bound
+SHARE_METRICS = ("cosine", "recall_at_k", "kl", "abs_logit")
 #: metrics whose budget splits on the square root (cosine exact, KL to second order)
 ROOT_METRICS = ("cosine", "kl")
-#: what the gate measures, per decision metric (engine vs the emulation, per example)
-GATE_UNITS = {"accuracy": "top-1 flip rate", "macro_f1": "top-1 flip rate",
-              "agreement": "top-1 flip rate", "abs_logit": "mean |logit delta|",
-              "kl": "mean KL(emulation || engine)", "cosine": "mean (1 - cosine)",
-              "recall_at_k": "mean (1 - recall@k)",
+#: a faithful engine: its flips (or share outside the tolerance) are this part of the limit
+FAITHFUL = 0.25
+#: the power a faithful engine must have to pass
+FAITHFUL_POWER = 0.8
+#: what the gate measures, per decision metric (engine vs the emulation)
+GATE_UNITS = {"accuracy": "top-1 flip rate", "macro_f1": "macro-F1 loss",
+              "agreement": "top-1 flip rate",
+              "abs_logit": "share of examples with mean |logit delta| above the tolerance",
+              "kl": "share of examples with KL(emulation || engine) above the tolerance",
+              "cosine": "share of examples with 1 - cosine above the tolerance",
+              "recall_at_k": "share of queries with 1 - recall@k (fixed gallery) above the "
+                             "tolerance",
               "map": "mAP@[.5:.95] deficit", "map50": "mAP@.5 deficit",
               "map75": "mAP@.75 deficit"}
+_SHARES = ("; the share of examples outside: the sign-off's (1 - share) q and the engine's "
+           "share * q add (union bound)")
 _COMPOSITION = {
     "accuracy": "exact: a non-flipped example keeps its correctness",
-    "macro_f1": "approximate: the flip rate bounds accuracy exactly, macro-F1 only roughly",
+    "macro_f1": "exact: macro-F1 differences add; the gate bounds the engine's in macro-F1",
     "agreement": "exact: a non-flipped example keeps its agreement with FP32",
-    "abs_logit": "exact: triangle inequality of |logit delta|",
-    "recall_at_k": "exact: the k-neighbour set deficits add",
-    "cosine": "exact: chord distances add (Minkowski), the budget splits on the root",
-    "kl": "second order: KL = d_Fisher^2 / 2, the budget splits on the root",
+    "abs_logit": "exact: triangle inequality of |logit delta| per example" + _SHARES,
+    "recall_at_k": "exact: the k-neighbour set deficits in one gallery add per query" + _SHARES,
+    "cosine": "exact: chord distances add (Minkowski), the bound splits on the root" + _SHARES,
+    "kl": "second order: KL = d_Fisher^2 / 2, the bound splits on the root" + _SHARES,
     **{m: "approximate: mAP is not a sum over images; the deficits add to first order"
        for m in ("map", "map50", "map75")}}
 
@@ -109,7 +133,9 @@ class EngineCheckPlan:
 class DeploymentBudget:
     """The declared budget ``declared`` (in the metric's deficit units: the margin, or
     1 - floor, or the ceiling) split into what the sign-off decides at (``signoff``) and the
-    engine's tolerance vs the emulation (``tolerance``, in :data:`GATE_UNITS`)."""
+    engine's tolerance vs the emulation (``tolerance``, in :data:`GATE_UNITS`); for the
+    label-free shares the share of examples allowed outside is split the same way
+    (:func:`split_quantile`, stated in ``composition``)."""
 
     metric: str
     share: float
@@ -123,9 +149,20 @@ class DeploymentBudget:
         return asdict(self)
 
 
-def split_budget(metric: str, declared: float, share: float) -> DeploymentBudget:
+def split_quantile(quantile: float, share: float) -> tuple[float, float]:
+    """The share of examples allowed outside the per-example bound (``verdict.score_quantile``)
+    split into the sign-off's ``(1 - share) q`` and the engine gate's ``share * q``: the two
+    add to ``q`` (union bound; module docstring)."""
+    engine = float(share) * float(quantile)
+    return float(quantile) - engine, engine
+
+
+def split_budget(metric: str, declared: float, share: float,
+                 quantile: float | None = None) -> DeploymentBudget:
     """Split ``declared`` (> 0) for ``metric`` by ``share`` in [0, 1) (0: no engine check
-    stands between the signed numbers and the deployment; the sign-off keeps everything)."""
+    stands between the signed numbers and the deployment; the sign-off keeps everything);
+    ``quantile``: the declared share of examples allowed outside (label-free shares), whose
+    split the composition states."""
     if metric not in GATE_UNITS:
         raise ConfigError("no engine gate for this metric", where="verdict.metric", value=metric,
                           fix=f"use one of {sorted(GATE_UNITS)}")
@@ -141,9 +178,13 @@ def split_budget(metric: str, declared: float, share: float) -> DeploymentBudget
         tol, left = share ** 2 * declared, (1.0 - share) ** 2 * declared
     else:
         tol, left = share * declared, (1.0 - share) * declared
+    composition = _COMPOSITION[metric]
+    if quantile is not None and metric in SHARE_METRICS:
+        q_s, q_e = split_quantile(quantile, share)
+        composition += f" (declared q {quantile:g}: sign-off {q_s:.4g}, engine {q_e:.4g})"
     return DeploymentBudget(metric=metric, share=float(share), declared=float(declared),
                             signoff=float(left), tolerance=float(tol), units=GATE_UNITS[metric],
-                            composition=_COMPOSITION[metric])
+                            composition=composition)
 
 
 @dataclass(frozen=True)
@@ -178,6 +219,57 @@ def flip_bounds(flips: int, n: int, *, alpha: float) -> tuple[float, float]:
     lo = 0.0 if flips == 0 else float(beta.ppf(alpha, flips, n - flips + 1))
     hi = 1.0 if flips == n else float(beta.ppf(1 - alpha, flips + 1, n - flips))
     return lo, hi
+
+
+def _passing_counts(n: np.ndarray, limit: float, alpha: float) -> np.ndarray:
+    """The largest count x at each size n whose exact upper bound is within ``limit``
+    (P(X <= x | limit) <= alpha), -1 where none is."""
+    x = binom.ppf(alpha, n, limit)  # smallest x with cdf >= alpha
+    x = np.where(binom.cdf(x, n, limit) > alpha, x - 1, x)
+    return x.astype(np.int64)
+
+
+def faithful_power(n: int, limit: float, *, alpha: float) -> float:
+    """The probability that a faithful engine (rate ``FAITHFUL * limit``) passes the exact
+    binomial gate at ``limit`` with ``n`` compared examples."""
+    if n <= 0 or not 0.0 < limit < 1.0:
+        return 0.0
+    x = int(_passing_counts(np.array([n]), limit, alpha)[0])
+    return float(binom.cdf(x, n, FAITHFUL * limit)) if x >= 0 else 0.0
+
+
+def check_size(limit: float, available: int, *, alpha: float) -> int:
+    """How many of ``available`` examples the exact binomial gate at ``limit`` compares: the
+    size with the highest faithful power (the power is a saw in n, so the last examples can
+    lower it), the largest of ties. Depends on the settings and the split's size only,
+    never on outputs, so the gate keeps its level."""
+    if available <= 1 or not 0.0 < limit < 1.0:
+        return int(max(available, 0))
+    sizes = np.arange(1, int(available) + 1)
+    x = _passing_counts(sizes, limit, alpha)
+    power = np.where(x >= 0, binom.cdf(np.maximum(x, 0), sizes, FAITHFUL * limit), 0.0)
+    best = np.flatnonzero(power >= power.max() - 1e-12)
+    return int(sizes[best[-1]])
+
+
+def faithful_size(limit: float, *, alpha: float, power: float = FAITHFUL_POWER) -> int:
+    """The fewest compared examples at which a faithful engine passes the gate at ``limit``
+    with at least ``power`` (exact binomial; the first such size)."""
+    if not 0.0 < limit < 1.0:
+        raise ConfigError("the engine tolerance must be a rate in (0, 1)", where="faithful_size",
+                          value=limit, fix="set compare.numerics_margin_share in (0, 1)")
+    hi = 64
+    while True:
+        sizes = np.arange(max(1, hi // 2), hi + 1)
+        x = _passing_counts(sizes, limit, alpha)
+        ok = (x >= 0) & (binom.cdf(np.maximum(x, 0), sizes, FAITHFUL * limit) >= power)
+        if ok.any():
+            return int(sizes[int(np.argmax(ok))])
+        hi *= 2
+        if hi > 10 ** 8:
+            raise ConfigError("no size gives the engine check its power at this tolerance",
+                              where="faithful_size", value=limit,
+                              fix="raise compare.numerics_margin_share")
 
 
 def _flips_needed(rate: float, tolerance: float, alpha: float, n: int) -> int | None:
@@ -238,50 +330,86 @@ def flip_gate(flips: int, n: int, *, tolerance: float, policy: TestPolicy = Test
                       reasons=tuple(reasons))
 
 
+def _status(sign_status: str) -> str:
+    from quantkit.verdict.outcome import FAIL as S_FAIL
+    from quantkit.verdict.outcome import PASS as S_PASS
+
+    return PASS if sign_status == S_PASS else FAIL if sign_status == S_FAIL else INCONCLUSIVE
+
+
+_WHY = {PASS: "within it", FAIL: "above it", INCONCLUSIVE: "the interval does not decide"}
+
+
+def macro_f1_gate(labels: Any, emulated: Any, deployed: Any, *, n_classes: int,
+                  tolerance: float, policy: TestPolicy = TestPolicy(), groups: Any = None,
+                  what: str = "engine vs emulation") -> EngineGate:
+    """Gate the engine's macro-F1 loss vs the emulation (top-1 predictions ``emulated`` /
+    ``deployed`` of labelled examples) at ``tolerance`` (macro-F1 units) with the sign-off's
+    own macro-F1 test (:func:`quantkit.verdict.macro_f1.macro_f1_signoff`, the emulation as
+    its reference, an absolute margin)."""
+    from quantkit.verdict.macro_f1 import macro_f1_signoff
+    from quantkit.verdict.margin import Margin
+
+    y = np.asarray(labels)
+    _check(int(y.size), tolerance, "macro_f1_gate")
+    t = macro_f1_signoff(y, emulated, deployed, n_classes=n_classes,
+                         margin=Margin("absolute", float(tolerance)), groups=groups,
+                         policy=replace(policy, power=FAITHFUL_POWER), candidate="engine")
+    status = _status(t.status)
+    loss = float(t.ref_value) - float(t.cand_value)
+    lo, hi = -float(t.high), -float(t.low)  # bounds of the delta -> bounds of the loss
+    reasons = [f"{what}: macro-F1 {float(t.cand_value):.4f} vs {float(t.ref_value):.4f} "
+               f"(loss {loss:+.4f}, bounds [{lo:+.4f}, {hi:+.4f}]) over {y.size} labelled "
+               f"examples against the tolerance {tolerance:.4f}: {_WHY[status]}"]
+    needed = t.plan_n if status == INCONCLUSIVE else None
+    if needed:
+        reasons.append(f"about {int(needed)} compared examples would decide")
+    return EngineGate(status=status, metric="macro_f1", units=GATE_UNITS["macro_f1"],
+                      n=int(y.size), observed=loss, lower=lo, upper=hi,
+                      tolerance=float(tolerance), alpha=float(policy.alpha),
+                      n_needed=int(needed) if needed else None, reasons=tuple(reasons))
+
+
 def engine_deficits(metric: str, scores: Any) -> np.ndarray:
-    """Per-example deficit of the engine vs the emulation in :data:`GATE_UNITS` from the
-    per-example score (cosine, recall@k: 1 - score; kl, abs_logit: the score)."""
+    """Per-example deficit of the engine vs the emulation from the per-example score
+    (cosine, recall@k, agreement: 1 - score; kl, abs_logit: the score)."""
     v = np.asarray(scores, dtype=np.float64)
     return 1.0 - v if metric in ("cosine", "recall_at_k", "agreement") else v
 
 
-def score_gate(scores: Any, *, metric: str, tolerance: float,
+def score_gate(scores: Any, *, metric: str, tolerance: float, quantile: float,
                policy: TestPolicy = TestPolicy(), what: str = "engine vs emulation"
                ) -> EngineGate:
     """Gate per-example ``scores`` of the engine vs the emulation (cosine, recall@k: higher
-    is better; kl, abs_logit: lower) at ``tolerance`` on their mean deficit, with the
-    sign-off's own label-free test (:func:`quantkit.verdict.score_signoff`): pass when it
-    shows the mean within ``1 - tolerance`` (floors) or ``tolerance`` (ceilings). Its
-    ``n_needed`` is sized for 80% power whatever ``policy.power``."""
-    from quantkit.verdict.outcome import FAIL as S_FAIL
-    from quantkit.verdict.outcome import PASS as S_PASS
+    is better; kl, abs_logit: lower) with the sign-off's own share test
+    (:func:`quantkit.verdict.score_signoff`): pass when at most ``quantile`` of the examples
+    (the engine's part of ``verdict.score_quantile``, :func:`split_quantile`) is shown to
+    have a deficit above ``tolerance``. ``observed`` / ``lower`` / ``upper``: the share
+    outside and its bounds, held to ``quantile`` (the gate's ``tolerance``; the per-example
+    tolerance is the record's ``engine_tolerance``). Its ``n_needed`` is sized for 80% power whatever
+    ``policy.power``."""
     from quantkit.verdict.share_tests import score_signoff
 
     v = np.asarray(scores, dtype=np.float64)
     alpha = policy.alpha
     _check(int(v.size), tolerance, "score_gate")
-    higher = metric in ("cosine", "recall_at_k")
-    if metric not in ("cosine", "recall_at_k", "kl", "abs_logit"):
+    if metric not in SHARE_METRICS:
         raise ConfigError("score_gate is for per-example scores", where="score_gate(metric)",
                           value=metric, fix="use flip_gate for accuracy / agreement")
+    higher = metric in ("cosine", "recall_at_k")
     threshold = 1.0 - tolerance if higher else tolerance
-    t = score_signoff(v, metric=metric, threshold=threshold,
-                      policy=replace(policy, power=0.8), candidate="engine")
-    deficit = engine_deficits(metric, v)
-    if higher:  # bounds of the mean score -> bounds of the mean deficit
-        lo, hi = 1.0 - float(t.high), 1.0 - float(t.low)
-    else:
-        lo, hi = float(t.low), float(t.high)
-    status = PASS if t.status == S_PASS else FAIL if t.status == S_FAIL else INCONCLUSIVE
-    why = {PASS: "within it", FAIL: "above it",
-           INCONCLUSIVE: "the interval does not decide"}[status]
-    reasons = [f"{what}: {GATE_UNITS[metric]} {float(deficit.mean()):.4g} over {v.size} "
-               f"examples (bounds [{lo:.4g}, {hi:.4g}]) against the tolerance "
-               f"{tolerance:.4g}: {why}"]
+    t = score_signoff(v, metric=metric, threshold=threshold, quantile=quantile,
+                      policy=replace(policy, power=FAITHFUL_POWER), candidate="engine")
+    outside = float((engine_deficits(metric, v) > tolerance).mean())
+    lo, hi = 1.0 - float(t.high), 1.0 - float(t.low)  # share within -> share outside
+    status = _status(t.status)
+    reasons = [f"{what}: {outside:.4f} of {v.size} examples with {metric} deficit above the "
+               f"tolerance {tolerance:.4g} (bounds [{lo:.4f}, {hi:.4f}]) against at most "
+               f"{quantile:.4g}: {_WHY[status]}"]
     needed = t.plan_n if status == INCONCLUSIVE else None
     if needed:
         reasons.append(f"about {int(needed)} compared examples would decide")
     return EngineGate(status=status, metric=metric, units=GATE_UNITS[metric], n=int(v.size),
-                      observed=float(deficit.mean()), lower=lo, upper=hi,
-                      tolerance=float(tolerance), alpha=float(alpha),
+                      observed=outside, lower=lo, upper=hi,
+                      tolerance=float(quantile), alpha=float(alpha),
                       n_needed=int(needed) if needed else None, reasons=tuple(reasons))

@@ -15,6 +15,7 @@ from tinyworld import embedding_model
 from quantkit.errors import ConfigError, ModelError
 from quantkit.models.fit import resolve_output
 from quantkit.settings import OutputConfig
+from quantkit.verdict.engine_gate import GATE_UNITS
 
 
 def test_resolve_output_kinds_and_names():
@@ -118,14 +119,16 @@ def test_cli_embedding_run_gives_score_verdicts(embed_world, metric):
     checks = [c["backend_check"] for n, c in rec["candidates"].items() if n.startswith("int8.")]
     assert checks and all(b["status"] == "not_run" and b["metric"] == metric
                           and "backend=trt" in b["what_to_run"] for b in checks)
-    units = {"cosine": "mean (1 - cosine)", "recall_at_k": "mean (1 - recall@k)"}[metric]
+    units = GATE_UNITS[metric]  # the share of examples outside the engine tolerance
+    assert units.startswith("share of ")
     assert all(b["budget"]["units"] == units for b in checks)
 
 
 def test_engine_check_of_recall_at_k_runs_where_the_deployment_runtime_is_here(embed_world):
     """target=ort_cpu with the exact Q/DQ evaluation: the engine check runs here (ONNX
     Runtime's fused kernels vs the exact emulation) and gates recall@k in its own units,
-    the neighbours searched among the checked examples (no gallery is embedded twice)."""
+    each query's neighbours searched in the sign-off's fixed gallery, which both executions
+    embed (H5: the same gallery whatever the number of checked examples)."""
     r, run_dir = _run(embed_world, "ortcpu-recall", "verdict.metric=recall_at_k",
                       "verdict.recall_k=5", "verdict.min_recall=0.6", "target=ort_cpu",
                       "backend.qdq_mode=exact", "precision.remainder=fp32",
@@ -136,7 +139,10 @@ def test_engine_check_of_recall_at_k_runs_where_the_deployment_runtime_is_here(e
     checks = [c["backend_check"] for n, c in rec["candidates"].items() if n.startswith("int8.")]
     assert checks and all(b["checked"] and b["metric"] == "recall_at_k" for b in checks)
     assert all(b["status"] in ("pass", "fail", "inconclusive") for b in checks)
-    assert all(b["budget"]["units"] == "mean (1 - recall@k)" for b in checks)
+    assert all(b["budget"]["units"] == GATE_UNITS["recall_at_k"] for b in checks)
+    assert all("fixed gallery" in b["gate"]["reasons"][0] for b in checks)
+    # the engine's part of verdict.score_quantile: half of the default 0.05
+    assert all("against at most 0.025" in b["gate"]["reasons"][0] for b in checks)
 
 
 def test_cli_embedding_run_fails_on_a_strict_floor(embed_world):

@@ -14,11 +14,12 @@ from quantkit.run.stages.ptq import ptq as apply_ptq
 from quantkit.run.stages.fp32_reference import fp32_reference as evaluate_reference
 from quantkit.run.stages.artifacts import artifacts as build_artifacts
 from quantkit.run.stages.calibration import calibration as calibrate
-from quantkit.run.stages.backend_check import backend_check as check_backend
+from quantkit.run.stages.backend_check import backend_check as check_backend, compared_size
 from quantkit.run.stages.fp16_range_check import fp16_range_check as check_fp16_range
 from quantkit.run.scope import quant_scope
 from quantkit.run.deployment import engine_check_plan, signoff_budget
 from quantkit.run.verdicts import signoff_threshold
+from quantkit.verdict.engine_gate import faithful_power, faithful_size
 
 
 def _with(ctx, tmp_path, **changes):
@@ -73,8 +74,12 @@ def test_the_check_gates_on_the_deployment_runtime(ort_exact, reference):
     assert plan.required and plan.runs_here
     res = check_backend(c, arts["int8.minmax"], reference)
     r = encode(res.to_record())
-    n = min(c.settings.compare.backend_check_subset, len(c.splits.dev))
-    assert r["checked"] and r["gates_recommendation"] and r["n"] == n
+    available = min(c.settings.compare.backend_check_subset, len(c.splits.dev))
+    n = compared_size(c, available, reference)  # the size with a faithful engine's best power
+    assert r["checked"] and r["gates_recommendation"] and r["n"] == n and 0 < n <= available
+    assert r["faithful_power"] == pytest.approx(faithful_power(n, r["engine_tolerance"],
+                                                               alpha=c.policy.alpha))
+    assert r["planned_n"] == faithful_size(r["engine_tolerance"], alpha=c.policy.alpha)
     gate = r["gate"]
     assert gate["units"] == "top-1 flip rate" and gate["n"] == n
     # the tolerance in flip-rate units: share x relative margin x FP32 dev accuracy
@@ -93,3 +98,23 @@ def test_a_disabled_check_blocks_where_it_would_gate(ort_exact, reference):
         c.settings, compare=dataclasses.replace(c.settings.compare, backend_check_subset=0)))
     res = check_backend(off, arts["int8.minmax"], reference)
     assert res.status == "disabled" and res.blocks and "backend_check_subset" in res.what_to_run
+
+
+def test_a_label_free_check_gates_the_engines_share_outside(ort_exact, reference):
+    """verdict.metric=kl: the engine gate tests the engine's part of score_quantile (H4),
+    and the sign-off's own part is what is left of it."""
+    from quantkit.run.deployment import quantile_split
+
+    c, arts = ort_exact
+    kl = dataclasses.replace(c, settings=dataclasses.replace(
+        c.settings, verdict=dataclasses.replace(c.settings.verdict, metric="kl")))
+    q_s, q_e = quantile_split(kl.settings, "kl")
+    share = kl.settings.compare.numerics_margin_share
+    assert q_e == pytest.approx(share * kl.settings.verdict.score_quantile)
+    assert q_s + q_e == pytest.approx(kl.settings.verdict.score_quantile)
+    r = encode(check_backend(kl, arts["int8.minmax"], reference).to_record())
+    gate = r["gate"]
+    assert gate["units"].startswith("share of examples with KL")
+    assert f"against at most {q_e:.4g}" in gate["reasons"][0]
+    assert r["budget"]["composition"].endswith(f"(declared q {kl.settings.verdict.score_quantile:g}"
+                                               f": sign-off {q_s:.4g}, engine {q_e:.4g})")

@@ -14,7 +14,9 @@ from quantkit.run.stages.backend_check import BackendCheck
 from quantkit.run.stages.recommend import blocked_by_engine
 from quantkit.verdict import (Margin, TestPolicy, decide_family, declare_family,
                               paired_signoff, recommend_candidate)
-from quantkit.verdict.engine_gate import flip_gate, score_gate, split_budget
+from quantkit.verdict.engine_gate import (FAITHFUL, check_size, faithful_power, faithful_size,
+                                         flip_gate, macro_f1_gate, score_gate, split_budget,
+                                         split_quantile)
 
 ALPHA = 0.025
 POLICY = TestPolicy(alpha=ALPHA)
@@ -113,7 +115,7 @@ def _unit(x):
 def test_the_compositions_the_budget_rests_on_hold():
     """Deployed vs FP32 is bounded by signed vs FP32 plus engine vs signed: cosine on the
     root (chords), abs_logit and recall@k deficits additively."""
-    from quantkit.compare.embedding import cosine_per_example, neighbour_recall_at_k
+    from quantkit.compare.embedding import cosine_per_example, gallery_recall_at_k
 
     rng = np.random.default_rng(3)
     ref = _unit(rng.normal(size=(400, 32)))
@@ -122,23 +124,98 @@ def test_the_compositions_the_budget_rests_on_hold():
     d = lambda a, b: float(np.mean(1.0 - cosine_per_example(a, b)))  # noqa: E731
     assert d(ref, eng) <= (np.sqrt(d(ref, emu)) + np.sqrt(d(emu, eng))) ** 2 + 1e-12
     assert d(ref, eng) > d(ref, emu) + d(emu, eng) * 0.5  # the plain sum is not a bound here
-    r = lambda a, b: float(np.mean(1.0 - neighbour_recall_at_k(a, b, k=10)))  # noqa: E731
-    assert r(ref, eng) <= r(ref, emu) + r(emu, eng) + 1e-12
+    # recall@k per query in one fixed gallery (each execution embeds it): deficits add
+    gal = {"ref": _unit(rng.normal(size=(300, 32)))}
+    gal["emu"] = _unit(gal["ref"] + 0.05 * rng.normal(size=(300, 32)))
+    gal["eng"] = _unit(gal["emu"] + 0.05 * rng.normal(size=(300, 32)))
+    q = {"ref": ref, "emu": emu, "eng": eng}
+    r = lambda a, b: 1.0 - gallery_recall_at_k(q[a], q[b], gal[a], gal[b], k=10)  # noqa: E731
+    assert np.all(r("ref", "eng") <= r("ref", "emu") + r("emu", "eng") + 1e-12)
+    assert r("ref", "eng").max() > 0  # the neighbour sets did move
     la, lb, lc = (rng.normal(size=(400, 5)) for _ in range(3))
     lb, lc = la + 0.1 * lb, la + 0.1 * lb + 0.1 * lc
     m = lambda a, b: float(np.mean(np.abs(a - b).mean(axis=1)))  # noqa: E731
     assert m(la, lc) <= m(la, lb) + m(lb, lc) + 1e-12
 
 
-def test_score_gate_in_the_metrics_own_units():
+def test_score_gate_tests_the_engines_share_of_examples_outside():
+    """Label-free shares: the gate holds the share of examples whose engine deficit is above
+    the tolerance to the engine's part of verdict.score_quantile (H4)."""
     rng = np.random.default_rng(5)
-    same = score_gate(np.zeros(500), metric="kl", tolerance=0.0025, policy=FAST)
-    assert same.passed and same.units.startswith("mean KL")
-    far = score_gate(rng.exponential(0.005, size=2000), metric="kl", tolerance=0.0025,
-                     policy=FAST)
-    assert far.status == "fail" and not far.passed
-    close = score_gate(1.0 - rng.exponential(1e-5, size=1000), metric="cosine", tolerance=0.0025,
-                       policy=FAST)
-    assert close.passed and close.observed == pytest.approx(1e-5, rel=0.2)
+    same = score_gate(np.zeros(500), metric="kl", tolerance=0.0025, quantile=0.025, policy=FAST)
+    assert same.passed and same.units.startswith("share of examples") and same.observed == 0.0
+    # 10% of examples far outside the tolerance: more than the 2.5% allowed
+    far = score_gate(np.where(rng.random(2000) < 0.10, 0.01, 0.0), metric="kl",
+                     tolerance=0.0025, quantile=0.025, policy=FAST)
+    assert far.status == "fail" and not far.passed and far.lower > 0.025
+    # a small mean but 6% of examples beyond the tolerance: the mean would pass, the share not
+    skew = np.where(rng.random(3000) < 0.06, 0.003, 0.0)
+    assert skew.mean() < 0.0025
+    assert not score_gate(skew, metric="kl", tolerance=0.0025, quantile=0.025,
+                          policy=FAST).passed
+    close = score_gate(1.0 - rng.exponential(1e-5, size=1000), metric="cosine",
+                       tolerance=0.0025, quantile=0.025, policy=FAST)
+    assert close.passed and close.observed == 0.0
     with pytest.raises(ConfigError):
-        score_gate(np.ones(10), metric="accuracy", tolerance=0.1)
+        score_gate(np.ones(10), metric="accuracy", tolerance=0.1, quantile=0.025)
+
+
+def test_quantile_split_bounds_the_deployed_share():
+    """H4: per example the deficits compose, so the deployed share outside the declared
+    bound is at most the sign-off's share plus the engine's: the split adds to q."""
+    q_s, q_e = split_quantile(0.05, 0.5)
+    assert (q_s, q_e) == pytest.approx((0.025, 0.025)) and q_s + q_e == pytest.approx(0.05)
+    assert split_quantile(0.05, 0.0) == (0.05, 0.0)
+    b = split_budget("cosine", 0.01, 0.5, 0.05)
+    assert "sign-off 0.025, engine 0.025" in b.composition
+    # the worst case of the union bound: the two shares outside fall on different examples
+    rng = np.random.default_rng(2)
+    n, declared = 4000, 0.01
+    ref = _unit(rng.normal(size=(n, 16)))
+    signed_out, engine_out = np.zeros(n, bool), np.zeros(n, bool)
+    signed_out[:100], engine_out[100:200] = True, True  # 2.5% each, disjoint
+    tilt = lambda x, d: _unit(x + d * _unit(rng.normal(size=x.shape)))  # noqa: E731
+    emu = np.where(signed_out[:, None], tilt(ref, 0.5), tilt(ref, 0.01))
+    eng = np.where(engine_out[:, None], tilt(emu, 0.5), tilt(emu, 0.001))
+    from quantkit.compare.embedding import cosine_per_example
+    deployed_out = (1.0 - cosine_per_example(ref, eng)) > declared
+    assert deployed_out.mean() <= q_s + q_e + 1e-12
+    assert deployed_out.mean() > q_s  # one share alone would not bound it
+
+
+def test_macro_f1_gate_in_macro_f1_units():
+    """H3: the engine's flips fall on a rare class's hits: few flips (within a flip-rate
+    tolerance), but a macro-F1 loss of several tolerances: the macro-F1 gate fails it."""
+    rng = np.random.default_rng(7)
+    n = 6000
+    y = rng.choice(3, size=n, p=[0.6, 0.3, 0.1])
+    emu = np.where(rng.random(n) < 0.85, y, rng.integers(0, 3, size=n))
+    dep = emu.copy()
+    rare_hits = np.flatnonzero((y == 2) & (emu == 2))
+    dep[rare_hits[:18]] = 0  # 0.3% of examples flip, all rare-class hits
+    tol = 0.004
+    assert flip_gate(int((dep != emu).sum()), n, tolerance=0.01, policy=POLICY).passed
+    g = macro_f1_gate(y, emu, dep, n_classes=3, tolerance=tol, policy=FAST)
+    assert g.units == "macro-F1 loss" and g.observed > tol and not g.passed
+    same = macro_f1_gate(y, emu, emu.copy(), n_classes=3, tolerance=tol, policy=FAST)
+    assert same.passed and same.observed == 0.0
+
+
+def test_faithful_engine_power_and_the_size_that_gives_it():
+    """H7: a faithful engine (a quarter of the limit) passes with power >= 0.8 at the size
+    the gate compares; the exact binomial power is a saw in n, so the compared size is the
+    best one within what is available, never more than it."""
+    limit = 0.00385  # bert_int8's flip tolerance
+    planned = faithful_size(limit, alpha=ALPHA)
+    assert faithful_power(planned, limit, alpha=ALPHA) >= 0.8
+    assert faithful_power(planned - 1, limit, alpha=ALPHA) < 0.8
+    n = check_size(limit, 2500, alpha=ALPHA)
+    assert n <= 2500 and faithful_power(n, limit, alpha=ALPHA) >= 0.8
+    assert faithful_power(2500, limit, alpha=ALPHA) < 0.8  # all of it would have less
+    assert faithful_power(1000, limit, alpha=ALPHA) < 0.5  # too small: stated, not hidden
+    # the power is what the gate does: simulate it
+    rng = np.random.default_rng(11)
+    flips = rng.binomial(n, FAITHFUL * limit, size=4000)
+    passed = np.mean([flip_gate(int(f), n, tolerance=limit, policy=POLICY).passed
+                      for f in flips])
+    assert abs(passed - faithful_power(n, limit, alpha=ALPHA)) < 0.03

@@ -29,17 +29,18 @@ import numpy as np
 
 from quantkit.backends.batched import run_split
 from quantkit.backends.trt.infer import runner_for
-from quantkit.compare.embedding import neighbour_recall_at_k
 from quantkit.record.candidate import BackendCheckRecord
 from quantkit.record.serde import decode
 from quantkit.run.artifact import Artifact
 from quantkit.run.context import RunContext
-from quantkit.run.deployment import engine_check_plan, signoff_budget
+from quantkit.run.deployment import engine_check_plan, quantile_split, signoff_budget
 from quantkit.run.detection import is_detection
 from quantkit.run.engine import build_trt_engine
-from quantkit.run.evaluation import Evaluation
-from quantkit.run.verdicts import decision_metric, example_scores
-from quantkit.verdict.engine_gate import FLIP_METRICS, flip_gate, score_gate
+from quantkit.run.evaluation import Evaluation, recall_gallery
+from quantkit.run.verdicts import decision_metric, example_scores, split_groups
+from quantkit.verdict.engine_gate import (FAITHFUL_POWER, FLIP_METRICS, check_size,
+                                         faithful_power, faithful_size, flip_gate,
+                                         macro_f1_gate, score_gate)
 from quantkit.verdict.margin import LABELLED_METRICS
 
 __all__ = ["BackendCheck", "backend_check", "gate_outputs"]
@@ -100,7 +101,7 @@ def backend_check(ctx: RunContext, artifact: Artifact, reference: Evaluation) ->
                                 "detections with the emulation's before deploying"})
     inputs = {"artifact": artifact.sha256, "dev": ctx.splits.dev.sha256,
               "compare": asdict(s.compare), "backend": asdict(s.backend),
-              "verdict": asdict(s.verdict), "target": s.target, "engine_gate": 2,
+              "verdict": asdict(s.verdict), "target": s.target, "engine_gate": 3,
               "qdq_mode": ctx.qdq_mode(), **ctx.feeds_key(), **ctx.measured_key()}
     obj, _, _ = ctx.cached("backend_check", inputs,
                            lambda: (_check(ctx, artifact, reference, plan), None))
@@ -127,12 +128,18 @@ def _unchecked(ctx: RunContext, plan) -> dict:
 
 
 def _tolerance(ctx: RunContext, budget, reference) -> float:
-    """The engine tolerance in the gate's units: a relative accuracy margin times FP32's dev
-    accuracy is a flip rate; every other budget is in its units already."""
+    """The engine tolerance in the gate's units: a relative margin times FP32's dev accuracy
+    (a flip rate) or dev macro-F1; every other budget is in its units already."""
     v = ctx.settings.verdict
     if budget.metric in LABELLED_METRICS and v.margin_kind == "relative":
-        return budget.tolerance * float(reference.metric("accuracy"))
+        return budget.tolerance * float(reference.metric(budget.metric))
     return budget.tolerance
+
+
+def _limit(metric: str, tol: float, quantile: float | None) -> float:
+    """What the gate's exact binomial count is held to: the flip rate (accuracy,
+    agreement; macro-F1 planned as one), or the engine's share of examples outside."""
+    return float(quantile) if quantile is not None else float(tol)
 
 
 def _what_to_run(status: str, gate, n: int, plan) -> str:
@@ -148,69 +155,112 @@ def _what_to_run(status: str, gate, n: int, plan) -> str:
             "the diverging layers out of INT8 (precision.force), then rerun")
 
 
+def _planned(metric: str, limit: float, n: int, alpha: float
+             ) -> tuple[int | None, float | None]:
+    """The compared examples a faithful engine needs to pass with power 0.8 and its power at
+    ``n``, for the exact binomial gates; (None, None) for macro-F1, whose bootstrap gate is
+    not planned (its power at a quarter of the tolerance is low at dev sizes: measured in
+    benchmarks/results/verdict_validity.md)."""
+    if metric == "macro_f1":
+        return None, None
+    return faithful_size(limit, alpha=alpha), faithful_power(n, limit, alpha=alpha)
+
+
+def compared_size(ctx: RunContext, available: int, reference) -> int:
+    """How many dev examples the check compares: for the exact binomial gates (flips, the
+    label-free shares) the size of ``available`` with the highest power for a faithful engine
+    (:func:`quantkit.verdict.engine_gate.check_size`); all of them for macro-F1."""
+    metric = decision_metric(ctx)
+    if metric == "macro_f1" or available <= 1:
+        return available
+    tol = _tolerance(ctx, signoff_budget(ctx.settings, metric), reference)
+    quantile = quantile_split(ctx.settings, metric)[1]
+    return check_size(_limit(metric, tol, quantile), available, alpha=ctx.policy.alpha)
+
+
 def _check(ctx: RunContext, art: Artifact, reference, plan) -> dict:
     s, dev = ctx.settings, ctx.splits.dev
     base = _base(ctx, plan)
-    n = min(s.compare.backend_check_subset, len(dev))
+    n = compared_size(ctx, min(s.compare.backend_check_subset, len(dev)), reference)
     if n == 0:
         return {**base, "checked": False, "gates_recommendation": True, "status": "disabled",
                 "ok": False, "what_to_run": "engine check disabled "
                 "(compare.backend_check_subset=0): set it > 0 to check the deployed artifact"}
     sub, lengths = ctx.head(dev, n), ctx.split_lengths("dev", n)
+    gallery = recall_gallery(ctx) if base["metric"] == "recall_at_k" else None
 
-    def predict(runner) -> np.ndarray:
+    def predict(runner) -> tuple[np.ndarray, np.ndarray | None]:
         with runner as r:
-            return run_split(r, ctx.feeds, sub, output=ctx.model.output_name,
-                             batch_size=s.backend.batch_size, progress=False,
-                             lengths=lengths)
+            out = run_split(r, ctx.feeds, sub, output=ctx.model.output_name,
+                            batch_size=s.backend.batch_size, progress=False, lengths=lengths)
+            gal = None if gallery is None else run_split(
+                r, ctx.feeds, gallery, output=ctx.model.output_name,
+                batch_size=s.backend.batch_size, progress=False)
+        return out, gal
 
     signed = art.emulated() if art.emulated is not None else art.path
     if s.backend.name == "trt":
         engine = build_trt_engine(ctx, art.path, None)
-        deployed = predict(runner_for(s, engine, name="check-engine"))
+        deployed, dep_gallery = predict(runner_for(s, engine, name="check-engine"))
     else:  # target=ort_cpu on ONNX Runtime CPU: its fused integer kernels
-        deployed = predict(ctx.runner(art.path, name="check-artifact", qdq_mode="fused"))
-    emulated = predict(ctx.runner(signed, name="check-emulated"))
+        deployed, dep_gallery = predict(ctx.runner(art.path, name="check-artifact",
+                                                   qdq_mode="fused"))
+    emulated, emu_gallery = predict(ctx.runner(signed, name="check-emulated"))
+    galleries = None if gallery is None else (emu_gallery, dep_gallery)
     return gate_outputs(ctx, plan, deployed, emulated, reference, labels=sub.labels,
-                        name=art.name)
+                        name=art.name, galleries=galleries)
 
 
 def gate_outputs(ctx: RunContext, plan, deployed: np.ndarray, emulated: np.ndarray, reference,
-                 *, labels: np.ndarray | None = None, name: str = "candidate") -> dict:
+                 *, labels: np.ndarray | None = None, name: str = "candidate",
+                 galleries: tuple[np.ndarray, np.ndarray] | None = None) -> dict:
     """The engine check's result from the two executions' outputs on the compared dev
-    examples (``deployed``: the deployment runtime's, ``emulated``: the signed numbers'):
-    the gate at the engine's tolerance in the decision metric's units (what
-    :func:`check_backend` records; ``benchmarks/verdict_validity.py`` feeds it simulated
-    outputs)."""
+    examples (``deployed``: the deployment runtime's, ``emulated``: the signed numbers';
+    ``galleries``: for recall@k, the sign-off's fixed gallery embedded by the emulation and
+    by the deployment runtime): the gate at the engine's tolerance in the decision metric's
+    units, and the size a faithful engine needs to pass with power 0.8
+    (``benchmarks/verdict_validity.py`` feeds it simulated outputs)."""
     s = ctx.settings
     base = _base(ctx, plan)
     n = int(len(deployed))
-    budget = signoff_budget(s, base["metric"])
-    tol = _tolerance(ctx, budget, reference)
-    policy = ctx.policy
     metric = base["metric"]
+    budget = signoff_budget(s, metric)
+    tol = _tolerance(ctx, budget, reference)
+    policy = replace(ctx.policy, min_n=min(ctx.policy.min_n, n))
+    quantile = quantile_split(s, metric)[1]
+    what = plan.compared
     if metric in FLIP_METRICS:
         flips = int((deployed.argmax(axis=1) != emulated.argmax(axis=1)).sum())
-        gate = flip_gate(flips, n, tolerance=tol, policy=policy, metric=metric,
-                         what=plan.compared)
+        gate = flip_gate(flips, n, tolerance=tol, policy=policy, metric=metric, what=what)
+    elif metric == "macro_f1":
+        groups = split_groups(ctx, "dev")
+        gate = macro_f1_gate(labels, emulated.argmax(axis=1), deployed.argmax(axis=1),
+                             n_classes=len(ctx.splits.label_names), tolerance=tol,
+                             policy=policy, groups=None if groups is None else groups[:n],
+                             what=what)
     else:
-        what = plan.compared
-        if metric == "recall_at_k":
-            # the neighbours are searched among the checked examples themselves (each query
-            # excluded): the engine's deficit in recall@k units at the fixed size
-            # compare.backend_check_subset, without embedding the sign-off's gallery twice more
-
-            scores = neighbour_recall_at_k(emulated, deployed,
-                                           k=max(1, min(s.verdict.recall_k, n - 1)))
-            what += " (recall@k among the checked examples)"
+        if metric == "recall_at_k":  # each query in the sign-off's fixed gallery
+            scores = example_scores(metric, emulated, deployed, recall_k=s.verdict.recall_k,
+                                    ref_gallery=None if galleries is None else galleries[0],
+                                    gallery=None if galleries is None else galleries[1])
+            what += " (recall@k in the sign-off's fixed gallery)"
         else:
             scores = example_scores(metric, emulated, deployed)
-        gate = score_gate(scores, metric=metric, tolerance=tol,
-                          policy=replace(policy, min_n=min(policy.min_n, n)), what=what)
+        gate = score_gate(scores, metric=metric, tolerance=tol, quantile=quantile,
+                          policy=policy, what=what)
+    planned, power = _planned(metric, _limit(metric, tol, quantile), n, policy.alpha)
     status = gate.status
     out = {**base, "checked": True, "gates_recommendation": True, "n": n, "status": status,
            "ok": status == "pass", "gate": gate.to_dict(), "engine_tolerance": tol,
+           "planned_n": planned, "faithful_power": power,
            "what_to_run": "" if status == "pass" else _what_to_run(status, gate, n, plan)}
+    if power is not None and power < FAITHFUL_POWER and status != "pass":
+        short = (f"the engine check compared {n} dev examples, where a faithful engine "
+                 f"passes with power {power:.2f}; {planned} would give it "
+                 f"{FAITHFUL_POWER:g}: set data.dev (and compare.backend_check_subset) to at "
+                 f"least {planned}")
+        out["what_to_run"] = "; ".join(w for w in (out["what_to_run"], short) if w)
+        log.warning("%s", short)
     if getattr(ctx.model, "output_kind", "logits") != "embedding":
         out["agreement"] = float((deployed.argmax(axis=1) == emulated.argmax(axis=1)).mean())
         y = labels
