@@ -38,7 +38,7 @@ def _ort_exact(bench, *extra: str):
                               "precision.remainder=fp32", *extra)
 
 
-def _checker(deploy, passes: list[bool], *, galleries=None):
+def checker(deploy, passes: list[bool], *, galleries=None):
     """The experiment's engine callback: the run's compared size and gate on the emulation's
     (FP32's) dev outputs against ``deploy(emulated, labels)``."""
     from quantkit.run.deployment import engine_check_plan
@@ -93,7 +93,7 @@ def engine_macro_f1(bench, sims: int, rng, f: float) -> float:
         dev, test = world.draw(rng, vv.N_DEV, 0.0), world.draw(rng, vv.N_TEST, 0.0)
         ctx = bench.context(s, dev, test, ledger=bench.ledger(), classes=3)
         hits += vv.experiment(ctx, dev, test, shas=vv._shas(rng),
-                              engine=_checker(deploy, passes)).recommended is not None
+                              engine=checker(deploy, passes)).recommended is not None
     GATE_PASS["engine_macro_f1"] = float(np.mean(passes)) if passes else float("nan")
     return hits / sims
 
@@ -122,7 +122,7 @@ def engine_share(bench, sims: int, rng, f: float) -> float:
         dev, test = (vv.draw_kl(rng, n, bound, 2.0, 1e-4) for n in (vv.N_DEV, vv.N_TEST))
         ctx = bench.context(s, dev, test, ledger=bench.ledger())
         hits += vv.experiment(ctx, dev, test, shas=vv._shas(rng),
-                              engine=_checker(deploy, passes)).recommended is not None
+                              engine=checker(deploy, passes)).recommended is not None
     GATE_PASS["engine_share"] = float(np.mean(passes)) if passes else float("nan")
     return hits / sims
 
@@ -143,7 +143,7 @@ def engine_recall(bench, sims: int, rng, f: float, n: int = 500) -> float:
         dev, test = (vv.draw_recall(rng, n, 0.0, gallery) for _ in range(2))
         ctx = bench.context(s, dev, test, ledger=bench.ledger(), embedding=True)
         hits += vv.experiment(ctx, dev, test, shas=vv._shas(rng), gallery=gallery,
-                              engine=_checker(deploy, passes,
+                              engine=checker(deploy, passes,
                                               galleries=(gallery, gallery))
                               ).recommended is not None
     GATE_PASS["engine_recall"] = float(np.mean(passes)) if passes else float("nan")
@@ -168,7 +168,7 @@ def engine_faithful(bench, sims: int, rng, f: float) -> float:
     for _ in range(sims):
         dev, test = vv.draw_accuracy(rng, vv.N_DEV, 0.0), vv.draw_accuracy(rng, vv.N_TEST, 0.0)
         ctx = bench.context(s, dev, test, ledger=bench.ledger())
-        vv.experiment(ctx, dev, test, shas=vv._shas(rng), engine=_checker(deploy, passes))
+        vv.experiment(ctx, dev, test, shas=vv._shas(rng), engine=checker(deploy, passes))
     GATE_PASS["engine_faithful"] = float(np.mean(passes)) if passes else float("nan")
     return GATE_PASS["engine_faithful"]
 
