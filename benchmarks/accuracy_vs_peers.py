@@ -23,9 +23,12 @@ the same calibration samples and the same test split, in one process:
   precision; per-channel FP8 weights, per-tensor activations), both evaluated with the same
   exact Q/DQ numerics (ONNX Runtime CPU's float8 QuantizeLinear / DequantizeLinear, bit for
   bit the numpy reference ``quantkit/qdq/fp8.py``). It runs in
-  its own virtual environment (``--modelopt-venv``, default /work/venv-modelopt, created on
-  first use with torch 2.13.0 CPU first: it pulls onnxruntime-gpu and pins onnx 1.21) on a
-  copy of the model (it rewrites its input). A configuration that fails prints ``na`` with
+  its own virtual environment (``--modelopt-venv``, default ``<cache>/peers/venv-modelopt``
+  under quantkit's cache dir, created on first use with torch 2.13.0 CPU first: it pulls
+  onnxruntime-gpu and pins onnx 1.21) on a copy of the model (it rewrites its input). Where
+  pip cannot find the CPU build of torch (no index or wheel folder offering it, e.g. under
+  ``env -i``), the benchmark says in one line what to set and leaves ModelOpt out of the
+  tables (its last-line fields read ``na``). A configuration that fails prints ``na`` with
   ModelOpt's error, never a number.
 
 The peers calibrate on the run's calibration split (text padded to ``data.max_length``: both
@@ -180,8 +183,9 @@ def main() -> int:
     ap.add_argument("--model", default="bert_int8",
                     help="comma list of experiments (bert_int8, mobilenet_int8, layout_int8) "
                          "or 'all'")
-    ap.add_argument("--modelopt-venv", default="/work/venv-modelopt",
-                    help="virtual environment with nvidia-modelopt[onnx] (torch CPU first)")
+    ap.add_argument("--modelopt-venv", default=None,
+                    help="virtual environment with nvidia-modelopt[onnx] (torch CPU first); "
+                         "default <quantkit cache>/peers/venv-modelopt, created on first use")
     ap.add_argument("--all-calibrators", action="store_true",
                     help="also evaluate quantkit's non-chosen calibrators on test (context)")
     ap.add_argument("--fp8", action=argparse.BooleanOptionalAction, default=True,
@@ -198,9 +202,10 @@ def main() -> int:
     if a.smoke:
         a.limit, extra = 16, SMOKE
     t0 = time.perf_counter()
-    venv_python, venv_note = ensure_modelopt_venv(Path(a.modelopt_venv), create=not a.smoke)
+    venv = Path(a.modelopt_venv) if a.modelopt_venv else default_modelopt_venv()
+    venv_python, venv_note = ensure_modelopt_venv(venv, create=not a.smoke)
     if venv_note:
-        print(f"ModelOpt not measured (its rows are na): {venv_note}", flush=True)
+        print(f"ModelOpt not measured: {venv_note}", flush=True)
     lines = []
     for m in models:
         t = time.perf_counter()
@@ -399,8 +404,7 @@ def peer_rows(model_path, feeds: list[dict], tmp: Path, evaluate_peer, *, scope_
     for mode, method, hp in configs:
         conf = (f"{mode + ' ' if mode != 'int8' else ''}{method}, high precision {hp} "
                 f"({'/'.join(scope_ops)})")
-        if venv_python is None:
-            rows.append(Row("modelopt", conf, None, None, venv_note or "", fmt=mode))
+        if venv_python is None:  # said once, in one line, before the tables
             continue
         name = f"modelopt.{mode}.{method}.{hp}"
         out = tmp / f"{name}.onnx"
@@ -449,13 +453,30 @@ quantize(src, quantize_mode=mode, calibration_data=data, calibration_method=meth
 """
 
 
+def default_modelopt_venv() -> Path:
+    """``<quantkit cache dir>/peers/venv-modelopt`` (``$QUANTKIT_CACHE`` or
+    ~/.cache/quantkit): no path of one machine."""
+    from quantkit.assets import cache_root
+
+    return Path(cache_root(None)) / "peers" / "venv-modelopt"
+
+
+TORCH_CPU = "torch==2.13.0+cpu"
+#: what to set when pip cannot find the CPU build of torch
+TORCH_FIX = (f"set PIP_FIND_LINKS=<a folder holding the {TORCH_CPU} wheel> or "
+             "PIP_EXTRA_INDEX_URL=<an index offering it, e.g. "
+             "https://download.pytorch.org/whl/cpu>, or pass --modelopt-venv <a venv where "
+             "`import modelopt.onnx.quantization` works>")
+
+
 def ensure_modelopt_venv(venv: Path, *, create: bool = True) -> tuple[Path | None, str | None]:
-    """(python of a venv with nvidia-modelopt[onnx], None) or (None, why not).
+    """(python of a venv with nvidia-modelopt[onnx], None) or (None, why not, in one line).
 
     Created on first use unless ``create`` is false (``--smoke``): torch 2.13.0 CPU first
     (else ModelOpt pulls a multi-GB CUDA torch), then ``nvidia-modelopt[onnx]`` (which brings
     onnxruntime-gpu and onnx 1.21: hence its own venv). Failing installs are reported, not
-    raised: the other peers are still measured.
+    raised: the other peers are still measured; when pip cannot find the CPU build of torch,
+    what to set (:data:`TORCH_FIX`).
     """
     python = venv / "bin" / "python"
     check = [str(python), "-c", "import modelopt.onnx.quantization"]
@@ -463,13 +484,19 @@ def ensure_modelopt_venv(venv: Path, *, create: bool = True) -> tuple[Path | Non
         return python, None
     if not create:
         return None, f"no venv with nvidia-modelopt[onnx] at {venv} (--smoke never creates it)"
+    venv.parent.mkdir(parents=True, exist_ok=True)
     steps = [[sys.executable, "-m", "venv", str(venv)],
-             [str(python), "-m", "pip", "install", "-q", "torch==2.13.0+cpu"],
+             [str(python), "-m", "pip", "install", "-q", TORCH_CPU],
              [str(python), "-m", "pip", "install", "-q", "nvidia-modelopt[onnx]"]]
     for cmd in steps:
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
-            last = (r.stderr or r.stdout).strip().splitlines()
+            out = r.stderr or r.stdout
+            if TORCH_CPU in cmd and ("ResolutionImpossible" in out
+                                     or "No matching distribution" in out
+                                     or "Could not find a version" in out):
+                return None, f"pip cannot find the CPU build of torch ({TORCH_CPU}): {TORCH_FIX}"
+            last = out.strip().splitlines()
             return None, f"`{' '.join(cmd[2:])}` failed: {last[-1] if last else r.returncode}"
     if subprocess.run(check, capture_output=True).returncode != 0:
         return None, "modelopt.onnx.quantization does not import in the new venv"
