@@ -23,8 +23,8 @@ the same calibration samples and the same test split, in one process:
   precision; per-channel FP8 weights, per-tensor activations), both evaluated with the same
   exact Q/DQ numerics (ONNX Runtime CPU's float8 QuantizeLinear / DequantizeLinear, bit for
   bit the numpy reference ``quantkit/qdq/fp8.py``). It runs in
-  its own virtual environment (``--modelopt-venv``, default ``<cache>/peers/venv-modelopt``
-  under quantkit's cache dir, created on first use with torch 2.13.0 CPU first: it pulls
+  its own virtual environment (``--modelopt-venv``, default ``$QUANTKIT_MODELOPT_VENV`` or
+  ``<cache>/peers/venv-modelopt`` under quantkit's cache dir, created on first use with torch 2.13.0 CPU first: it pulls
   onnxruntime-gpu and pins onnx 1.21) on a copy of the model (it rewrites its input). Where
   pip cannot find the CPU build of torch (no index or wheel folder offering it, e.g. under
   ``env -i``), the benchmark says in one line what to set and leaves ModelOpt out of the
@@ -81,6 +81,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import os
 import shutil
 import subprocess
 import sys
@@ -454,11 +455,12 @@ quantize(src, quantize_mode=mode, calibration_data=data, calibration_method=meth
 
 
 def default_modelopt_venv() -> Path:
-    """``<quantkit cache dir>/peers/venv-modelopt`` (``$QUANTKIT_CACHE`` or
-    ~/.cache/quantkit): no path of one machine."""
+    """``$QUANTKIT_MODELOPT_VENV``, else ``<quantkit cache dir>/peers/venv-modelopt``
+    (``$QUANTKIT_CACHE`` or ~/.cache/quantkit): no path of one machine."""
     from quantkit.assets import cache_root
 
-    return Path(cache_root(None)) / "peers" / "venv-modelopt"
+    named = os.environ.get("QUANTKIT_MODELOPT_VENV")
+    return Path(named) if named else Path(cache_root(None)) / "peers" / "venv-modelopt"
 
 
 TORCH_CPU = "torch==2.13.0+cpu"

@@ -631,7 +631,8 @@ def main(argv: list[str] | None = None) -> int:
                   out=lambda line: print(line, flush=True))
     print(f"({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
     bad = [r for r, v in res["rows"].items() if v > bound_for(r, res["sims"][r])]
-    bad += [r for r, v in res["pass_rates"].items() if v < MIN_PASS_RATE]
+    if not args.smoke:  # 3 simulations say nothing about a power
+        bad += [r for r, v in res["pass_rates"].items() if v < MIN_PASS_RATE]
     return 1 if bad else 0
 
 

@@ -7,6 +7,7 @@ peer's best over its measured configurations, and "na" where none was measured.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -21,7 +22,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import accuracy_vs_peers as avp  # noqa: E402
 import peers  # noqa: E402
 
-MODELOPT_VENV = Path("/work/venv-modelopt")
+#: a venv with nvidia-modelopt[onnx] (the benchmark's --modelopt-venv); unset: those tests skip
+MODELOPT_VENV = Path(os.environ.get("QUANTKIT_MODELOPT_VENV") or "/nonexistent/venv-modelopt")
 
 
 def _tiny_mlp(path: Path, rng: np.random.Generator) -> None:
@@ -106,7 +108,8 @@ def test_ort_quantize_writes_tensorrt_style_qdq_close_to_fp32(tmp_path):
 
 needs_modelopt = pytest.mark.skipif(
     not (MODELOPT_VENV / "bin" / "python").exists(),
-    reason=f"no ModelOpt venv at {MODELOPT_VENV} (accuracy_vs_peers.py creates it)")
+    reason="set QUANTKIT_MODELOPT_VENV to a venv with nvidia-modelopt[onnx] (python "
+           "benchmarks/accuracy_vs_peers.py creates one under the quantkit cache)")
 
 
 def _modelopt_setup(tmp_path: Path, seed: int) -> tuple[Path, Path, np.ndarray]:
