@@ -52,6 +52,16 @@ n_test 6,000 (bert_int8's sizes) unless the row says otherwise.
 * ``retest``: n_test 3,000; a look with no PASS and an INCONCLUSIVE member is re-tested on
   the split grown to 6,000 (the first 3,000 examples and their outputs kept,
   ``verdict.supersedes``): a false PASS if either look recommends;
+* the test ledger's rows (issue 49; ``benchmarks/validity_ledger.py``, whose docstring
+  names the code that decides each): every simulated user keeps the looks in a default
+  ledger of their own (``verdict.ledger`` unset, ``$XDG_DATA_HOME`` per user) and the model
+  is identified at every look from its ONNX file by the run's fingerprint; a false PASS if
+  ANY look recommends: ``seeds_new_cache_k10`` (seeds 0..9, each a new ``cache_dir``, the
+  test split re-drawn from one pool), ``reexport`` (5 looks alternating the ONNX file and a
+  re-export of it), ``whitespace`` (5 looks on the same texts respelled: trailing and
+  doubled spaces, NFD, NFKC), ``fresh_data_no_supersedes`` (3,000 examples; while no
+  recommendation, up to 5 looks on fresh non-overlapping examples, no
+  ``verdict.supersedes``);
 * ``engine``: candidates lossless against the emulation, the engine flipping exactly the
   declared margin's worth of top-1 predictions against it (0.0077) on the 2,500 dev
   examples compared: the share of runs in which a candidate is recommended (acceptance:
@@ -66,6 +76,11 @@ candidate is lossless (the accuracy world).
     python benchmarks/verdict_validity.py [--sims 2000] [--rows accuracy kl_n100 ...]
     python benchmarks/verdict_validity.py --sims 100      # a quick check
     python benchmarks/verdict_validity.py --smoke         # every row, 3 simulations each
+    python benchmarks/verdict_validity.py --jobs 2        # rows in 2 worker processes
+
+A simulated user whose look recommends stops looking (the outcome is a false PASS already).
+The harness computes a split's sha256 once per split, its example ids once per list of
+texts and the environment probe once per process (each by the run's own code).
 
 The process points QUANTKIT_CACHE and HOME at a temporary directory before importing
 quantkit (nothing of the user's cache or home is read or written).
