@@ -52,6 +52,16 @@ n_test 6,000 (bert_int8's sizes) unless the row says otherwise.
 * ``retest``: n_test 3,000; a look with no PASS and an INCONCLUSIVE member is re-tested on
   the split grown to 6,000 (the first 3,000 examples and their outputs kept,
   ``verdict.supersedes``): a false PASS if either look recommends;
+* the test ledger's rows (issue 49; ``benchmarks/validity_ledger.py``, whose docstring
+  names the code that decides each): every simulated user keeps the looks in a default
+  ledger of their own (``verdict.ledger`` unset, ``$XDG_DATA_HOME`` per user) and the model
+  is identified at every look from its ONNX file by the run's fingerprint; a false PASS if
+  ANY look recommends: ``seeds_new_cache_k10`` (seeds 0..9, each a new ``cache_dir``, the
+  test split re-drawn from one pool), ``reexport`` (5 looks alternating the ONNX file and a
+  re-export of it), ``whitespace`` (5 looks on the same texts respelled: trailing and
+  doubled spaces, NFD, NFKC), ``fresh_data_no_supersedes`` (3,000 examples; while no
+  recommendation, up to 5 looks on fresh non-overlapping examples, no
+  ``verdict.supersedes``);
 * ``engine``: candidates lossless against the emulation, the engine flipping exactly the
   declared margin's worth of top-1 predictions against it (0.0077) on the dev examples the
   run compares (``compared_size``): the share of runs in which a candidate is recommended
@@ -71,6 +81,11 @@ candidate is lossless (the accuracy world).
     python benchmarks/verdict_validity.py [--sims 2000] [--rows accuracy kl_n100 ...]
     python benchmarks/verdict_validity.py --sims 100      # a quick check
     python benchmarks/verdict_validity.py --smoke         # every row, 3 simulations each
+    python benchmarks/verdict_validity.py --jobs 2        # rows in 2 worker processes
+
+A simulated user whose look recommends stops looking (the outcome is a false PASS already).
+The harness computes a split's sha256 once per split, its example ids once per list of
+texts and the environment probe once per process (each by the run's own code).
 
 The process points QUANTKIT_CACHE and HOME at a temporary directory before importing
 quantkit (nothing of the user's cache or home is read or written).
@@ -82,10 +97,14 @@ benchmarks/results/verdict_validity.md.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import dataclasses
+import functools
 import logging
+import multiprocessing
 import math
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -98,6 +117,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402
 import validity_engine  # noqa: E402
+import validity_ledger  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 ALPHA = 0.025
@@ -109,7 +129,7 @@ FLIP = {"fp16": 0.005, "int8.minmax": 0.05, "int8.entropy": 0.05, "int8.mse": 0.
 INT8_NODES = {"fp16": 0, "int8.minmax": 48, "int8.entropy": 48, "int8.mse": 48, "mixed": 44}
 ROWS = ("accuracy", "macro_f1", "agreement", "cosine_n100", "cosine_n500", "kl_n100",
         "kl_n500", "recall_n500", "grouped", "reruns_k5", "retest", "engine",
-        "engine_macro_f1", "engine_share", "engine_recall", "engine_faithful")
+        *validity_engine.ROWS, *validity_ledger.ROWS)
 
 
 def isolate(tmp: Path) -> None:
@@ -143,6 +163,46 @@ class SimArtifact:
     plan: SimPlan
     path: str = "simulated.onnx"
     emulated: Any = None
+
+
+@functools.cache
+def _text_split_class():
+    """:class:`quantkit.data.splits.TextSplit` whose ``sha256`` is computed once per split
+    object and whose ``example_ids`` once per list of texts, each by TextSplit's own code (a
+    simulated split never changes; the sign-off asks for its sha256 five times per look, and
+    reruns judge the same texts again)."""
+    from quantkit.data.splits import TextSplit
+
+    @functools.lru_cache(maxsize=16)
+    def ids_of(texts: tuple[str, ...]) -> tuple[bytes, ...]:
+        return tuple(TextSplit("ids", list(texts), None).example_ids())
+
+    class SimTextSplit(TextSplit):
+        @functools.cached_property
+        def sha256(self) -> str:  # type: ignore[override]
+            return TextSplit.sha256.fget(self)
+
+        def example_ids(self) -> list[bytes]:
+            return list(ids_of(tuple(self.texts)))
+
+    return SimTextSplit
+
+
+@functools.cache
+def _context_class():
+    """:class:`quantkit.run.context.RunContext` whose ``measured_key`` (CPU, ISA, numpy's BLAS
+    through threadpoolctl, ORT version: 4 ms, asked twice per look) is probed once per
+    process: it cannot change while the benchmark runs."""
+    from quantkit.run.context import RunContext
+
+    @dataclass(frozen=True)
+    class SimContext(RunContext):
+        environment: dict | None = None
+
+        def measured_key(self) -> dict[str, Any]:
+            return self.environment if self.environment is not None else super().measured_key()
+
+    return SimContext
 
 
 # -- one simulated split ------------------------------------------------------------------
@@ -316,13 +376,20 @@ class Bench:
         from quantkit.app import prepared_context
 
         self.tmp = tmp
+        self.min_power, self.power_sims = min_power, power_sims
         self.tiny = tinyworld.make_world(tmp / "tiny")
         self.base = ("stage_cache=false", "verdict.n_boot=2000",
                      f"verdict.min_power={min_power:g}", f"verdict.power_sims={power_sims}")
-        self.ctx0 = prepared_context(self.settings(), tmp / "run")
+        ctx0 = prepared_context(self.settings(), tmp / "run")
+        sim = _context_class()
+        self.ctx0 = sim(**{f.name: getattr(ctx0, f.name) for f in dataclasses.fields(ctx0)},
+                        environment=ctx0.measured_key())
         self._settings: dict[tuple, Any] = {}
         self._texts: list[str] = []
+        self._reexport = None
         self.experiments = 0
+        self.users = 0
+        self.notes: dict[str, str] = {}  # row -> a line on how its looks were charged
 
     def settings(self, *extra: str):
         from runworld import settings_for
@@ -351,30 +418,78 @@ class Bench:
         self.experiments += 1
         return self.tmp / "ledgers" / f"{self.experiments}.sqlite"
 
-    def context(self, settings, dev: Draw, test: Draw, *, ledger: Path, seed: int = 0,
-                classes: int = 2, embedding: bool = False, supersedes: str | None = None):
+    def new_user(self) -> Path:
+        """A new simulated user: ``$XDG_DATA_HOME`` points at a fresh folder, so a run that
+        names no ledger (``ledger=None`` in :meth:`context`) keeps its looks in this user's
+        default ledger, ``<folder>/quantkit/ledger.sqlite`` (quantkit/ledger_location.py);
+        the previous user's folder is removed (as :meth:`ledger` does)."""
+        if self.users:
+            shutil.rmtree(self.tmp / "users" / str(self.users), ignore_errors=True)
+        self.users += 1
+        home = self.tmp / "users" / str(self.users)
+        home.mkdir(parents=True)
+        os.environ["XDG_DATA_HOME"] = str(home)
+        return home
+
+    def reexported(self):
+        """The tiny world's model re-exported to another ONNX file (another producer, doc
+        string, node and initializer names and order; the same weights and function:
+        :func:`validity_ledger.reexport`), as a :class:`quantkit.models.model.Model`."""
+        if self._reexport is None:
+            import hashlib
+
+            path = validity_ledger.reexport(Path(self.ctx0.model.path),
+                                            self.tmp / "tiny" / "tiny_reexported.onnx")
+            sha = hashlib.sha256(path.read_bytes()).hexdigest()
+            self._reexport = dataclasses.replace(self.ctx0.model, path=str(path), sha256=sha)
+        return self._reexport
+
+    def context(self, settings, dev: Draw, test: Draw, *, ledger: Path | None, seed: int = 0,
+                classes: int = 2, embedding: bool = False, supersedes: str | None = None,
+                texts: list[str] | None = None, model=None, cache_dir: Path | None = None,
+                fingerprint: bool = False):
         """The prepared context with synthetic dev / test splits (``test_macro_f1_signoff``'s
-        ``_ctx_with_test_split``), this experiment's ledger file and seed."""
+        ``_ctx_with_test_split``), this experiment's ledger file and seed.
+
+        ``ledger`` None: ``verdict.ledger`` unset, the run's default ledger (the user data
+        dir: :meth:`new_user`); ``texts``: the test split's texts (default ``texts(n)``);
+        ``model``: another ONNX file of the model (:meth:`reexported`), ``model.path`` set to
+        it; ``cache_dir``: the run's ``cache_dir``; ``fingerprint``: no precomputed identity,
+        so ``sign_off`` identifies the model itself from its ONNX file
+        (``quantkit.run.model_identity``: the fingerprint, recomputed as in a new cache)."""
         from quantkit.data.info import DataInfo
-        from quantkit.data.splits import TextSplit
 
-        v = dataclasses.replace(settings.verdict, ledger=str(ledger), supersedes=supersedes)
-        s = dataclasses.replace(settings, verdict=v, seed=seed)
+        v = dataclasses.replace(settings.verdict, ledger=None if ledger is None else str(ledger),
+                                ledger_path=None if ledger is None else settings.verdict.ledger_path,
+                                supersedes=supersedes)
+        changes: dict[str, Any] = {"verdict": v, "seed": seed}
+        if cache_dir is not None:
+            changes["cache_dir"] = str(cache_dir)
+        if model is not None:
+            changes["model"] = dataclasses.replace(settings.model, path=model.path)
+        s = dataclasses.replace(settings, **changes)
         grouped = test.groups is not None
+        split_class = _text_split_class()
 
-        def split(name: str, d: Draw, start: int) -> TextSplit:
-            texts = self.texts(len(d.labels), start)
+        def split(name: str, d: Draw, start: int, given: list[str] | None = None):
+            texts = given if given is not None else self.texts(len(d.labels), start)
             groups = [f"{name}-{g}" for g in d.groups] if grouped else []
-            return TextSplit(name, texts, d.labels, groups)
+            return split_class(name, texts, d.labels, groups)
 
         info = DataInfo(group_column="group" if grouped else None)
         splits = dataclasses.replace(
-            self.ctx0.splits, dev=split("dev", dev, 10_000_000), test=split("test", test, 0),
-            label_names=[f"c{i}" for i in range(classes)], info=info)
-        model = dataclasses.replace(self.ctx0.model,
+            self.ctx0.splits, dev=split("dev", dev, 10_000_000),
+            test=split("test", test, 0, texts), label_names=[f"c{i}" for i in range(classes)],
+            info=info)
+        model = dataclasses.replace(model or self.ctx0.model,
                                     output_kind="embedding" if embedding else "logits")
+        extra: dict[str, Any] = {}
+        if cache_dir is not None:
+            extra["cache_dir"] = Path(cache_dir)
+        if fingerprint:
+            extra["identity"] = None
         return dataclasses.replace(self.ctx0, settings=s, splits=splits, model=model,
-                                   lengths=None)
+                                   lengths=None, policy=None, **extra)  # policy: seed's
 
 
 def _evaluation(ctx, split: str, name: str, ref: np.ndarray, out: np.ndarray | None, *,
@@ -404,6 +519,7 @@ class Outcome:
     inconclusive: bool
     look_id: str | None
     statuses: dict
+    facts: dict = dataclasses.field(default_factory=dict)  # record.signoff.ledger
 
 
 def experiment(ctx, dev: Draw, test: Draw, *, shas: dict[str, str],
@@ -435,7 +551,7 @@ def experiment(ctx, dev: Draw, test: Draw, *, shas: dict[str, str],
     statuses = {} if so.decision is None else {m: so.decision.status(m)
                                                 for m in so.family.candidates}
     return Outcome(rec.candidate, "INCONCLUSIVE" in statuses.values(), so.look.get("look_id"),
-                   statuses)
+                   statuses, dict(so.look))
 
 
 def _shas(rng) -> dict[str, str]:
@@ -462,6 +578,8 @@ def run_row(bench: Bench, row: str, sims: int, seed: int, *, loss_factor: float 
     hits = 0
     if row in validity_engine.ROWS:
         return validity_engine.ROWS[row](bench, sims, rng, f)
+    if row in validity_ledger.ROWS:
+        return validity_ledger.ROW_FUNCTIONS[row](bench, sims, rng, f)
     if row in ("accuracy", "grouped", "reruns_k5", "retest"):
         s = bench.row_settings()
         loss = f * signoff_threshold(s, "accuracy") * P_REF
@@ -473,14 +591,14 @@ def run_row(bench: Bench, row: str, sims: int, seed: int, *, loss_factor: float 
             ledger = bench.ledger()
             if row == "reruns_k5":
                 fixed = (test.labels, test.ref.argmax(axis=1) == test.labels)
-                hit = False
                 for k in range(5):  # a new seed: new candidates, the same test examples
                     if k:
                         dev = draw_accuracy(rng, N_DEV, loss)
                         test = draw_accuracy(rng, n_test, loss, ref=fixed)
                     ctx = bench.context(s, dev, test, ledger=ledger, seed=k)
-                    hit |= experiment(ctx, dev, test, shas=_shas(rng)).recommended is not None
-                hits += hit
+                    if experiment(ctx, dev, test, shas=_shas(rng)).recommended is not None:
+                        hits += 1  # a false PASS already: this user's later looks change nothing
+                        break
                 continue
             ctx = bench.context(s, dev, test, ledger=ledger)
             shas = _shas(rng)
@@ -551,7 +669,7 @@ def run_row(bench: Bench, row: str, sims: int, seed: int, *, loss_factor: float 
             hits += experiment(ctx, dev, test, shas=_shas(rng),
                                engine=validity_engine.checker(deploy, passes)
                                ).recommended is not None
-        validity_engine.GATE_PASS[row] = float(np.mean(passes)) if passes else float("nan")
+        validity_engine.note(bench, row, passes)
         return hits / sims
     raise ValueError(f"unknown row {row!r}; rows: {', '.join(ROWS)}")
 
@@ -568,38 +686,87 @@ SLOW_ROWS = ("recall_n500", "grouped")
 MIN_PASS_RATE = 0.8
 
 
+#: relative cost of a row (looks per simulated experiment, test size): the order in which
+#: ``--jobs`` hands rows to its workers (the longest first)
+ROW_COST = {"reruns_k5": 5, "recall_n500": 4, "grouped": 3, "retest": 1.5, "engine_recall": 3,
+            **validity_ledger.ROW_COST}
+
+
+def _timed_row(bench: Bench, row: str, sims: int, seed: int, loss_factor: float
+               ) -> tuple[float, float, str | None]:
+    t0 = time.perf_counter()
+    rate = run_row(bench, row, sims, seed, loss_factor=loss_factor)
+    return rate, time.perf_counter() - t0, bench.notes.pop(row, None)
+
+
+_WORKER: dict[str, Bench] = {}
+
+
+def _worker_start(root: str, min_power: float, power_sims: int) -> None:
+    """A ``--jobs`` worker: its own temporary folder (isolated cache, home, ledgers, users)
+    and its own Bench."""
+    tmp = Path(root) / f"worker-{os.getpid()}"
+    isolate(tmp)
+    logging.basicConfig(level=logging.ERROR)
+    logging.getLogger("quantkit").setLevel(logging.ERROR)
+    _WORKER["bench"] = Bench(tmp, min_power=min_power, power_sims=power_sims)
+
+
+def _worker_row(row: str, sims: int, seed: int, loss_factor: float):
+    return _timed_row(_WORKER["bench"], row, sims, seed, loss_factor)
+
+
 def run(bench: Bench, rows, sims: int, seed: int, *, slow_sims: int | None = None,
-        out=print) -> dict:
-    """Every row's false-PASS rate (one line each), the pass-rate rows apart, the lossless
-    power, the summary line."""
-    results, used, passing = {}, {}, {}
-    for row in rows:
-        t0 = time.perf_counter()
-        n = slow_sims if slow_sims and row in SLOW_ROWS else sims
-        rate = run_row(bench, row, n, seed)
-        used[row] = n
-        gate = validity_engine.GATE_PASS.get(row)
-        extra = f" engine_gate_pass={gate:.4f}" if gate is not None else ""
-        if row in validity_engine.PASS_RATE_ROWS:
+        out=print, jobs: int = 1) -> dict:
+    """Every row's false-PASS rate (one line each, and a line on how a ledger row's looks
+    were charged or how often an engine gate passed), the pass-rate rows apart, the lossless
+    power, the summary line. ``jobs`` > 1: the rows (and the
+    power) run in that many worker processes, each with its own Bench; a row's numbers are
+    the same as in one process (each row has its own random stream)."""
+    results, used, seconds, passing = {}, {}, {}, {}
+    tasks = [(row, slow_sims if slow_sims and row in SLOW_ROWS else sims, 1.0) for row in rows]
+    tasks.append(("accuracy", sims, 0.0))  # the power: every candidate lossless
+
+    def report(task, rate: float, secs: float, note: str | None) -> None:
+        row, n, f = task
+        if f == 0.0:
+            results["power"] = rate
+            return
+        used[row], seconds[row] = n, secs
+        if row in validity_engine.PASS_RATE_ROWS:  # a pass rate: apart, not in worst_row
             passing[row] = rate
             se = math.sqrt(max(rate * (1 - rate), 1e-12) / n)
             out(f"{row:>12} sims={n} pass_rate={rate:.4f} SE={se:.4f} "
                 f"min={MIN_PASS_RATE:g} {'OK' if rate >= MIN_PASS_RATE else 'LOW'} "
-                f"({time.perf_counter() - t0:.0f} s)")
-            continue
+                f"({secs:.0f} s)")
+            return
         se = math.sqrt(ALPHA * (1 - ALPHA) / n)
         ok = rate <= bound_for(row, n)
         results[row] = rate
         out(f"{row:>12} sims={n} false_pass={rate:.4f} SE={se:.4f} "
-            f"bound={bound_for(row, n):.4f} {'OK' if ok else 'EXCESS'}{extra} "
-            f"({time.perf_counter() - t0:.0f} s)")
-    power = run_row(bench, "accuracy", sims, seed, loss_factor=0.0)
-    worst = max(results, key=results.get) if results else None
+            f"bound={bound_for(row, n):.4f} {'OK' if ok else 'EXCESS'} ({secs:.0f} s)")
+        if note:
+            out(f"{'':>12} {note}")
+
+    if jobs <= 1:
+        for task in tasks:
+            report(task, *_timed_row(bench, task[0], task[1], seed, task[2]))
+    else:
+        order = sorted(tasks, key=lambda t: -ROW_COST.get(t[0], 1) * t[1])
+        root = bench.tmp / "workers"
+        with concurrent.futures.ProcessPoolExecutor(
+                jobs, mp_context=multiprocessing.get_context("spawn"),
+                initializer=_worker_start,
+                initargs=(str(root), bench.min_power, bench.power_sims)) as pool:
+            futures = {pool.submit(_worker_row, t[0], t[1], seed, t[2]): t for t in order}
+            for fut in concurrent.futures.as_completed(futures):
+                report(futures[fut], *fut.result())
+    power = results.pop("power")
+    worst = max(results, key=results.get)
     out(f"false_pass_recommended={results.get('accuracy', float('nan')):.4f} "
-        f"worst_row={worst}:{results.get(worst, float('nan')):.4f} "
-        f"power_lossless={power:.4f} n_test={N_TEST}")
+        f"worst_row={worst}:{results[worst]:.4f} power_lossless={power:.4f} n_test={N_TEST}")
     return {"rows": results, "sims": used, "power_lossless": power, "worst": worst,
-            "pass_rates": passing}
+            "seconds": seconds, "pass_rates": passing}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -612,6 +779,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-power", type=float, default=0.0,
                     help="verdict.min_power (0: every declared member tested, the worst case)")
     ap.add_argument("--power-sims", type=int, default=0, help="verdict.power_sims")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="worker processes (rows run in parallel; each its own temp folder)")
     _common.bench_args(ap, "every row, 3 simulated experiments each")
     args = ap.parse_args(argv)
     if args.smoke:
@@ -628,7 +797,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{args.sims} simulated experiments per row; bound 0.025 + 2 SE (engine: "
               f"recommended <= 0.05); verdict.min_power={args.min_power:g}", flush=True)
         res = run(bench, args.rows, args.sims, args.seed, slow_sims=args.slow_sims,
-                  out=lambda line: print(line, flush=True))
+                  out=lambda line: print(line, flush=True), jobs=args.jobs)
     print(f"({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
     bad = [r for r, v in res["rows"].items() if v > bound_for(r, res["sims"][r])]
     if not args.smoke:  # 3 simulations say nothing about a power

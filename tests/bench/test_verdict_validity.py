@@ -5,8 +5,10 @@ recommends a lossless candidate often and one that loses 3x the bound almost nev
 
 from __future__ import annotations
 
+import os
 import re
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -57,3 +59,65 @@ def test_reruns_are_charged_in_one_ledger(bench):
                          shas=vv._shas(rng)).look_id for k in range(2)]
     looks = [LedgerStore(ledger).look(i) for i in ids]
     assert [lk.number for lk in looks] == [1, 2]
+
+
+def _looks_of_one_user(bench, monkeypatch, variants):
+    """One simulated user's looks (benchmarks/validity_ledger.py's ``_User``), one per
+    ``variants`` entry (keyword arguments of ``look``); returns the looks' ledger facts."""
+    import numpy as np
+
+    import validity_ledger as vl
+
+    monkeypatch.setenv("XDG_DATA_HOME", os.environ["XDG_DATA_HOME"])  # restored afterwards
+    rng = np.random.default_rng(3)
+    tally: Counter = Counter()
+    user = vl._User(vv, bench, bench.row_settings(), rng, tally)
+    facts = []
+    for k, kw in enumerate(variants):
+        n = len(kw.get("texts") or ()) or 300
+        dev, test = vv.draw_accuracy(rng, 300, 0.0), vv.draw_accuracy(rng, n, 0.0)
+        ctx = bench.context(bench.row_settings(), dev, test, ledger=None, seed=k,
+                            fingerprint=True, **kw)
+        facts.append(vv.experiment(ctx, dev, test, shas=vv._shas(rng)).facts)
+    assert all(f["location"] == "default" for f in facts)
+    assert all(Path(f["path"]).is_relative_to(user.home) for f in facts)
+    return facts
+
+
+def test_a_reexport_is_the_same_model_in_the_users_default_ledger(bench, monkeypatch):
+    """The ledger rows' model identity is the run's fingerprint of a real ONNX file: the
+    re-exported file has other bytes and is charged as the same model."""
+    again = bench.reexported()
+    assert again.sha256 != bench.ctx0.model.sha256
+    texts = bench.texts(300)
+    facts = _looks_of_one_user(bench, monkeypatch, [
+        {"texts": texts, "cache_dir": bench.tmp / "c0"},
+        {"texts": texts, "model": again, "cache_dir": bench.tmp / "c1"}])
+    assert [f["look"] for f in facts] == [1, 2]
+    assert facts[0]["model_key"] == facts[1]["model_key"]
+    assert [f["joined_by"] for f in facts] == ["first", "overlap"]
+
+
+def test_respelled_texts_are_the_same_examples_and_fresh_ones_the_same_model(bench,
+                                                                              monkeypatch):
+    import validity_ledger as vl
+
+    base = vl.accented_texts(300)
+    spelled = [{"texts": [vl.text_variant(t, k) for t in base]} for k in range(5)]
+    fresh = [{"texts": bench.texts(300, 10_000)}]
+    facts = _looks_of_one_user(bench, monkeypatch, spelled + fresh)
+    assert [f["look"] for f in facts] == [1, 2, 3, 4, 5, 6]
+    assert [f["joined_by"] for f in facts] == ["first", *["overlap"] * 4, "model"]
+    assert len({f["lineage"] for f in facts}) == 1
+
+
+def test_the_ledger_rows_run_through_the_default_ledger(bench, monkeypatch):
+    import validity_ledger as vl
+
+    monkeypatch.setenv("XDG_DATA_HOME", os.environ["XDG_DATA_HOME"])
+    lines: list[str] = []
+    res = vv.run(bench, list(vl.ROWS), 2, 0, out=lines.append)
+    assert set(res["rows"]) == set(vl.ROWS)
+    notes = [line for line in lines if "looks of 2 users" in line]
+    assert len(notes) == 4 and all("model keys 1" in n for n in notes), lines
+    assert "fingerprints match" in next(n for n in notes if "files" in n)
