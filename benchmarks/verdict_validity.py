@@ -46,6 +46,9 @@ n_test 6,000 (bert_int8's sizes) unless the row says otherwise.
   gallery), 5% of queries losing their neighbours;
 * ``grouped``: 6,000 test examples in groups of 25 (2,500 dev), the whole loss in 10% of
   the groups (each group bad with probability 0.1);
+* ``few_bad_groups``: 80 groups in each split (75 examples a group on test, 31 on dev), the
+  whole loss in 5% of the groups of the population (a split holds 4 on average, sometimes
+  none): ``benchmarks/validity_groups.py``;
 * ``reruns_k5``: the same test examples judged 5 times through one ledger (reruns with
   seeds 0..4, each a new set of candidates at the margin): a false PASS if ANY look
   recommends;
@@ -102,7 +105,8 @@ FLIP = {"fp16": 0.005, "int8.minmax": 0.05, "int8.entropy": 0.05, "int8.mse": 0.
         "mixed": 0.02}
 INT8_NODES = {"fp16": 0, "int8.minmax": 48, "int8.entropy": 48, "int8.mse": 48, "mixed": 44}
 ROWS = ("accuracy", "macro_f1", "agreement", "cosine_n100", "cosine_n500", "kl_n100",
-        "kl_n500", "recall_n500", "grouped", "reruns_k5", "retest", "engine")
+        "kl_n500", "recall_n500", "grouped", "reruns_k5", "retest", "engine",
+        "few_bad_groups")
 
 
 def isolate(tmp: Path) -> None:
@@ -444,6 +448,9 @@ def run_row(bench: Bench, row: str, sims: int, seed: int, *, loss_factor: float 
     stream = {1.0: 0, 0.0: 1}.get(f, 2 + int(round(f * 1000)))
     rng = np.random.default_rng([seed, ROWS.index(row), stream])
     hits = 0
+    if row == "few_bad_groups":  # its world lives in validity_groups (which imports this)
+        from validity_groups import few_bad_groups
+        return few_bad_groups(bench, sims, rng, f)
     if row in ("accuracy", "grouped", "reruns_k5", "retest"):
         s = bench.row_settings()
         loss = f * signoff_threshold(s, "accuracy") * P_REF
@@ -549,7 +556,7 @@ def bound_for(row: str, sims: int) -> float:
 
 
 #: rows that cost several times the others (recall@k's gallery search, the cluster bootstrap)
-SLOW_ROWS = ("recall_n500", "grouped")
+SLOW_ROWS = ("recall_n500", "grouped", "few_bad_groups")
 
 
 def run(bench: Bench, rows, sims: int, seed: int, *, slow_sims: int | None = None,
