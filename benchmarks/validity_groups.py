@@ -12,8 +12,8 @@ the split's bad groups (one cause breaks them all).
 Why not exactly 4 bad groups in every split: then the split's mean is the population's
 minus only within-group noise and the cluster interval (which also counts the spread
 between groups) is conservative; the false PASS comes from splits that draw fewer bad
-groups than the population holds (benchmarks/group_validity.py ``few_*`` worlds; measured:
-benchmarks/results/group_validity.md).
+groups than the population holds (``benchmarks/group_validity.py --few``; measured, with
+this row: benchmarks/results/group_validity.md).
 """
 
 from __future__ import annotations
