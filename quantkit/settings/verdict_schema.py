@@ -36,7 +36,9 @@ class VerdictConfig:
     # dev / test sign-off (quantkit/verdict/protocol.py)
     family: str = "fixed_sequence"  # familywise control: fixed_sequence (dev order) | holm
     min_n: int = 100  # fewer examples: INCONCLUSIVE whatever the interval
-    min_groups: int = 75  # grouped data with fewer groups: INCONCLUSIVE (group_validity.py)
+    # grouped data with fewer groups: INCONCLUSIVE (group_validity.py); covers a loss spread
+    # over >= 10% of the groups, not one in a few groups (quantkit/verdict/policy.py)
+    min_groups: int = 75
     power: float = 0.8  # planned power of the test split at the margin
     max_flip_rate: Optional[float] = 0.10  # churn gate vs FP32 predictions; null = no gate
     min_agreement: float = 0.99  # the declared minimum for metric=agreement (label-free)

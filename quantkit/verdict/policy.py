@@ -34,7 +34,13 @@ MIN_N = 100
 #: world simulated with the sign-off's own tests (the loss exactly the margin, all of it in
 #: 10% of the groups; accuracy and the label-free share test) keeps the false-PASS rate
 #: within alpha + 2 SE (benchmarks/group_validity.py; measured:
-#: benchmarks/results/group_validity.md). A loss concentrated in fewer groups needs more.
+#: benchmarks/results/group_validity.md). A loss concentrated in fewer groups needs more:
+#: what 75 covers is a loss that the split's groups carry in numbers (7.5 on average at 10%
+#: of 75); a loss in a few groups of the population (3 to 6 of 75 to 100 on average) passes
+#: falsely up to about twice alpha, and no interval can stop that: a split that drew none of
+#: those groups is drawn exactly as a lossless one. The small-sample cluster corrections
+#: (CR2 / Bell-McCaffrey t, the wild cluster bootstrap) pass those worlds at least as often
+#: as the bootstrap-t (``group_validity.py --few``, same results file).
 MIN_GROUPS = 75
 #: Simulated test splits per planned power (verdict.power_sims; quantkit/verdict/rule_power.py).
 POWER_SIMS = 400
