@@ -147,15 +147,19 @@ class _User:
         self.tally["looks"] += 1
         self.tally[f"charged by {facts.get('joined_by')}"] += 1
         self.tally.setdefault("model keys", set()).add(facts.get("model_key"))
+        if out.recommended is not None:
+            self.tally.setdefault("false PASS at look", Counter())[facts.get("look")] += 1
         return out.recommended is not None
 
 
 def _note(tally: Counter, users: int, extra: str = "") -> str:
     keys = tally.pop("model keys", set())
     looks = tally.pop("looks", 0)
+    at = tally.pop("false PASS at look", Counter())
     charged = ", ".join(f"{k.removeprefix('charged by ')} {v}" for k, v in sorted(tally.items()))
+    passes = ", ".join(f"{k}: {v}" for k, v in sorted(at.items())) or "none"
     return (f"{looks} looks of {users} users ({looks / max(users, 1):.2f} each); "
-            f"charged by: {charged}; model keys {len(keys)}{extra}")
+            f"charged by: {charged}; false PASS at look {passes}; model keys {len(keys)}{extra}")
 
 
 def seeds_new_cache_k10(bench, sims: int, rng, loss_factor: float) -> float:
