@@ -340,6 +340,20 @@ def _status(sign_status: str) -> str:
 _WHY = {PASS: "within it", FAIL: "above it", INCONCLUSIVE: "the interval does not decide"}
 
 
+def _from_signoff(t, status: str, metric: str, *, observed: float,
+                  bounds: tuple[float, float], limit: float, alpha: float,
+                  reasons: list[str]) -> EngineGate:
+    """The gate from the sign-off test ``t`` it ran (its ``plan_n``: the size that would
+    decide an inconclusive gate)."""
+    needed = t.plan_n if status == INCONCLUSIVE else None
+    if needed:
+        reasons.append(f"about {int(needed)} compared examples would decide")
+    return EngineGate(status=status, metric=metric, units=GATE_UNITS[metric], n=int(t.n),
+                      observed=float(observed), lower=float(bounds[0]),
+                      upper=float(bounds[1]), tolerance=float(limit), alpha=float(alpha),
+                      n_needed=int(needed) if needed else None, reasons=tuple(reasons))
+
+
 def macro_f1_gate(labels: Any, emulated: Any, deployed: Any, *, n_classes: int,
                   tolerance: float, policy: TestPolicy = TestPolicy(), groups: Any = None,
                   what: str = "engine vs emulation") -> EngineGate:
@@ -361,13 +375,8 @@ def macro_f1_gate(labels: Any, emulated: Any, deployed: Any, *, n_classes: int,
     reasons = [f"{what}: macro-F1 {float(t.cand_value):.4f} vs {float(t.ref_value):.4f} "
                f"(loss {loss:+.4f}, bounds [{lo:+.4f}, {hi:+.4f}]) over {y.size} labelled "
                f"examples against the tolerance {tolerance:.4f}: {_WHY[status]}"]
-    needed = t.plan_n if status == INCONCLUSIVE else None
-    if needed:
-        reasons.append(f"about {int(needed)} compared examples would decide")
-    return EngineGate(status=status, metric="macro_f1", units=GATE_UNITS["macro_f1"],
-                      n=int(y.size), observed=loss, lower=lo, upper=hi,
-                      tolerance=float(tolerance), alpha=float(policy.alpha),
-                      n_needed=int(needed) if needed else None, reasons=tuple(reasons))
+    return _from_signoff(t, status, "macro_f1", observed=loss, bounds=(lo, hi),
+                         limit=tolerance, alpha=policy.alpha, reasons=reasons)
 
 
 def engine_deficits(metric: str, scores: Any) -> np.ndarray:
@@ -406,10 +415,5 @@ def score_gate(scores: Any, *, metric: str, tolerance: float, quantile: float,
     reasons = [f"{what}: {outside:.4f} of {v.size} examples with {metric} deficit above the "
                f"tolerance {tolerance:.4g} (bounds [{lo:.4f}, {hi:.4f}]) against at most "
                f"{quantile:.4g}: {_WHY[status]}"]
-    needed = t.plan_n if status == INCONCLUSIVE else None
-    if needed:
-        reasons.append(f"about {int(needed)} compared examples would decide")
-    return EngineGate(status=status, metric=metric, units=GATE_UNITS[metric], n=int(v.size),
-                      observed=outside, lower=lo, upper=hi,
-                      tolerance=float(quantile), alpha=float(alpha),
-                      n_needed=int(needed) if needed else None, reasons=tuple(reasons))
+    return _from_signoff(t, status, metric, observed=outside, bounds=(lo, hi),
+                         limit=quantile, alpha=alpha, reasons=reasons)
