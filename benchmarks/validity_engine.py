@@ -53,12 +53,13 @@ def checker(deploy, passes: list[bool], *, galleries=None):
     from quantkit.run.deployment import engine_check_plan
     from quantkit.run.stages.backend_check import compared_size, gate_outputs
 
-    def engine(ctx, ref_dev):
+    def engine(ctx, ref_dev, family_size: int = 1):
         dev = ctx.split("dev")
-        n = compared_size(ctx, len(dev.labels), ref_dev)
+        n = compared_size(ctx, len(dev.labels), ref_dev, family_size)
         emulated, labels = ref_dev.logits[:n], dev.labels[:n]
         out = gate_outputs(ctx, engine_check_plan(ctx.settings), deploy(emulated, labels),
-                           emulated, ref_dev, labels=labels, galleries=galleries)
+                           emulated, ref_dev, labels=labels, galleries=galleries,
+                           family_size=family_size)
         passes.append(out["status"] == "pass")
         return out
 

@@ -553,9 +553,10 @@ def experiment(ctx, dev: Draw, test: Draw, *, shas: dict[str, str],
 
     so = sign_off(ctx, members, artifacts, dev_evals, ref_test, evaluate_member=evaluate_member)
     if engine is None:
-        checks = {m: check_backend(ctx, artifacts[m], ref_dev) for m in members}
-    else:
-        checks = {m: BackendCheck.of(engine(ctx, ref_dev)) for m in members}
+        checks = {m: check_backend(ctx, artifacts[m], ref_dev, family_size=len(members))
+                  for m in members}
+    else:  # each member's gate at alpha over the family's size, as the run does
+        checks = {m: BackendCheck.of(engine(ctx, ref_dev, len(members))) for m in members}
     rec, _ = recommend_signed(ctx, so, artifacts, checks, None)
     statuses = {} if so.decision is None else {m: so.decision.status(m)
                                                 for m in so.family.candidates}

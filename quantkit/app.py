@@ -178,13 +178,17 @@ def run(cfg: DictConfig, *, out_dir: str | Path | None = None,
                 info.update({"full_evals": res.search.full_evals, "bound": res.search.bound})
     every = {**arts, **({"mixed": res.search.artifact} if res.search else {})}
     dev = {**res.evaluations, **({"mixed": res.search.evaluation} if res.search else {})}
+    # the family (declared on dev) is what can be recommended: each member's engine gate
+    # runs at alpha over its size
+    members = ([] if res.signoff_skipped
+               else family_members(ctx, res.evaluations, declared_mixed(res.search)))
     with stage("backend_check"):  # every candidate that can be recommended, on a dev subset
-        res.backend_checks = {n: backend_check(ctx, a, ref) for n, a in every.items()}
+        res.backend_checks = {n: backend_check(ctx, a, ref, family_size=len(members))
+                              for n, a in every.items()}
 
     if res.signoff_skipped:
         log.info("sign-off skipped: %s", res.signoff_skipped)
     else:
-        members = family_members(ctx, res.evaluations, declared_mixed(res.search))
         with stage("signoff") as info:  # declared on dev, then the test split, once per member
             res.signoff = signoff(ctx, members, every, dev, res.reference_test)
             fam = res.signoff.family  # None: no member had the power to be tested

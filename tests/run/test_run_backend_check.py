@@ -118,3 +118,15 @@ def test_a_label_free_check_gates_the_engines_share_outside(ort_exact, reference
     assert f"against at most {q_e:.4g}" in gate["reasons"][0]
     assert r["budget"]["composition"].endswith(f"(declared q {kl.settings.verdict.score_quantile:g}"
                                                f": sign-off {q_s:.4g}, engine {q_e:.4g})")
+
+
+def test_each_members_gate_runs_at_alpha_over_the_family(ort_exact, reference):
+    """The recommendation takes any family member whose gate passed, so each gate runs at
+    alpha / family size (Bonferroni): with three members at their tolerance, one passing at
+    alpha each would let 1 - (1 - alpha)^3 through (measured: engine_recall 0.074)."""
+    c, arts = ort_exact
+    one = encode(check_backend(c, arts["int8.minmax"], reference).to_record())
+    three = encode(check_backend(c, arts["int8.minmax"], reference, family_size=3).to_record())
+    assert one["gate"]["alpha"] == pytest.approx(c.policy.alpha)
+    assert three["gate"]["alpha"] == pytest.approx(c.policy.alpha / 3)
+    assert three["faithful_power"] <= one["faithful_power"] + 1e-12

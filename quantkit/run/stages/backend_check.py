@@ -86,10 +86,14 @@ class BackendCheck:
         return decode(BackendCheckRecord, self.result, "backend_check")
 
 
-def backend_check(ctx: RunContext, artifact: Artifact, reference: Evaluation) -> BackendCheck:
-    """Cached by artifact, dev data, compare + backend + verdict settings and the execution
-    environment. ``reference``: the FP32 evaluation on dev (its accuracy converts a
-    relative margin into a flip rate)."""
+def backend_check(ctx: RunContext, artifact: Artifact, reference: Evaluation, *,
+                  family_size: int = 1) -> BackendCheck:
+    """Cached by artifact, dev data, compare + backend + verdict settings, the family's size
+    and the execution environment. ``reference``: the FP32 evaluation on dev (its accuracy
+    converts a relative margin into a flip rate); ``family_size``: how many candidates can be
+    recommended, each through its own gate: each gate runs at alpha / family_size
+    (Bonferroni), since the recommendation takes any member whose gate passed (measured:
+    benchmarks/results/verdict_validity.md, engine_recall)."""
     s = ctx.settings
     plan = engine_check_plan(s)
     if not plan.required or not plan.runs_here:
@@ -102,9 +106,10 @@ def backend_check(ctx: RunContext, artifact: Artifact, reference: Evaluation) ->
     inputs = {"artifact": artifact.sha256, "dev": ctx.splits.dev.sha256,
               "compare": asdict(s.compare), "backend": asdict(s.backend),
               "verdict": asdict(s.verdict), "target": s.target, "engine_gate": 3,
-              "qdq_mode": ctx.qdq_mode(), **ctx.feeds_key(), **ctx.measured_key()}
+              "qdq_mode": ctx.qdq_mode(), "family_size": int(family_size),
+              **ctx.feeds_key(), **ctx.measured_key()}
     obj, _, _ = ctx.cached("backend_check", inputs,
-                           lambda: (_check(ctx, artifact, reference, plan), None))
+                           lambda: (_check(ctx, artifact, reference, plan, family_size), None))
     return BackendCheck.of(obj)
 
 
@@ -166,7 +171,12 @@ def _planned(metric: str, limit: float, n: int, alpha: float
     return faithful_size(limit, alpha=alpha), faithful_power(n, limit, alpha=alpha)
 
 
-def compared_size(ctx: RunContext, available: int, reference) -> int:
+def gate_alpha(ctx: RunContext, family_size: int = 1) -> float:
+    """Each member's gate alpha: the policy's alpha over the family's size (Bonferroni)."""
+    return ctx.policy.alpha / max(1, int(family_size))
+
+
+def compared_size(ctx: RunContext, available: int, reference, family_size: int = 1) -> int:
     """How many dev examples the check compares: for the exact binomial gates (flips, the
     label-free shares) the size of ``available`` with the highest power for a faithful engine
     (:func:`quantkit.verdict.engine_gate.check_size`); all of them for macro-F1."""
@@ -175,13 +185,15 @@ def compared_size(ctx: RunContext, available: int, reference) -> int:
         return available
     tol = _tolerance(ctx, signoff_budget(ctx.settings, metric), reference)
     quantile = quantile_split(ctx.settings, metric)[1]
-    return check_size(_limit(metric, tol, quantile), available, alpha=ctx.policy.alpha)
+    return check_size(_limit(metric, tol, quantile), available,
+                      alpha=gate_alpha(ctx, family_size))
 
 
-def _check(ctx: RunContext, art: Artifact, reference, plan) -> dict:
+def _check(ctx: RunContext, art: Artifact, reference, plan, family_size: int = 1) -> dict:
     s, dev = ctx.settings, ctx.splits.dev
     base = _base(ctx, plan)
-    n = compared_size(ctx, min(s.compare.backend_check_subset, len(dev)), reference)
+    n = compared_size(ctx, min(s.compare.backend_check_subset, len(dev)), reference,
+                      family_size)
     if n == 0:
         return {**base, "checked": False, "gates_recommendation": True, "status": "disabled",
                 "ok": False, "what_to_run": "engine check disabled "
@@ -208,12 +220,13 @@ def _check(ctx: RunContext, art: Artifact, reference, plan) -> dict:
     emulated, emu_gallery = predict(ctx.runner(signed, name="check-emulated"))
     galleries = None if gallery is None else (emu_gallery, dep_gallery)
     return gate_outputs(ctx, plan, deployed, emulated, reference, labels=sub.labels,
-                        name=art.name, galleries=galleries)
+                        name=art.name, galleries=galleries, family_size=family_size)
 
 
 def gate_outputs(ctx: RunContext, plan, deployed: np.ndarray, emulated: np.ndarray, reference,
                  *, labels: np.ndarray | None = None, name: str = "candidate",
-                 galleries: tuple[np.ndarray, np.ndarray] | None = None) -> dict:
+                 galleries: tuple[np.ndarray, np.ndarray] | None = None,
+                 family_size: int = 1) -> dict:
     """The engine check's result from the two executions' outputs on the compared dev
     examples (``deployed``: the deployment runtime's, ``emulated``: the signed numbers';
     ``galleries``: for recall@k, the sign-off's fixed gallery embedded by the emulation and
@@ -226,7 +239,8 @@ def gate_outputs(ctx: RunContext, plan, deployed: np.ndarray, emulated: np.ndarr
     metric = base["metric"]
     budget = signoff_budget(s, metric)
     tol = _tolerance(ctx, budget, reference)
-    policy = replace(ctx.policy, min_n=min(ctx.policy.min_n, n))
+    policy = replace(ctx.policy, min_n=min(ctx.policy.min_n, n),
+                     alpha=gate_alpha(ctx, family_size))
     quantile = quantile_split(s, metric)[1]
     what = plan.compared
     if metric in FLIP_METRICS:
