@@ -42,7 +42,9 @@ for flips (:func:`flip_gate`); the sign-off's macro-F1 test for macro-F1; the si
 exact share test (:func:`quantkit.verdict.score_signoff`) for the label-free shares. A
 candidate may be recommended only when the gate PASSes (not merely "did not FAIL") where
 the deployment runtime is the one checked; then a deployed loss beyond ``D`` needs the
-sign-off or the gate to pass a false statement, each at most alpha.
+sign-off or the gate to pass a false statement, each at most alpha. The recommendation
+takes any family member whose gate passed, so each member's gate runs at alpha over the
+family's size (Bonferroni; ``run/stages/backend_check.py`` ``gate_alpha``).
 
 Size (:func:`faithful_power`, :func:`faithful_size`): a faithful engine, one whose flips
 (or share of examples outside ``t``) are a quarter of what the gate allows, must pass with
