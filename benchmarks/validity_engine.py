@@ -20,7 +20,10 @@ emulation's outputs are FP32's.
   (1,000 items, both executions embed it); exactly the engine's part of the quantile of the
   queries lose their neighbours (recall 0): at its bound.
 * ``engine_faithful`` (H7, a pass rate, not a false-PASS row): accuracy, the engine flipping
-  a quarter of the flip tolerance: the share of runs whose engine check PASSes (>= 0.8).
+  a quarter of the flip tolerance, on bert_int8's dev size (3,100: the run plans 3,079 for
+  power 0.8 with each of the three members' gates at alpha / 3): the share of runs whose
+  engine check PASSes (>= 0.8). On 2,500 dev examples it is 0.633 (measured), and the run
+  says how large dev must be.
 """
 
 from __future__ import annotations
@@ -28,6 +31,11 @@ from __future__ import annotations
 import sys
 
 import numpy as np
+
+#: bert_int8's dev split (conf/data/rotten_tomatoes.yaml: what is left after test, train and
+#: calibration, about 3,100)
+N_DEV_BERT = 3100
+
 
 def _harness(bench):
     """benchmarks/verdict_validity.py as the Bench came from (``__main__`` when run as a
@@ -180,7 +188,8 @@ def engine_faithful(bench, sims: int, rng, f: float) -> float:
 
     passes: list[bool] = []
     for _ in range(sims):
-        dev, test = vv.draw_accuracy(rng, vv.N_DEV, 0.0), vv.draw_accuracy(rng, vv.N_TEST, 0.0)
+        dev = vv.draw_accuracy(rng, N_DEV_BERT, 0.0)
+        test = vv.draw_accuracy(rng, vv.N_TEST, 0.0)
         ctx = bench.context(s, dev, test, ledger=bench.ledger())
         vv.experiment(ctx, dev, test, shas=vv._shas(rng), engine=checker(deploy, passes))
     note(bench, "engine_faithful", passes)
