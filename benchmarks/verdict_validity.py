@@ -776,9 +776,10 @@ def run(bench: Bench, rows, sims: int, seed: int, *, slow_sims: int | None = Non
             for fut in concurrent.futures.as_completed(futures):
                 report(futures[fut], *fut.result())
     power = results.pop("power")
-    worst = max(results, key=results.get)
+    worst = max(results, key=results.get) if results else None  # pass-rate rows only: none
     out(f"false_pass_recommended={results.get('accuracy', float('nan')):.4f} "
-        f"worst_row={worst}:{results[worst]:.4f} power_lossless={power:.4f} n_test={N_TEST}")
+        f"worst_row={worst}:{results.get(worst, float('nan')):.4f} power_lossless={power:.4f} "
+        f"n_test={N_TEST}")
     return {"rows": results, "sims": used, "power_lossless": power, "worst": worst,
             "seconds": seconds, "pass_rates": passing}
 
