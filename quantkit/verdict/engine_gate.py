@@ -70,7 +70,12 @@ import numpy as np
 from scipy.stats import beta, binom
 
 from quantkit.errors import ConfigError
+from quantkit.verdict.macro_f1 import macro_f1_signoff
+from quantkit.verdict.margin import Margin
+from quantkit.verdict.outcome import FAIL as S_FAIL
+from quantkit.verdict.outcome import PASS as S_PASS
 from quantkit.verdict.policy import TestPolicy
+from quantkit.verdict.share_tests import score_signoff
 
 __all__ = ["DeploymentBudget", "EngineCheckPlan", "EngineGate", "FLIP_METRICS", "GATE_UNITS",
            "ROOT_METRICS", "SHARE_METRICS", "engine_deficits", "faithful_power", "faithful_size",
@@ -333,9 +338,6 @@ def flip_gate(flips: int, n: int, *, tolerance: float, policy: TestPolicy = Test
 
 
 def _status(sign_status: str) -> str:
-    from quantkit.verdict.outcome import FAIL as S_FAIL
-    from quantkit.verdict.outcome import PASS as S_PASS
-
     return PASS if sign_status == S_PASS else FAIL if sign_status == S_FAIL else INCONCLUSIVE
 
 
@@ -363,9 +365,6 @@ def macro_f1_gate(labels: Any, emulated: Any, deployed: Any, *, n_classes: int,
     ``deployed`` of labelled examples) at ``tolerance`` (macro-F1 units) with the sign-off's
     own macro-F1 test (:func:`quantkit.verdict.macro_f1.macro_f1_signoff`, the emulation as
     its reference, an absolute margin)."""
-    from quantkit.verdict.macro_f1 import macro_f1_signoff
-    from quantkit.verdict.margin import Margin
-
     y = np.asarray(labels)
     _check(int(y.size), tolerance, "macro_f1_gate")
     t = macro_f1_signoff(y, emulated, deployed, n_classes=n_classes,
@@ -399,8 +398,6 @@ def score_gate(scores: Any, *, metric: str, tolerance: float, quantile: float,
     outside and its bounds, held to ``quantile`` (the gate's ``tolerance``; the per-example
     tolerance is the record's ``engine_tolerance``). Its ``n_needed`` is sized for 80% power whatever
     ``policy.power``."""
-    from quantkit.verdict.share_tests import score_signoff
-
     v = np.asarray(scores, dtype=np.float64)
     alpha = policy.alpha
     _check(int(v.size), tolerance, "score_gate")
