@@ -1,6 +1,7 @@
 """Every benchmark's smoke mode runs (issue 48 point 9: no benchmark rots).
 
-Each script under benchmarks/ (but the helpers ``_common.py`` and ``peers.py``) runs as a
+Each script under benchmarks/ (a module with a ``__main__`` guard; the rest, such as
+``_common.py``, ``peers.py`` and verdict_validity's row modules, are helpers) runs as a
 real subprocess with ``--smoke --results-dir <tmp>``, under the test session's private HOME
 and quantkit cache (tests/conftest.py): it must exit 0, end with a line holding the
 ``key=value`` tokens benchmarks/README.md documents for it, and write its results file into
@@ -24,7 +25,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "benchmarks"
 README = BENCH / "README.md"
-HELPERS = {"_common", "peers"}
 SKIP_PREFIX = "skipped: "
 
 sys.path.insert(0, str(BENCH))
@@ -58,7 +58,9 @@ def documented() -> dict[str, list[str]]:
 
 
 def scripts() -> list[str]:
-    return sorted(p.stem for p in BENCH.glob("*.py") if p.stem not in HELPERS)
+    """The benchmarks a user runs: modules under benchmarks/ with a ``__main__`` guard."""
+    guard = 'if __name__ == "__main__":'
+    return sorted(p.stem for p in BENCH.glob("*.py") if guard in p.read_text(encoding="utf-8"))
 
 
 def last_line_keys(line: str) -> set[str]:
