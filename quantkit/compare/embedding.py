@@ -72,9 +72,22 @@ def _topk(unit: np.ndarray, k: int, chunk: int) -> np.ndarray:
         stop = min(start + chunk, n)
         sim = unit[start:stop] @ unit.T
         sim[np.arange(stop - start), np.arange(start, stop)] = -np.inf
-        # stable sort on -sim: equal similarities keep index order
-        out[start:stop] = np.argsort(-sim, axis=1, kind="stable")[:, :k]
+        out[start:stop] = _ranked_topk(sim, k)
     return out
+
+
+def _ranked_topk(sim: np.ndarray, k: int) -> np.ndarray:
+    """Each row's k largest columns in descending order, equal values by the lower column:
+    exactly ``np.argsort(-sim, kind="stable")[:, :k]``, by a partition where no row has a
+    tie at its k-th value (the sort of every column otherwise)."""
+    neg = -sim
+    kth = np.partition(neg, k - 1, axis=1)[:, k - 1:k]
+    inside = neg <= kth
+    if not (inside.sum(axis=1) == k).all():  # a tie at the k-th value: the stable sort decides
+        return np.argsort(neg, axis=1, kind="stable")[:, :k]
+    cols = np.nonzero(inside)[1].reshape(sim.shape[0], k)  # ascending column per row
+    order = np.lexsort((cols, np.take_along_axis(neg, cols, axis=1)), axis=-1)
+    return np.take_along_axis(cols, order, axis=1)
 
 
 def _gallery_topk(queries: np.ndarray, gallery: np.ndarray, k: int, chunk: int) -> np.ndarray:
@@ -82,8 +95,7 @@ def _gallery_topk(queries: np.ndarray, gallery: np.ndarray, k: int, chunk: int) 
     n = queries.shape[0]
     out = np.empty((n, k), dtype=np.int64)
     for start in range(0, n, chunk):
-        sim = queries[start:start + chunk] @ gallery.T
-        out[start:start + chunk] = np.argsort(-sim, axis=1, kind="stable")[:, :k]
+        out[start:start + chunk] = _ranked_topk(queries[start:start + chunk] @ gallery.T, k)
     return out
 
 

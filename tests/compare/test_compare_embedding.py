@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from quantkit.compare import embedding
 from quantkit.compare.embedding import (cosine_per_example, distribution, embedding_evidence,
                                         gallery_recall_at_k, gallery_top1_agreement,
                                         neighbour_recall_at_k,
@@ -141,3 +142,14 @@ def test_gallery_recall_hand_computed_and_errors():
     assert "verdict.recall_k" in str(e.value)
     with pytest.raises(DataError, match="one shape"):
         gallery_recall_at_k(q, q, gal, gal[:3], k=2)
+
+
+@pytest.mark.parametrize("decimals", [None, 1, 0])
+def test_the_partitioned_top_k_is_the_stable_sort_s_top_k(decimals):
+    rng = np.random.default_rng(3)
+    sim = rng.standard_normal((64, 200))
+    if decimals is not None:  # ties, also at the k-th value
+        sim = np.round(sim, decimals)
+    for k in (1, 10, 200):
+        assert np.array_equal(embedding._ranked_topk(sim, k),
+                              np.argsort(-sim, axis=1, kind="stable")[:, :k])
