@@ -132,19 +132,19 @@ def _unchecked(ctx: RunContext, plan) -> dict:
             "what_to_run": f"engine check NOT run: {plan.how_to_run}"}
 
 
-def _tolerance(ctx: RunContext, budget, reference) -> float:
-    """The engine tolerance in the gate's units: a relative margin times FP32's dev accuracy
-    (a flip rate) or dev macro-F1; every other budget is in its units already."""
-    v = ctx.settings.verdict
-    if budget.metric in LABELLED_METRICS and v.margin_kind == "relative":
-        return budget.tolerance * float(reference.metric(budget.metric))
-    return budget.tolerance
-
-
-def _limit(metric: str, tol: float, quantile: float | None) -> float:
-    """What the gate's exact binomial count is held to: the flip rate (accuracy,
-    agreement; macro-F1 planned as one), or the engine's share of examples outside."""
-    return float(quantile) if quantile is not None else float(tol)
+def _limits(ctx: RunContext, metric: str, reference) -> tuple[float, float | None, float]:
+    """The engine's part of the budget: ``(tolerance, quantile, limit)``. The tolerance is in
+    the gate's units (a relative margin times FP32's dev accuracy, a flip rate, or dev
+    macro-F1; every other budget is in its units already); the quantile is the engine's
+    share of ``verdict.score_quantile`` (label-free shares, else None); the limit is what
+    the exact binomial count is held to: that share, else the flip rate."""
+    s = ctx.settings
+    budget = signoff_budget(s, metric)
+    tol = budget.tolerance
+    if metric in LABELLED_METRICS and s.verdict.margin_kind == "relative":
+        tol = budget.tolerance * float(reference.metric(metric))
+    quantile = quantile_split(s, metric)[1]
+    return tol, quantile, float(quantile) if quantile is not None else float(tol)
 
 
 def _what_to_run(status: str, gate, n: int, plan) -> str:
@@ -183,9 +183,7 @@ def compared_size(ctx: RunContext, available: int, reference, family_size: int =
     metric = decision_metric(ctx)
     if metric == "macro_f1" or available <= 1:
         return available
-    tol = _tolerance(ctx, signoff_budget(ctx.settings, metric), reference)
-    quantile = quantile_split(ctx.settings, metric)[1]
-    return check_size(_limit(metric, tol, quantile), available,
+    return check_size(_limits(ctx, metric, reference)[2], available,
                       alpha=gate_alpha(ctx, family_size))
 
 
@@ -237,11 +235,9 @@ def gate_outputs(ctx: RunContext, plan, deployed: np.ndarray, emulated: np.ndarr
     base = _base(ctx, plan)
     n = int(len(deployed))
     metric = base["metric"]
-    budget = signoff_budget(s, metric)
-    tol = _tolerance(ctx, budget, reference)
+    tol, quantile, limit = _limits(ctx, metric, reference)
     policy = replace(ctx.policy, min_n=min(ctx.policy.min_n, n),
                      alpha=gate_alpha(ctx, family_size))
-    quantile = quantile_split(s, metric)[1]
     what = plan.compared
     if metric in FLIP_METRICS:
         flips = int((deployed.argmax(axis=1) != emulated.argmax(axis=1)).sum())
@@ -262,7 +258,7 @@ def gate_outputs(ctx: RunContext, plan, deployed: np.ndarray, emulated: np.ndarr
             scores = example_scores(metric, emulated, deployed)
         gate = score_gate(scores, metric=metric, tolerance=tol, quantile=quantile,
                           policy=policy, what=what)
-    planned, power = _planned(metric, _limit(metric, tol, quantile), n, policy.alpha)
+    planned, power = _planned(metric, limit, n, policy.alpha)
     status = gate.status
     out = {**base, "checked": True, "gates_recommendation": True, "n": n, "status": status,
            "ok": status == "pass", "gate": gate.to_dict(), "engine_tolerance": tol,
