@@ -22,16 +22,18 @@ class LayerRunner:
 
     def __init__(self, model: onnx.ModelProto, node: onnx.NodeProto, fed: Sequence[str],
                  ranks: Mapping[str, int]) -> None:
-        inits = {}
-        for name, t in constant_tensors(model.graph).items():  # initializers, Constant nodes
-            inits[name] = onnx.TensorProto()
-            inits[name].CopyFrom(t)
-            inits[name].name = name
+        known = constant_tensors(model.graph)  # initializers, Constant nodes
         opset = [o for o in model.opset_import if o.domain in ("", "ai.onnx")]
         fed = list(dict.fromkeys(fed))
         inputs = [helper.make_tensor_value_info(t, TensorProto.FLOAT, [None] * ranks[t])
                   for t in fed]
-        consts = [inits[t] for t in dict.fromkeys(node.input) if t and t not in fed and t in inits]
+        consts = []  # copies of the constants this node reads only (never the whole model's)
+        for t in dict.fromkeys(node.input):
+            if t and t not in fed and t in known:
+                c = onnx.TensorProto()
+                c.CopyFrom(known[t])
+                c.name = t
+                consts.append(c)
         out = helper.make_tensor_value_info(node.output[0], TensorProto.FLOAT, None)
         n = onnx.NodeProto()
         n.CopyFrom(node)
