@@ -228,6 +228,7 @@ def run_benchmark(name: str, main, argv: list[str] | None = None, *,
         return main() or 0
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     load0, t0 = os.getloadavg()[0], time.perf_counter()
+    facts = run_facts()  # the commit and tree the run starts from (a merge may land during it)
     tee = _Tee(sys.stdout)
     sys.stdout = tee
     try:
@@ -254,10 +255,13 @@ def run_benchmark(name: str, main, argv: list[str] | None = None, *,
         (RESULTS_DIR / f"{name}.md").read_text(encoding="utf-8")
         if known.smoke and (RESULTS_DIR / f"{name}.md").is_file() else None)
     command = "python " + shlex.join([f"benchmarks/{script or name}.py", *argv])
-    text = results_text(name, script=script or name, command=command, facts=run_facts(), started=started,
-                        seconds=time.perf_counter() - t0, load=(load0, os.getloadavg()[0]),
-                        rc=rc, smoke=known.smoke, output=output, previous=previous)
-    path.write_text(text, encoding="utf-8")
+    text = results_text(name, script=script or name, command=command, facts=facts,
+                        started=started, seconds=time.perf_counter() - t0,
+                        load=(load0, os.getloadavg()[0]), rc=rc, smoke=known.smoke,
+                        output=output, previous=previous)
+    part = path.with_name(f".{path.name}.part")  # never a half-written results file
+    part.write_text(text, encoding="utf-8")
+    os.replace(part, path)
     print(f"results: {path}", file=sys.stderr)
     return rc
 
