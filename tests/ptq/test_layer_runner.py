@@ -11,7 +11,7 @@ from quantkit.ptq.layer_runner import LayerRunner
 
 def test_a_layer_runner_holds_its_node_s_constants_only():
     """The runner's graph is the node, its fed inputs and the constants it reads (copied from
-    the model; the others are neither copied nor kept), and it computes the node."""
+    the model; no other constant is in it), and it computes the node."""
     rng = np.random.default_rng(0)
     w1, b = rng.standard_normal((8, 4)).astype(np.float32), np.ones(4, np.float32)
     big = rng.standard_normal((4, 256)).astype(np.float32)
