@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import quantkit  # noqa: E402
+from quantkit.fsutil import atomic_write_text  # noqa: E402
 
 #: where a full run writes its results file
 RESULTS_DIR = ROOT / "benchmarks" / "results"
@@ -259,9 +260,7 @@ def run_benchmark(name: str, main, argv: list[str] | None = None, *,
                         started=started, seconds=time.perf_counter() - t0,
                         load=(load0, os.getloadavg()[0]), rc=rc, smoke=known.smoke,
                         output=output, previous=previous)
-    part = path.with_name(f".{path.name}.part")  # never a half-written results file
-    part.write_text(text, encoding="utf-8")
-    os.replace(part, path)
+    atomic_write_text(path, text)  # never a half-written results file
     print(f"results: {path}", file=sys.stderr)
     return rc
 
